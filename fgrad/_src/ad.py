@@ -1,0 +1,348 @@
+"""Automatic differentiation: forward mode (JVP), linearize, and transposition.
+
+Forward mode carries (primal, tangent) pairs through each primitive's JVP rule.
+Reverse mode is linearize + transpose: `linearize` runs the JVP with the
+tangents as unknowns of a `JaxprTrace`, so the primal work runs now and only
+the tangent (linear) work is recorded; `backward_pass` then walks that linear
+jaxpr backwards applying transpose rules. All rules are written with fgrad
+operations and bind at the current trace, so every derivative is itself
+differentiable (grad of grad, jvp of grad, ...).
+
+A tangent or cotangent of `None` means a symbolic zero.
+"""
+from . import core
+from .config import config
+from .core import Tracer, check_live, full_lower, get_aval, set_current_trace
+from .errors import FgradTypeError
+from .partial_eval import JaxprTrace, JaxprTracer
+from .jaxpr import Literal
+
+
+def _lax():
+    from . import lax
+    return lax
+
+
+# ----------------------------------------------------------------------------
+# Forward mode
+
+class JVPTracer(Tracer):
+    """A primal value with its tangent. Python conversions see the primal, so
+    value-dependent Python control flow works under eager differentiation."""
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self):
+        return get_aval(self.primal)
+
+    def __bool__(self):
+        return bool(self.primal)
+
+    def __float__(self):
+        return float(self.primal)
+
+    def __int__(self):
+        return int(self.primal)
+
+    def __index__(self):
+        return self.primal.__index__()
+
+    def item(self):
+        return self.primal.item()
+
+    def tolist(self):
+        return self.primal.tolist()
+
+
+class JVPTrace(core.Trace):
+    """Forward mode. Rules run at `rule_trace`: the parent for jvp, a jaxpr
+    builder for linearize (so that tangent work is recorded, not run)."""
+
+    def __init__(self, parent, description):
+        self.parent = parent
+        self.rule_trace = parent
+        self.description = description
+
+    def _unpack(self, args):
+        primals, tangents, nonzero = [], [], False
+        for a in args:
+            if type(a) is JVPTracer and a._trace is self:
+                primals.append(a.primal)
+                tangents.append(a.tangent)
+                nonzero = True
+            else:
+                check_live(a)
+                primals.append(a)
+                tangents.append(None)
+        return primals, tangents, nonzero
+
+    def _pack(self, primal, tangent):
+        return primal if tangent is None else JVPTracer(self, primal, tangent)
+
+    def process_primitive(self, prim, args, params):
+        primals, tangents, nonzero = self._unpack(args)
+        if not nonzero:
+            with set_current_trace(self.parent):
+                return prim.bind(*primals, **params)
+        if prim.jvp is None:
+            raise FgradTypeError(f"{prim.name} has no differentiation rule")
+        with set_current_trace(self.rule_trace):
+            out, tout = prim.jvp(primals, tangents, **params)
+        if prim.multiple_results:
+            return [self._pack(o, t) for o, t in zip(out, tout)]
+        return self._pack(out, tout)
+
+    def process_custom_jvp_call(self, prim, fun, jvp, args, params):
+        primals, tangents, nonzero = self._unpack(args)
+        if not nonzero:
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, jvp, primals, params)
+        with set_current_trace(self.rule_trace):
+            tangents = [instantiate_zeros(t, p) for t, p in zip(tangents, primals)]
+            outs, touts = jvp(primals, tangents)
+        return [self._pack(o, t) for o, t in zip(outs, touts)]
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        primals, tangents, nonzero = self._unpack(args)
+        if not nonzero:
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, (fwd, bwd), primals, params)
+        raise TypeError(
+            f"forward-mode differentiation (jvp, jacfwd, hessian) of the custom_vjp "
+            f"function {params.get('name', '')!r} is not possible: it defines only a "
+            f"reverse-mode rule.\n  hint: use grad/vjp/jacrev, or define the function "
+            f"with fgrad.custom_jvp instead.")
+
+
+def instantiate_zeros(t, primal):
+    """A concrete zero tangent for a symbolic zero (None)."""
+    if t is not None:
+        return t
+    return _lax().zeros_like(primal)
+
+
+def jvp_flat(fun, primals, tangents, description="jvp"):
+    """Forward mode on a flat function; tangents may hold None (zero)."""
+    trace = JVPTrace(core.current_trace(), description)
+    args = [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(primals, tangents)]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+        return _unpack_outputs(trace, outs)
+    finally:
+        trace.finish()
+
+
+def _unpack_outputs(trace, outs):
+    primals, tangents = [], []
+    for o in outs:
+        if type(o) is JVPTracer and o._trace is trace:
+            primals.append(o.primal)
+            tangents.append(o.tangent)
+        else:
+            check_live(o)
+            primals.append(full_lower(o))
+            tangents.append(None)
+    return primals, tangents
+
+
+# ----------------------------------------------------------------------------
+# Linearize: JVP with the tangent work recorded as a linear jaxpr
+
+class LinearizeTrace(JVPTrace):
+    def __init__(self, parent, description):
+        super().__init__(parent, description)
+        self.rule_trace = JaxprTrace(parent, f"the linear part of {description}")
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        primals, tangents, nonzero = self._unpack(args)
+        if not nonzero:
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, (fwd, bwd), primals, params)
+        with set_current_trace(self.parent):
+            outs, residuals = fwd(*primals)
+        with set_current_trace(self.rule_trace):
+            tangents = [instantiate_zeros(t, p) for t, p in zip(tangents, primals)]
+            touts = custom_lin_p.bind(*residuals, *tangents, num_res=len(residuals),
+                                      bwd=bwd, out_avals=tuple(get_aval(o) for o in outs))
+        return [self._pack(o, t) for o, t in zip(outs, touts)]
+
+
+class LinearFunction:
+    """The linear map found by `linearize`: a jaxpr, its residuals, and which
+    inputs/outputs have (nonzero) tangents."""
+
+    def __init__(self, jaxpr, consts, in_mask, out_mask, in_avals, out_avals):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.in_mask = in_mask
+        self.out_mask = out_mask
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+
+    def jvp(self, tangents):
+        from .jaxpr import eval_jaxpr
+        ins = [t for t, m in zip(tangents, self.in_mask) if m]
+        outs = iter(eval_jaxpr(self.jaxpr, self.consts, *ins))
+        return [next(outs) if m else None for m in self.out_mask]
+
+    def transpose(self, cts):
+        cts = [c for c, m in zip(cts, self.out_mask) if m]
+        got = iter(backward_pass(self.jaxpr, self.consts, cts))
+        return [next(got) if m else None for m in self.in_mask]
+
+
+def linearize_flat(fun, primals, description="linearize"):
+    """Returns (primal outputs, LinearFunction)."""
+    parent = core.current_trace()
+    trace = LinearizeTrace(parent, description)
+    pe = trace.rule_trace
+    in_avals = [get_aval(p) for p in primals]
+    in_mask = [a.dtype.kind == "f" for a in in_avals]
+    args = [JVPTracer(trace, p, pe.new_arg(a)) if m else p
+            for p, a, m in zip(primals, in_avals, in_mask)]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+        primal_outs, tangent_outs = _unpack_outputs(trace, outs)
+        out_mask = [t is not None for t in tangent_outs]
+        closed = pe.to_jaxpr([t for t in tangent_outs if t is not None])
+    finally:
+        trace.finish()
+        pe.finish()
+    lin = LinearFunction(closed.jaxpr, closed.consts, in_mask, out_mask, in_avals,
+                         [get_aval(o) for o in primal_outs])
+    return primal_outs, lin
+
+
+# ----------------------------------------------------------------------------
+# Transposition
+
+class UndefinedPrimal:
+    """Stands for a linear input of an equation being transposed."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined(x):
+    return type(x) is UndefinedPrimal
+
+
+def backward_pass(jaxpr, consts, cts_out):
+    """Transpose a linear jaxpr: cotangents of its outputs -> of its inputs."""
+    lax = _lax()
+    primal_env = dict(zip(jaxpr.constvars, consts))
+    ct_env = {}
+    check = config.check_jaxprs
+
+    def write(v, ct):
+        if ct is None or type(v) is Literal or v in primal_env:
+            return
+        if check and tuple(ct.shape) != v.aval.shape:
+            raise TypeError(f"cotangent shape {tuple(ct.shape)} does not match "
+                            f"{v.aval.str_short()} (a transpose rule is wrong)")
+        prev = ct_env.get(v)
+        ct_env[v] = ct if prev is None else lax.add(prev, ct)
+
+    def read(a):
+        if type(a) is Literal:
+            return a.val
+        if a in primal_env:
+            return primal_env[a]
+        return UndefinedPrimal(a.aval)
+
+    for v, ct in zip(jaxpr.outvars, cts_out):
+        write(v, ct)
+    for eqn in reversed(jaxpr.eqns):
+        prim = eqn.primitive
+        if prim.multiple_results:
+            ct = [ct_env.pop(v, None) for v in eqn.outvars]
+            if all(c is None for c in ct):
+                continue
+        else:
+            ct = ct_env.pop(eqn.outvars[0], None)
+            if ct is None:
+                continue
+        if prim.transpose is None:
+            raise TypeError(
+                f"cannot transpose {prim.name}: it is not linear. A custom_jvp rule "
+                f"probably returned a tangent that is not linear in the input tangents.")
+        args = [read(a) for a in eqn.invars]
+        cts_in = prim.transpose(ct, *args, **eqn.params)
+        for a, x, c in zip(eqn.invars, args, cts_in):
+            if type(x) is UndefinedPrimal:
+                write(a, c)
+    return [ct_env.get(v) for v in jaxpr.invars]
+
+
+# ----------------------------------------------------------------------------
+# Helpers for defining rules next to each primitive
+
+def defjvp(prim, *rules):
+    """JVP from one rule per argument: rule(g, ans, *primals, **params) gives the
+    output tangent contributed by that argument's tangent g (None: not differentiable)."""
+    def jvp(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        out = None
+        for rule, t in zip(rules, tangents):
+            if t is None or rule is None:
+                continue
+            c = rule(t, ans, *primals, **params)
+            out = c if out is None else _lax().add(out, c)
+        if out is not None and tuple(out.shape) != tuple(ans.shape):
+            out = _lax().broadcast_to(out, ans.shape)
+        return ans, out
+    prim.jvp = jvp
+
+
+def defjvp_zero(prim):
+    """The primitive's outputs have zero derivative (comparisons, floor, argmax, ...)."""
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        return out, ([None] * len(out) if prim.multiple_results else None)
+    prim.jvp = jvp
+
+
+def deflinear(prim, transpose):
+    """Linear in its first argument; the others (indices, ...) are not differentiated."""
+    def jvp(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        if tangents[0] is None:
+            return ans, None
+        return ans, prim.bind(tangents[0], *primals[1:], **params)
+    prim.jvp = jvp
+    prim.transpose = transpose
+
+
+# ----------------------------------------------------------------------------
+# The linear primitive a custom_vjp function leaves in a linearized jaxpr
+
+def _custom_lin_abstract_eval(*avals, num_res, bwd, out_avals):
+    return list(out_avals)
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals):
+    res = args[:num_res]
+    cts = [_lax().zeros(a.shape, a.dtype) if c is None else c for c, a in zip(cts, out_avals)]
+    cts_in = bwd(res, cts)
+    return [None] * num_res + list(cts_in)
+
+
+def _custom_lin_impl(*args, **params):
+    raise TypeError("custom_vjp functions can only be differentiated in reverse mode")
+
+
+custom_lin_p = core.Primitive("custom_lin", multiple_results=True)
+custom_lin_p.impl = _custom_lin_impl
+custom_lin_p.abstract_eval = _custom_lin_abstract_eval
+custom_lin_p.transpose = _custom_lin_transpose

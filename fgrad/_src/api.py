@@ -1,0 +1,301 @@
+"""Public transforms over pytrees: grad, value_and_grad, jvp, vjp, linearize,
+make_jaxpr, stop_gradient. The layers below see flat lists of arrays."""
+import functools
+
+import numpy as np
+
+from . import tree_util
+from .ad import JVPTracer, jvp_flat, linearize_flat
+from .core import Array, ShapedArray, Tracer, current_trace, full_lower, get_aval
+from .errors import user_location
+from .lax import stop_gradient_array, zeros_like
+from .partial_eval import trace_to_jaxpr
+
+
+def _name(f):
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _as_arrays(flat, what):
+    out = []
+    for x in flat:
+        try:
+            out.append(full_lower(x))
+        except TypeError as e:
+            raise TypeError(f"{what}: {e}") from None
+    return out
+
+
+def _strip_finished(x):
+    """Aux outputs: replace tracers of transforms that just finished by their values."""
+    while type(x) is JVPTracer and not x._trace.alive:
+        x = x.primal
+    return x
+
+
+def _check_argnums(fname, argnums, nargs):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise TypeError(f"{fname}: argnums={argnums} but the function was called with "
+                            f"{nargs} positional argument(s)")
+    return single, tuple(i % nargs for i in nums)
+
+
+# ----------------------------------------------------------------------------
+# Reverse mode
+
+def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """Returns f(*args) and its gradient with respect to args[argnums].
+
+    f must return a real scalar (or (scalar, aux) with has_aux=True); the result is
+    (value, grad) or ((value, aux), grad). A tuple `argnums` gives a tuple of grads.
+    """
+    fname = _name(fun)
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        single, nums = _check_argnums(f"grad of {fname}", argnums, len(args))
+        diff = [args[i] for i in nums]
+        flat, in_tree = tree_util.flatten(diff)
+        flat = _as_arrays(flat, f"grad of {fname}")
+        _check_float_inputs(fname, flat, in_tree, nums, allow_int)
+        aux_box = []
+
+        def flat_fun(*xs):
+            new_args = list(args)
+            for i, sub in zip(nums, tree_util.unflatten(in_tree, xs)):
+                new_args[i] = sub
+            out = fun(*new_args, **kwargs)
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    raise TypeError(f"grad of {fname} with has_aux=True: the function must "
+                                    f"return a pair (output, aux), got {type(out).__name__}")
+                out, aux = out
+                aux_box.append(aux)
+            _check_scalar_output(fname, out)
+            return [full_lower(out)]
+
+        (ans,), lin = linearize_flat(flat_fun, flat, f"grad of {fname}")
+        one = Array(np.ones((), ans.dtype), False)
+        cts = lin.transpose([one])
+        grads = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
+        g = tuple(tree_util.unflatten(in_tree, grads))
+        g = g[0] if single else g
+        if has_aux:
+            aux = tree_util.map(_strip_finished, aux_box[0])
+            return (ans, aux), g
+        return ans, g
+
+    return value_and_grad_f
+
+
+def grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """The gradient of a scalar function with respect to args[argnums]."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return grad_f
+
+
+def _check_float_inputs(fname, flat, in_tree, nums, allow_int):
+    if allow_int:
+        return
+    for x in flat:
+        dtype = x.dtype
+        if dtype.kind != "f":
+            raise TypeError(
+                f"grad of {fname}: cannot differentiate with respect to an input of dtype "
+                f"{dtype} (shape {tuple(x.shape)}) among arguments {nums}; gradients need "
+                f"floating-point inputs.\n  hint: pass a float array (e.g. x.astype('float32')), "
+                f"exclude the argument via argnums, or set allow_int=True for zero gradients.")
+
+
+def _check_scalar_output(fname, out):
+    if not isinstance(out, (Array, Tracer, np.ndarray, np.generic, float, int)):
+        raise TypeError(f"grad of {fname}: the function must return a scalar array, got "
+                        f"{type(out).__name__}; use vjp or jacrev for pytree outputs")
+    aval = get_aval(out)
+    if aval.shape != ():
+        raise TypeError(
+            f"grad of {fname}: the function must return a scalar, but it returned an array "
+            f"of shape {aval.shape} ({aval.str_short()}).\n  hint: reduce it (e.g. .sum() or "
+            f".mean()), or use vjp / jacrev for non-scalar outputs.")
+    if aval.dtype.kind != "f":
+        raise TypeError(f"grad of {fname}: the output must be a real floating-point scalar, "
+                        f"got {aval.str_short()}")
+
+
+def vjp(fun, *primals, has_aux=False):
+    """(out, pullback) or (out, pullback, aux); pullback(ct) returns one cotangent per primal."""
+    fname = _name(fun)
+    flat, in_tree = tree_util.flatten(list(primals))
+    flat = _as_arrays(flat, f"vjp of {fname}")
+    out_tree_box, aux_box = [], []
+
+    def flat_fun(*xs):
+        out = fun(*tree_util.unflatten(in_tree, xs))
+        if has_aux:
+            out, aux = out
+            aux_box.append(aux)
+        leaves, tree = tree_util.flatten(out)
+        out_tree_box.append(tree)
+        return [full_lower(x) for x in leaves]
+
+    outs, lin = linearize_flat(flat_fun, flat, f"vjp of {fname}")
+    out_tree = out_tree_box[0]
+
+    def pullback(ct):
+        ct_leaves, ct_tree = tree_util.flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp of {fname}: the cotangent has tree structure {ct_tree}, but "
+                            f"the function's output has {out_tree}")
+        ct_leaves = _as_arrays(ct_leaves, f"vjp of {fname}")
+        for c, o in zip(ct_leaves, outs):
+            if tuple(c.shape) != tuple(o.shape):
+                raise TypeError(f"vjp of {fname}: cotangent shape {tuple(c.shape)} does not "
+                                f"match the output's shape {tuple(o.shape)}")
+        cts = lin.transpose(ct_leaves)
+        cts = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
+        return tuple(tree_util.unflatten(in_tree, cts))
+
+    out = tree_util.unflatten(out_tree, outs)
+    if has_aux:
+        return out, pullback, tree_util.map(_strip_finished, aux_box[0])
+    return out, pullback
+
+
+# ----------------------------------------------------------------------------
+# Forward mode
+
+def _check_tangents(fname, primals, tangents):
+    p_leaves, p_tree = tree_util.flatten(primals)
+    t_leaves, t_tree = tree_util.flatten(tangents)
+    if p_tree != t_tree:
+        raise TypeError(f"jvp of {fname}: primals and tangents must have the same tree "
+                        f"structure, got {p_tree} and {t_tree}")
+    p_leaves = _as_arrays(p_leaves, f"jvp of {fname}")
+    t_leaves = _as_arrays(t_leaves, f"jvp of {fname}")
+    out = []
+    for p, t in zip(p_leaves, t_leaves):
+        pa, ta = get_aval(p), get_aval(t)
+        if pa.shape != ta.shape:
+            raise TypeError(f"jvp of {fname}: a tangent has shape {ta.shape} but its primal "
+                            f"has shape {pa.shape}")
+        if pa.dtype.kind != "f":
+            out.append(None)  # integer inputs have no tangent
+            continue
+        if ta.dtype != pa.dtype and not ta.weak_type:
+            raise TypeError(f"jvp of {fname}: a tangent has dtype {ta.dtype} but its primal "
+                            f"has dtype {pa.dtype}; they must match")
+        if ta.dtype != pa.dtype:
+            t = Array(np.asarray(t._value, pa.dtype), False)
+        out.append(t)
+    return p_leaves, out, p_tree
+
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """(f(*primals), J·tangents); with has_aux, (out, tangent_out, aux)."""
+    fname = _name(fun)
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"jvp of {fname}: primals and tangents must be tuples or lists, got "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    p_flat, t_flat, in_tree = _check_tangents(fname, tuple(primals), tuple(tangents))
+    out_tree_box, aux_box = [], []
+
+    def flat_fun(*xs):
+        out = fun(*tree_util.unflatten(in_tree, xs))
+        if has_aux:
+            out, aux = out
+            aux_box.append(aux)
+        leaves, tree = tree_util.flatten(out)
+        out_tree_box.append(tree)
+        return leaves
+
+    outs, touts = jvp_flat(flat_fun, p_flat, t_flat, f"jvp of {fname}")
+    touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs)]
+    out_tree = out_tree_box[0]
+    result = (tree_util.unflatten(out_tree, outs), tree_util.unflatten(out_tree, touts))
+    if has_aux:
+        return result + (tree_util.map(_strip_finished, aux_box[0]),)
+    return result
+
+
+def linearize(fun, *primals):
+    """(f(*primals), f_jvp) where f_jvp(*tangents) applies the Jacobian at primals."""
+    fname = _name(fun)
+    flat, in_tree = tree_util.flatten(list(primals))
+    flat = _as_arrays(flat, f"linearize of {fname}")
+    out_tree_box = []
+
+    def flat_fun(*xs):
+        leaves, tree = tree_util.flatten(fun(*tree_util.unflatten(in_tree, xs)))
+        out_tree_box.append(tree)
+        return [full_lower(x) for x in leaves]
+
+    outs, lin = linearize_flat(flat_fun, flat, f"linearize of {fname}")
+    out_tree = out_tree_box[0]
+
+    def f_jvp(*tangents):
+        _, t_flat, _ = _check_tangents(fname, tuple(primals), tuple(tangents))
+        touts = lin.jvp(t_flat)
+        touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs)]
+        return tree_util.unflatten(out_tree, touts)
+
+    return tree_util.unflatten(out_tree, outs), f_jvp
+
+
+# ----------------------------------------------------------------------------
+# Tracing and stop_gradient
+
+class ShapeDtypeStruct:
+    """A stand-in argument for tracing: only its shape and dtype matter."""
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = weak_type
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype})"
+
+
+def _arg_aval(x):
+    if isinstance(x, ShapeDtypeStruct):
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return get_aval(x)
+
+
+def make_jaxpr(fun, static_argnums=()):
+    """Returns a function that traces `fun` on its arguments' shapes and dtypes and
+    gives the ClosedJaxpr (print it to read the IR)."""
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    fname = _name(fun)
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        flat, in_tree = tree_util.flatten(dyn)
+        avals = [_arg_aval(x) for x in flat]
+
+        def flat_fun(*xs):
+            it = iter(tree_util.unflatten(in_tree, xs))
+            full = [a if i in static else next(it) for i, a in enumerate(args)]
+            return [full_lower(x) for x in tree_util.leaves(fun(*full, **kwargs))]
+
+        return trace_to_jaxpr(flat_fun, avals, f"make_jaxpr of {fname}")
+
+    return make
+
+
+def stop_gradient(x):
+    """x unchanged, with zero derivative (applies to every leaf of a pytree)."""
+    def stop(leaf):
+        leaf = full_lower(leaf)
+        return stop_gradient_array(leaf) if leaf.dtype.kind == "f" else leaf
+    return tree_util.map(stop, x)

@@ -1,0 +1,491 @@
+"""The tracing core: abstract values, primitives, traces, tracers and eager arrays.
+
+Every fgrad operation ends in `Primitive.bind`, which hands the primitive to
+the *current trace*. The bottom trace (`EvalTrace`) runs NumPy; transform
+traces (JVP, linearize, jaxpr building) interpret the primitive with their own
+rules and call down to their parent trace. Tracers belong to exactly one trace:
+a trace treats any other value as a constant of its parent's level, which is
+what rules out perturbation confusion.
+"""
+import numpy as np
+
+from . import dtypes
+from .errors import ConcretizationError, EscapedTracerError, FgradTypeError
+
+
+# ----------------------------------------------------------------------------
+# Abstract values
+
+class ShapedArray:
+    """What a trace knows about a value: its shape, dtype and weak type."""
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.weak_type = weak_type
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def str_short(self):
+        return f"{dtypes.short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self):
+        return f"ShapedArray({self.str_short()}{', weak' if self.weak_type else ''})"
+
+
+def get_aval(x):
+    """The abstract value of an fgrad Array, tracer, NumPy array or Python scalar."""
+    t = type(x)
+    if t is Array:
+        v = x._value
+        return ShapedArray(v.shape, v.dtype, x.weak_type)
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), False)
+    if isinstance(x, (bool, int, float)):
+        return ShapedArray((), dtypes.dtype_of_python_scalar(x), True)
+    raise TypeError(f"fgrad cannot use a value of type {t.__name__} as an array "
+                    f"(value: {x!r}); pass a NumPy array, an fgrad array or a Python number")
+
+
+def is_weak(x):
+    t = type(x)
+    if t is Array:
+        return x.weak_type
+    if isinstance(x, Tracer):
+        return x.aval.weak_type
+    return isinstance(x, (bool, int, float))
+
+
+# ----------------------------------------------------------------------------
+# Primitives
+
+class Primitive:
+    """A named operation. Its rules are attached where it is defined.
+
+    impl(*numpy_values, **params) -> numpy value(s)
+    abstract_eval(*avals, **params) -> aval(s)          (shape/dtype rule)
+    jvp(primals, tangents, **params) -> (out, tangent)   (tangent None = zero)
+    transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
+    batch                                                (batching rule, vmap)
+    weak_args: indices of the arguments whose weak type the output inherits.
+    """
+
+    def __init__(self, name, multiple_results=False, weak_args=None):
+        self.name = name
+        self.multiple_results = multiple_results
+        self.weak_args = weak_args
+        self.impl = None
+        self.abstract_eval = None
+        self.jvp = None
+        self.transpose = None
+        self.batch = None
+
+    def bind(self, *args, **params):
+        return _state.trace.process_primitive(self, args, params)
+
+    def __repr__(self):
+        return self.name
+
+
+# ----------------------------------------------------------------------------
+# Traces and the current-trace state
+
+class _TraceState:
+    __slots__ = ("trace",)
+
+
+_state = _TraceState()
+
+
+def current_trace():
+    return _state.trace
+
+
+class set_current_trace:
+    """Context manager: make `trace` current for the duration of a block."""
+    __slots__ = ("trace", "prev")
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.prev = _state.trace
+        _state.trace = self.trace
+
+    def __exit__(self, *exc):
+        _state.trace = self.prev
+
+
+class Trace:
+    """A level of interpretation. `parent` is the level that runs its constants."""
+    parent = None
+    alive = True
+    # What this trace is for, shown in escaped-tracer errors.
+    description = "a transform"
+
+    def process_primitive(self, prim, args, params):
+        raise NotImplementedError
+
+    def process_custom_jvp_call(self, prim, fun, jvp, args, params):
+        raise NotImplementedError
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        raise NotImplementedError
+
+    def finish(self):
+        """Mark this trace finished: its tracers may no longer be used."""
+        self.alive = False
+
+
+def check_live(x):
+    """Raise the escaped-tracer error if `x` is a tracer of a finished trace."""
+    if isinstance(x, Tracer) and not x._trace.alive:
+        trace = x._trace
+        raise EscapedTracerError(
+            f"A traced value ({x.aval.str_short()}) escaped {trace.description} and was "
+            f"used after that transform finished. It was probably stored in a global "
+            f"variable, an attribute or a closure while tracing, then used later. "
+            f"Return it from the transformed function instead.")
+
+
+class EvalTrace(Trace):
+    """The bottom level: primitives run NumPy on concrete values."""
+    description = "eager evaluation"
+
+    def process_primitive(self, prim, args, params):
+        vals = []
+        weak = True
+        weak_args = prim.weak_args
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is Array:
+                vals.append(a._value)
+                w = a.weak_type
+            elif t is np.ndarray or isinstance(a, np.generic):
+                vals.append(a)
+                w = False
+            else:
+                vals.append(_concrete_value(a))
+                w = is_weak(a)
+            if weak_args is None or i in weak_args:
+                weak = weak and w
+        try:
+            out = prim.impl(*vals, **params)
+        except Exception as e:
+            _explain_impl_failure(prim, args, params, e)
+            raise
+        if "weak_type" in params:
+            weak = params["weak_type"]
+        elif not args:
+            weak = False
+        if prim.multiple_results:
+            return [Array(o, weak) for o in out]
+        return Array(out, weak)
+
+    def process_custom_jvp_call(self, prim, fun, jvp, args, params):
+        return fun(*args)
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        return fun(*args)
+
+
+def _concrete_value(a):
+    if isinstance(a, Tracer):
+        check_live(a)
+        raise EscapedTracerError(
+            f"A traced value ({a.aval.str_short()}) of {a._trace.description} reached eager "
+            f"evaluation outside its transform; it escaped the function being transformed.")
+    if isinstance(a, (bool, int, float)):
+        return np.asarray(a, dtypes.dtype_of_python_scalar(a))
+    return np.asarray(a)
+
+
+def _explain_impl_failure(prim, args, params, err):
+    """Turn a raw NumPy failure into the same error the shape rule gives when tracing."""
+    if prim.abstract_eval is None or isinstance(err, FgradTypeError):
+        return
+    avals = [get_aval(a) for a in args]
+    prim.abstract_eval(*avals, **params)  # raises FgradTypeError when inputs are bad
+
+
+_state.trace = EvalTrace()
+eval_trace = _state.trace
+
+
+# ----------------------------------------------------------------------------
+# Array methods shared by eager arrays and tracers
+
+def _fnp():
+    from fgrad import numpy as fnp
+    return fnp
+
+
+def _binop(name, reflected=False):
+    if reflected:
+        def method(self, other):
+            return getattr(_fnp(), name)(other, self)
+    else:
+        def method(self, other):
+            return getattr(_fnp(), name)(self, other)
+    method.__name__ = name
+    return method
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return getattr(_fnp(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+class ArrayMethods:
+    """Operators and NumPy-style methods, shared by `Array` and `Tracer`."""
+    __slots__ = ()
+    __array_priority__ = 100
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def T(self):
+        return _fnp().transpose(self)
+
+    @property
+    def at(self):
+        from fgrad._src.numpy.indexing import IndexUpdateHelper
+        return IndexUpdateHelper(self)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __getitem__(self, idx):
+        from fgrad._src.numpy.indexing import getitem
+        return getitem(self, idx)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        fn = getattr(_fnp(), ufunc.__name__, None)
+        if method == "__call__" and fn is not None and not kwargs:
+            return fn(*inputs)
+        return NotImplemented
+
+    __add__, __radd__ = _binop("add"), _binop("add", True)
+    __sub__, __rsub__ = _binop("subtract"), _binop("subtract", True)
+    __mul__, __rmul__ = _binop("multiply"), _binop("multiply", True)
+    __truediv__, __rtruediv__ = _binop("true_divide"), _binop("true_divide", True)
+    __floordiv__, __rfloordiv__ = _binop("floor_divide"), _binop("floor_divide", True)
+    __mod__, __rmod__ = _binop("remainder"), _binop("remainder", True)
+    __pow__, __rpow__ = _binop("power"), _binop("power", True)
+    __matmul__, __rmatmul__ = _binop("matmul"), _binop("matmul", True)
+    __and__, __rand__ = _binop("bitwise_and"), _binop("bitwise_and", True)
+    __or__, __ror__ = _binop("bitwise_or"), _binop("bitwise_or", True)
+    __xor__, __rxor__ = _binop("bitwise_xor"), _binop("bitwise_xor", True)
+    __lshift__, __rlshift__ = _binop("left_shift"), _binop("left_shift", True)
+    __rshift__, __rrshift__ = _binop("right_shift"), _binop("right_shift", True)
+    __lt__, __le__ = _binop("less"), _binop("less_equal")
+    __gt__, __ge__ = _binop("greater"), _binop("greater_equal")
+    __eq__, __ne__ = _binop("equal"), _binop("not_equal")
+    __neg__ = _method("negative")
+    __pos__ = _method("positive")
+    __abs__ = _method("abs")
+    __invert__ = _method("invert")
+    __hash__ = None
+
+    sum = _method("sum")
+    mean = _method("mean")
+    var = _method("var")
+    std = _method("std")
+    max = _method("max")
+    min = _method("min")
+    prod = _method("prod")
+    argmax = _method("argmax")
+    argmin = _method("argmin")
+    all = _method("all")
+    any = _method("any")
+    cumsum = _method("cumsum")
+    astype = _method("astype")
+    ravel = _method("ravel")
+    flatten = _method("ravel")
+    squeeze = _method("squeeze")
+    swapaxes = _method("swapaxes")
+    dot = _method("dot")
+    clip = _method("clip")
+    round = _method("round")
+    conj = _method("conj")
+    trace = _method("trace")
+    diagonal = _method("diagonal")
+    repeat = _method("repeat")
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _fnp().reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = axes[0]
+        return _fnp().transpose(self, axes or None)
+
+
+# ----------------------------------------------------------------------------
+# Eager arrays
+
+class Array(ArrayMethods):
+    """An immutable concrete array: a NumPy value plus its weak-type flag."""
+    __slots__ = ("_value", "weak_type")
+
+    def __init__(self, value, weak_type=False):
+        self._value = value
+        self.weak_type = weak_type
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def aval(self):
+        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._value)
+        if dtype is not None and v.dtype != dtype:
+            return v.astype(dtype)
+        return v.copy() if copy else v
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        return int(self._value.__index__())
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def item(self, *args):
+        return self._value.item(*args)
+
+    def tolist(self):
+        return np.asarray(self._value).tolist()
+
+    def __format__(self, spec):
+        if self._value.ndim == 0:
+            return format(self._value.item(), spec)
+        return format(str(self), spec)
+
+    def __repr__(self):
+        body = np.array2string(np.asarray(self._value), separator=", ", prefix="Array(")
+        extra = ", weak_type=True" if self.weak_type else ""
+        return f"Array({body}, dtype={self._value.dtype}{extra})"
+
+    def __str__(self):
+        return str(np.asarray(self._value))
+
+    def __reduce__(self):
+        return (Array, (np.asarray(self._value), self.weak_type))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+# ----------------------------------------------------------------------------
+# Tracers
+
+class Tracer(ArrayMethods):
+    """A value being traced by a transform; it belongs to one trace."""
+    __slots__ = ("_trace",)
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    def _concrete(self, what):
+        raise ConcretizationError(
+            f"{what} needs a concrete value, but this is a traced value "
+            f"({self.aval.str_short()}) inside {self._trace.description}; its value is "
+            f"not known while tracing.\n  hint: use fgrad.numpy.where or fgrad.lax.cond "
+            f"for value-dependent choices, or mark the argument static "
+            f"(static_argnums/static_argnames) when jitting.")
+
+    def __bool__(self):
+        return self._concrete("Python control flow (bool())")
+
+    def __float__(self):
+        return self._concrete("float()")
+
+    def __int__(self):
+        return self._concrete("int()")
+
+    def __index__(self):
+        return self._concrete("using a value as an index (__index__)")
+
+    def item(self):
+        return self._concrete("item()")
+
+    def tolist(self):
+        return self._concrete("tolist()")
+
+    def __array__(self, dtype=None, copy=None):
+        raise ConcretizationError(
+            f"Cannot convert a traced value ({self.aval.str_short()}) inside "
+            f"{self._trace.description} to a NumPy array: NumPy would drop what the "
+            f"transform is tracking.\n  hint: use fgrad.numpy instead of numpy inside "
+            f"transformed functions, or wrap the value in fgrad.stop_gradient and convert "
+            f"after the transform returns.")
+
+    def __repr__(self):
+        return f"Traced<{self.aval.str_short()}> in {self._trace.description}"
+
+
+def full_lower(x):
+    """An eager Array for a NumPy value or Python scalar; tracers and Arrays unchanged."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return Array(np.asarray(x, dtypes.dtype_of_python_scalar(x)), True)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return Array(np.asarray(x, dtypes.canonicalize(x.dtype)), False)
+    return Array(np.asarray(x), False)

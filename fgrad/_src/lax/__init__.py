@@ -1,0 +1,28 @@
+"""fgrad.lax: the primitives and thin functions that bind them.
+
+These functions do not promote dtypes (operands of one op share a dtype) but
+do broadcast like NumPy; Python scalars take the dtype of the other operand.
+"""
+import numpy as np
+
+from ..core import Array
+from .elementwise import *  # noqa: F401,F403
+from .elementwise import abs, max, min, pow, round  # noqa: F401  (shadow builtins on purpose)
+from .shape_ops import (broadcast_in_dim, broadcast_in_dim_p, broadcast_to, expand_dims,  # noqa: F401
+                        expand_dims_p, reshape, reshape_p, squeeze, squeeze_p, transpose,
+                        transpose_p)
+from .reductions import (argmax, argmax_p, argmin, argmin_p, normalize_axes, reduce_max,  # noqa: F401
+                         reduce_max_p, reduce_min, reduce_min_p, reduce_sum, reduce_sum_p)
+
+
+def full(shape, fill_value, dtype):
+    """A constant array (computed now, whatever the current trace)."""
+    return Array(np.full(tuple(shape), fill_value, dtype=dtype), False)
+
+
+def zeros(shape, dtype):
+    return full(shape, 0, dtype)
+
+
+def zeros_like(x):
+    return full(x.shape, 0, x.dtype)

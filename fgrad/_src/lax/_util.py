@@ -1,0 +1,104 @@
+"""Shared pieces for defining primitives: shape rules, scalar lifting, unbroadcast."""
+import numpy as np
+
+from .. import dtypes
+from ..core import Array, ShapedArray, Tracer, get_aval
+from ..errors import FgradTypeError
+
+_PY_SCALARS = (bool, int, float)
+
+
+def shapes_str(avals):
+    return ", ".join(a.str_short() for a in avals)
+
+
+def broadcast_shapes(name, avals):
+    """NumPy broadcasting of the avals' shapes, or an error naming the op and shapes."""
+    shapes = [a.shape for a in avals]
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise FgradTypeError(
+            f"{name}: incompatible shapes for broadcasting: {shapes_str(avals)}",
+            hint="shapes broadcast when, aligned from the right, each pair of sizes is "
+                 "equal or one of them is 1; reshape or expand_dims an operand to fit") from None
+
+
+def same_dtypes(name, avals):
+    dtype = avals[0].dtype
+    for a in avals[1:]:
+        if a.dtype != dtype:
+            raise FgradTypeError(
+                f"{name} requires operands of one dtype, got {shapes_str(avals)}",
+                hint="convert one operand with .astype(...) (fgrad.numpy functions "
+                     "promote dtypes for you; lax functions do not)")
+    return dtype
+
+
+_KIND_NAMES = {"f": "floating-point", "i": "integer", "u": "integer", "b": "boolean"}
+
+
+def check_kinds(name, avals, kinds):
+    for a in avals:
+        if a.dtype.kind not in kinds:
+            allowed = sorted({_KIND_NAMES[k] for k in kinds})
+            raise FgradTypeError(
+                f"{name} requires {' or '.join(allowed)} operands, got {shapes_str(avals)}",
+                hint="convert the operand with .astype(...)")
+
+
+def nary_rule(name, kinds, out_dtype=None):
+    """Shape rule of an element-wise op: same dtypes, broadcast shapes."""
+    def rule(*avals, **params):
+        dtype = same_dtypes(name, avals)
+        check_kinds(name, avals, kinds)
+        shape = broadcast_shapes(name, avals)
+        weak = all(a.weak_type for a in avals)
+        return ShapedArray(shape, out_dtype or dtype, weak and out_dtype is None)
+    return rule
+
+
+def lift_scalars(args):
+    """Python scalars among operands become weak arrays of the other operands' dtype."""
+    if not any(type(a) in _PY_SCALARS for a in args):
+        return args
+    dtype = None
+    for a in args:
+        if type(a) not in _PY_SCALARS:
+            dtype = a.dtype
+            break
+    out = []
+    for a in args:
+        if type(a) in _PY_SCALARS:
+            d = dtype if dtype is not None else dtypes.dtype_of_python_scalar(a)
+            a = Array(np.asarray(a, d), True)
+        out.append(a)
+    return out
+
+
+def unbroadcast(ct, aval):
+    """Sum a cotangent down to `aval`'s shape (the transpose of broadcasting)."""
+    from . import reduce_sum, reshape
+    shape = tuple(ct.shape)
+    target = aval.shape
+    if shape == target:
+        return ct
+    lead = len(shape) - len(target)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, (t, s) in enumerate(zip(target, shape[lead:])) if t == 1 and s != 1)
+    if axes:
+        ct = reduce_sum(ct, axes)
+    if tuple(ct.shape) != target:
+        ct = reshape(ct, target)
+    return ct
+
+
+def is_traced(x):
+    return isinstance(x, Tracer)
+
+
+def aval_of(x):
+    return get_aval(x)

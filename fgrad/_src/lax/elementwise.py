@@ -1,0 +1,521 @@
+"""Element-wise primitives: arithmetic, math functions, comparisons, select,
+dtype conversion and integer/bitwise ops.
+
+Operands of one primitive share a dtype (fgrad.numpy promotes first) and
+broadcast like NumPy; a transpose rule sums a cotangent back down to its
+operand's shape. Each primitive sits here with all of its rules.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..ad import defjvp, defjvp_zero, is_undefined
+from ..core import Array, Primitive, ShapedArray
+from ..errors import FgradTypeError
+from ._util import check_kinds, lift_scalars, nary_rule, shapes_str, unbroadcast, broadcast_shapes
+
+FLOAT = "f"
+NUM = "fiu"
+SIGNED = "fi"
+INT = "iu"
+INT_BOOL = "iub"
+ANY = "fiub"
+
+
+def _quiet(fn):
+    """NumPy impl that ignores floating-point warnings (log(0), 1/0, overflow)."""
+    def impl(*args, **params):
+        with np.errstate(all="ignore"):
+            return fn(*args, **params)
+    return impl
+
+
+def _prim(name, impl, kinds, out_dtype=None, quiet=False):
+    p = Primitive(name)
+    p.impl = _quiet(impl) if quiet else impl
+    p.abstract_eval = nary_rule(name, kinds, out_dtype)
+    return p
+
+
+def _unary_op(p):
+    def op(x):
+        return p.bind(x)
+    op.__name__ = p.name
+    return op
+
+
+def _binary_op(p):
+    def op(x, y):
+        return p.bind(*lift_scalars((x, y)))
+    op.__name__ = p.name
+    return op
+
+
+def _int_quiet(fn):
+    """Integer arithmetic wraps around silently (as in C and XLA)."""
+    def impl(x, y):
+        if x.dtype.kind in "iu":
+            with np.errstate(over="ignore"):
+                return fn(x, y)
+        return fn(x, y)
+    return impl
+
+
+# ----------------------------------------------------------------------------
+# Arithmetic
+
+neg_p = _prim("neg", np.negative, SIGNED)
+neg = _unary_op(neg_p)
+defjvp(neg_p, lambda g, ans, x: neg(g))
+neg_p.transpose = lambda ct, x: [neg(ct)]
+
+add_p = _prim("add", _int_quiet(np.add), NUM)
+add = _binary_op(add_p)
+defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+
+
+def _add_transpose(ct, x, y):
+    return [unbroadcast(ct, x.aval) if is_undefined(x) else None,
+            unbroadcast(ct, y.aval) if is_undefined(y) else None]
+
+
+add_p.transpose = _add_transpose
+
+sub_p = _prim("sub", _int_quiet(np.subtract), NUM)
+sub = _binary_op(sub_p)
+defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
+
+
+def _sub_transpose(ct, x, y):
+    return [unbroadcast(ct, x.aval) if is_undefined(x) else None,
+            unbroadcast(neg(ct), y.aval) if is_undefined(y) else None]
+
+
+sub_p.transpose = _sub_transpose
+
+mul_p = _prim("mul", _int_quiet(np.multiply), NUM)
+mul = _binary_op(mul_p)
+defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+
+
+def _mul_transpose(ct, x, y):
+    if is_undefined(x) and is_undefined(y):
+        raise TypeError("mul of two linear values is not linear and cannot be transposed")
+    if is_undefined(x):
+        return [unbroadcast(mul(ct, y), x.aval), None]
+    return [None, unbroadcast(mul(x, ct), y.aval)]
+
+
+mul_p.transpose = _mul_transpose
+
+
+def _div_impl(x, y):
+    if x.dtype.kind in "iu":  # C semantics: round toward zero
+        q = np.floor_divide(x, y)
+        fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+        return (q + fix).astype(x.dtype)
+    return np.true_divide(x, y)
+
+
+div_p = _prim("div", _div_impl, NUM, quiet=True)
+div = _binary_op(div_p)
+defjvp(div_p, lambda g, ans, x, y: div(g, y),
+       lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+
+
+def _div_transpose(ct, x, y):
+    if is_undefined(y):
+        raise TypeError("div is not linear in its divisor and cannot be transposed")
+    return [unbroadcast(div(ct, y), x.aval), None]
+
+
+div_p.transpose = _div_transpose
+
+rem_p = _prim("rem", np.fmod, NUM, quiet=True)
+rem = _binary_op(rem_p)
+defjvp(rem_p, lambda g, ans, x, y: g,
+       lambda g, ans, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+
+
+def _balanced_eq(x, z, y):
+    """1 where x alone attains the extremum z, 0.5 on a tie with y, else 0."""
+    one = select_n(eq(y, z), _full_like(z, 1.0), _full_like(z, 0.5))
+    return select_n(eq(x, z), _full_like(z, 0.0), one)
+
+
+def _full_like(x, value):
+    return Array(np.asarray(value, x.dtype), True)
+
+
+max_p = _prim("max", np.maximum, NUM)
+max = _binary_op(max_p)
+defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+
+min_p = _prim("min", np.minimum, NUM)
+min = _binary_op(min_p)
+defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+       lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
+
+
+def _replace_zero(x):
+    return select_n(eq(x, _full_like(x, 0)), x, _full_like(x, 1))
+
+
+pow_p = _prim("pow", np.power, FLOAT, quiet=True)
+pow = _binary_op(pow_p)
+defjvp(pow_p,
+       lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, _full_like(y, 1))))),
+       lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
+
+
+def _integer_pow_impl(x, y):
+    if y < 0 and x.dtype.kind in "iu":
+        raise ValueError("integer_pow of an integer array to a negative power")
+    return np.power(x, y, dtype=x.dtype) if y >= 0 else np.power(x, float(y)).astype(x.dtype)
+
+
+integer_pow_p = Primitive("integer_pow")
+integer_pow_p.impl = _quiet(_integer_pow_impl)
+integer_pow_p.abstract_eval = nary_rule("integer_pow", NUM)
+
+
+def integer_pow(x, y):
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def _integer_pow_jvp(g, ans, x, *, y):
+    if y == 0:
+        return mul(g, _full_like(x, 0))
+    return mul(g, mul(_full_like(x, y), integer_pow(x, y - 1)))
+
+
+defjvp(integer_pow_p, _integer_pow_jvp)
+
+abs_p = _prim("abs", np.abs, SIGNED)
+abs = _unary_op(abs_p)
+defjvp(abs_p, lambda g, ans, x: mul(g, sign(x)))
+
+sign_p = _prim("sign", np.sign, NUM)
+sign = _unary_op(sign_p)
+defjvp_zero(sign_p)
+
+floor_p = _prim("floor", np.floor, FLOAT)
+floor = _unary_op(floor_p)
+defjvp_zero(floor_p)
+
+ceil_p = _prim("ceil", np.ceil, FLOAT)
+ceil = _unary_op(ceil_p)
+defjvp_zero(ceil_p)
+
+
+def _round_impl(x, *, rounding_method):
+    if rounding_method == "to_nearest_even":
+        return np.round(x)
+    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(x.dtype)
+
+
+round_p = Primitive("round")
+round_p.impl = _round_impl
+round_p.abstract_eval = nary_rule("round", FLOAT)
+defjvp_zero(round_p)
+
+
+def round(x, rounding_method="away_from_zero"):
+    """Round to integral values; ties away from zero or to the nearest even value."""
+    if rounding_method not in ("away_from_zero", "to_nearest_even"):
+        raise ValueError(f"round: unknown rounding_method {rounding_method!r}")
+    return round_p.bind(x, rounding_method=rounding_method)
+
+
+# ----------------------------------------------------------------------------
+# Transcendental functions
+
+exp_p = _prim("exp", np.exp, FLOAT, quiet=True)
+exp = _unary_op(exp_p)
+defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+
+log_p = _prim("log", np.log, FLOAT, quiet=True)
+log = _unary_op(log_p)
+defjvp(log_p, lambda g, ans, x: div(g, x))
+
+log1p_p = _prim("log1p", np.log1p, FLOAT, quiet=True)
+log1p = _unary_op(log1p_p)
+defjvp(log1p_p, lambda g, ans, x: div(g, add(x, _full_like(x, 1))))
+
+expm1_p = _prim("expm1", np.expm1, FLOAT, quiet=True)
+expm1 = _unary_op(expm1_p)
+defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _full_like(ans, 1))))
+
+sin_p = _prim("sin", np.sin, FLOAT)
+sin = _unary_op(sin_p)
+defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+
+cos_p = _prim("cos", np.cos, FLOAT)
+cos = _unary_op(cos_p)
+defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+
+tan_p = _prim("tan", np.tan, FLOAT, quiet=True)
+tan = _unary_op(tan_p)
+defjvp(tan_p, lambda g, ans, x: mul(g, add(_full_like(ans, 1), mul(ans, ans))))
+
+tanh_p = _prim("tanh", np.tanh, FLOAT)
+tanh = _unary_op(tanh_p)
+defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_full_like(ans, 1), mul(ans, ans))))
+
+atan2_p = _prim("atan2", np.arctan2, FLOAT)
+atan2 = _binary_op(atan2_p)
+defjvp(atan2_p,
+       lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
+       lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
+
+sqrt_p = _prim("sqrt", np.sqrt, FLOAT, quiet=True)
+sqrt = _unary_op(sqrt_p)
+defjvp(sqrt_p, lambda g, ans, x: div(g, mul(ans, _full_like(ans, 2))))
+
+rsqrt_p = _prim("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), FLOAT, quiet=True)
+rsqrt = _unary_op(rsqrt_p)
+defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(_full_like(x, -0.5), div(ans, x))))
+
+
+def _logistic_impl(x):
+    # Stable for large |x|: never exponentiates a large positive number.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+logistic_p = _prim("logistic", _logistic_impl, FLOAT, quiet=True)
+logistic = _unary_op(logistic_p)
+defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_full_like(ans, 1), ans))))
+
+
+def _scipy_special():
+    import scipy.special
+    return scipy.special
+
+
+erf_p = _prim("erf", lambda x: _scipy_special().erf(x).astype(x.dtype), FLOAT)
+erf = _unary_op(erf_p)
+defjvp(erf_p, lambda g, ans, x: mul(g, mul(_full_like(x, 2 / math.sqrt(math.pi)),
+                                          exp(neg(mul(x, x))))))
+
+erf_inv_p = _prim("erf_inv", lambda x: _scipy_special().erfinv(x).astype(x.dtype), FLOAT)
+erf_inv = _unary_op(erf_inv_p)
+defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_full_like(x, math.sqrt(math.pi) / 2),
+                                              exp(mul(ans, ans)))))
+
+
+# ----------------------------------------------------------------------------
+# Comparisons and predicates (no derivative)
+
+def _comparison(name, fn):
+    p = _prim(name, fn, ANY, out_dtype=dtypes.bool_)
+    defjvp_zero(p)
+    return p, _binary_op(p)
+
+
+eq_p, eq = _comparison("eq", np.equal)
+ne_p, ne = _comparison("ne", np.not_equal)
+lt_p, lt = _comparison("lt", np.less)
+le_p, le = _comparison("le", np.less_equal)
+gt_p, gt = _comparison("gt", np.greater)
+ge_p, ge = _comparison("ge", np.greater_equal)
+
+is_finite_p = _prim("is_finite", np.isfinite, FLOAT, out_dtype=dtypes.bool_)
+is_finite = _unary_op(is_finite_p)
+defjvp_zero(is_finite_p)
+
+
+# ----------------------------------------------------------------------------
+# select_n: pick among cases by a boolean or integer selector
+
+def _select_n_impl(which, *cases):
+    if len(cases) == 1:
+        return np.broadcast_to(cases[0], np.broadcast_shapes(which.shape, cases[0].shape))
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    return np.choose(which, np.broadcast_arrays(*cases))
+
+
+def _select_n_abstract_eval(which, *cases):
+    if which.dtype.kind not in "biu":
+        raise FgradTypeError(f"select_n: the selector must be boolean or integer, got "
+                             f"{which.str_short()}")
+    if which.dtype.kind == "b" and len(cases) > 2:
+        raise FgradTypeError(f"select_n: a boolean selector picks between 2 cases, got "
+                             f"{len(cases)}")
+    from ._util import same_dtypes
+    dtype = same_dtypes("select_n", cases)
+    shape = broadcast_shapes("select_n", (which,) + cases)
+    return ShapedArray(shape, dtype, all(c.weak_type for c in cases))
+
+
+select_n_p = Primitive("select_n", weak_args=range(1, 1 << 30))  # the cases
+select_n_p.impl = _select_n_impl
+select_n_p.abstract_eval = _select_n_abstract_eval
+
+
+def select_n(which, *cases):
+    """cases[which] element-wise (for a boolean `which`: False -> cases[0])."""
+    return select_n_p.bind(which, *lift_scalars(cases))
+
+
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    ans = select_n_p.bind(which, *cases)
+    if all(t is None for t in tangents[1:]):
+        return ans, None
+    ts = [t if t is not None else _zeros_of(c) for t, c in zip(tangents[1:], cases)]
+    return ans, select_n_p.bind(which, *ts)
+
+
+def _zeros_of(x):
+    return Array(np.zeros(x.shape, x.dtype), False)
+
+
+def _select_n_transpose(ct, which, *cases):
+    zeros = _zeros_of(ct)
+    out = [None]
+    for i, c in enumerate(cases):
+        if is_undefined(c):
+            picks = [zeros] * len(cases)
+            picks[i] = ct
+            out.append(unbroadcast(select_n_p.bind(which, *picks), c.aval))
+        else:
+            out.append(None)
+    return out
+
+
+select_n_p.jvp = _select_n_jvp
+select_n_p.transpose = _select_n_transpose
+
+
+# ----------------------------------------------------------------------------
+# Dtype conversion
+
+def _convert_abstract_eval(x, *, new_dtype, weak_type):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _convert_impl(x, *, new_dtype, weak_type):
+    return np.asarray(x).astype(new_dtype)
+
+
+convert_element_type_p = Primitive("convert_element_type")
+convert_element_type_p.impl = _quiet(_convert_impl)
+convert_element_type_p.abstract_eval = _convert_abstract_eval
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    new_dtype = dtypes.canonicalize(new_dtype)
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if t is None or new_dtype.kind != "f":
+        return ans, None
+    return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type):
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype,
+                                        weak_type=x.aval.weak_type)]
+
+
+convert_element_type_p.jvp = _convert_jvp
+convert_element_type_p.transpose = _convert_transpose
+
+
+def _bitcast_abstract_eval(x, *, new_dtype):
+    if x.dtype.itemsize != new_dtype.itemsize:
+        raise FgradTypeError(f"bitcast_convert_type: {x.str_short()} and {new_dtype} differ "
+                             f"in width ({x.dtype.itemsize} vs {new_dtype.itemsize} bytes)")
+    return ShapedArray(x.shape, new_dtype, False)
+
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.asarray(x).view(new_dtype)
+bitcast_convert_type_p.abstract_eval = _bitcast_abstract_eval
+defjvp_zero(bitcast_convert_type_p)
+
+
+def bitcast_convert_type(x, new_dtype):
+    """Reinterpret the bits of x as another dtype of the same width."""
+    return bitcast_convert_type_p.bind(x, new_dtype=dtypes.canonicalize(new_dtype))
+
+
+# ----------------------------------------------------------------------------
+# Integer and bitwise ops (for the PRNG and for fgrad.numpy's integer functions)
+
+def _bitwise(name, fn, kinds=INT_BOOL):
+    p = _prim(name, fn, kinds)
+    defjvp_zero(p)
+    return p
+
+
+and_p = _bitwise("and", np.bitwise_and)
+bitwise_and = _binary_op(and_p)
+or_p = _bitwise("or", np.bitwise_or)
+bitwise_or = _binary_op(or_p)
+xor_p = _bitwise("xor", np.bitwise_xor)
+bitwise_xor = _binary_op(xor_p)
+not_p = _bitwise("not", np.invert)
+bitwise_not = _unary_op(not_p)
+
+
+def _unsigned(dtype):
+    return np.dtype(f"uint{dtype.itemsize * 8}")
+
+
+def _shift_left_impl(x, y):
+    bits = x.dtype.itemsize * 8
+    out = np.left_shift(x, np.where(y < bits, y, 0).astype(y.dtype))
+    return np.where((y >= 0) & (y < bits), out, 0).astype(x.dtype)
+
+
+def _shift_right_logical_impl(x, y):
+    bits = x.dtype.itemsize * 8
+    u = _unsigned(x.dtype)
+    ux, uy = np.asarray(x).view(u), np.asarray(y).astype(u)
+    out = np.right_shift(ux, np.where(uy < bits, uy, 0).astype(u))
+    return np.where(uy < bits, out, 0).astype(u).view(x.dtype)
+
+
+def _shift_right_arithmetic_impl(x, y):
+    bits = x.dtype.itemsize * 8
+    if x.dtype.kind == "u":
+        signed = np.dtype(f"int{bits}")
+        return _shift_right_arithmetic_impl(np.asarray(x).view(signed),
+                                            np.asarray(y).astype(signed)).view(x.dtype)
+    return np.right_shift(x, np.clip(y, 0, bits - 1)).astype(x.dtype)
+
+
+shift_left_p = _bitwise("shift_left", _shift_left_impl, INT)
+shift_left = _binary_op(shift_left_p)
+shift_right_logical_p = _bitwise("shift_right_logical", _shift_right_logical_impl, INT)
+shift_right_logical = _binary_op(shift_right_logical_p)
+shift_right_arithmetic_p = _bitwise("shift_right_arithmetic", _shift_right_arithmetic_impl, INT)
+shift_right_arithmetic = _binary_op(shift_right_arithmetic_p)
+
+population_count_p = _bitwise(
+    "population_count",
+    lambda x: np.bitwise_count(x).astype(x.dtype) if hasattr(np, "bitwise_count")
+    else np.vectorize(lambda v: bin(int(v) & (2 ** (8 * x.dtype.itemsize) - 1)).count("1"),
+                      otypes=[x.dtype])(x), INT)
+population_count = _unary_op(population_count_p)
+
+
+# ----------------------------------------------------------------------------
+# stop_gradient
+
+stop_gradient_p = Primitive("stop_gradient")
+stop_gradient_p.impl = lambda x: x
+stop_gradient_p.abstract_eval = lambda x: x
+defjvp_zero(stop_gradient_p)
+
+
+def stop_gradient_array(x):
+    return stop_gradient_p.bind(x)

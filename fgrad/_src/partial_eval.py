@@ -1,0 +1,130 @@
+"""Building jaxprs by tracing: `JaxprTrace`.
+
+A `JaxprTrace` records every primitive that touches one of its own tracers as
+an equation; operations on other values (constants, or tracers of enclosing
+transforms) run at the parent level and enter the jaxpr as constants. Used
+for `make_jaxpr` (every input is unknown) and inside `linearize` (only the
+tangents are unknown, so the recorded jaxpr is the linear part).
+"""
+import numpy as np
+
+from . import core
+from .config import config
+from .core import Tracer, check_live, get_aval, set_current_trace
+from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, check_jaxpr
+
+
+class JaxprTracer(Tracer):
+    __slots__ = ("var",)
+
+    def __init__(self, trace, var):
+        self._trace = trace
+        self.var = var
+
+    @property
+    def aval(self):
+        return self.var.aval
+
+
+class JaxprTrace(core.Trace):
+    def __init__(self, parent, description="tracing to a jaxpr"):
+        self.parent = parent
+        self.description = description
+        self.invars = []
+        self.eqns = []
+        self.constvars = []
+        self.consts = []
+        self._const_ids = {}
+
+    # -- inputs and atoms --------------------------------------------------
+    def new_arg(self, aval):
+        v = Var(aval)
+        self.invars.append(v)
+        return JaxprTracer(self, v)
+
+    def to_atom(self, x):
+        if type(x) is JaxprTracer and x._trace is self:
+            return x.var
+        check_live(x)
+        aval = get_aval(x)
+        if not aval.shape and not isinstance(x, Tracer):
+            val = x._value if type(x) is core.Array else np.asarray(x, aval.dtype)
+            return Literal(val, aval)
+        key = id(x)
+        v = self._const_ids.get(key)
+        if v is None:
+            v = Var(aval)
+            self._const_ids[key] = v
+            self.constvars.append(v)
+            self.consts.append(x)
+        return v
+
+    def _is_own(self, x):
+        return type(x) is JaxprTracer and x._trace is self
+
+    # -- primitives ----------------------------------------------------------
+    def process_primitive(self, prim, args, params):
+        for a in args:
+            if type(a) is JaxprTracer and a._trace is self:
+                break
+        else:
+            with set_current_trace(self.parent):
+                return prim.bind(*args, **params)
+        atoms = [self.to_atom(a) for a in args]
+        out_avals = prim.abstract_eval(*[a.aval for a in atoms], **params)
+        return self._record(prim, atoms, out_avals, params)
+
+    def _record(self, prim, atoms, out_avals, params):
+        if prim.multiple_results:
+            outvars = [Var(a) for a in out_avals]
+            self.eqns.append(Eqn(prim, atoms, outvars, params))
+            return [JaxprTracer(self, v) for v in outvars]
+        outvar = Var(out_avals)
+        self.eqns.append(Eqn(prim, atoms, [outvar], params))
+        return JaxprTracer(self, outvar)
+
+    def process_custom_jvp_call(self, prim, fun, jvp, args, params):
+        if not any(self._is_own(a) for a in args):
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, jvp, args, params)
+        closed = trace_to_subjaxpr(fun, [get_aval(a) for a in args], self)
+        atoms = [self.to_atom(c) for c in closed.consts] + [self.to_atom(a) for a in args]
+        inner = ClosedJaxpr(closed.jaxpr, [])
+        new_params = dict(params, call_jaxpr=inner, jvp=jvp, num_consts=len(closed.consts))
+        return self._record(prim, atoms, inner.out_avals, new_params)
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        if not any(self._is_own(a) for a in args):
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, (fwd, bwd), args, params)
+        closed = trace_to_subjaxpr(fun, [get_aval(a) for a in args], self)
+        atoms = [self.to_atom(c) for c in closed.consts] + [self.to_atom(a) for a in args]
+        inner = ClosedJaxpr(closed.jaxpr, [])
+        new_params = dict(params, call_jaxpr=inner, fwd=fwd, bwd=bwd,
+                          num_consts=len(closed.consts))
+        return self._record(prim, atoms, inner.out_avals, new_params)
+
+    # -- result ----------------------------------------------------------------
+    def to_jaxpr(self, outs):
+        """Close the trace over `outs`; returns a ClosedJaxpr."""
+        outvars = [self.to_atom(o) for o in outs]
+        jaxpr = Jaxpr(self.constvars, self.invars, self.eqns, outvars)
+        if config.check_jaxprs:
+            check_jaxpr(jaxpr)
+        return ClosedJaxpr(jaxpr, self.consts)
+
+
+def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr"):
+    """Trace a flat function of arrays to a ClosedJaxpr at level `parent`."""
+    trace = JaxprTrace(parent, description)
+    args = [trace.new_arg(a) for a in in_avals]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+        return trace.to_jaxpr(list(outs))
+    finally:
+        trace.finish()
+
+
+def trace_to_jaxpr(fun, in_avals, description="tracing to a jaxpr"):
+    return trace_to_subjaxpr(fun, in_avals, core.current_trace(), description)

@@ -1,0 +1,1 @@
+"""fgrad_nn: neural-network building blocks on top of fgrad's public API."""
