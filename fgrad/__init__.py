@@ -1,10 +1,11 @@
 """fgrad: composable function transformations of NumPy programs."""
-from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linearize, make_jaxpr,  # noqa: F401
-                            stop_gradient, value_and_grad, vjp)
+from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linear_transpose, linearize,  # noqa: F401
+                            make_jaxpr, stop_gradient, value_and_grad, vjp)
 from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad import lax, numpy, tree  # noqa: F401,E402
+from fgrad import nn  # noqa
 from fgrad._src.errors import ConcretizationError, EscapedTracerError, FgradTypeError  # noqa: F401
 
 __version__ = "0.1.0"

@@ -18,9 +18,15 @@ from .partial_eval import JaxprTrace, JaxprTracer
 from .jaxpr import Literal
 
 
+_lax_module = None
+
+
 def _lax():
-    from . import lax
-    return lax
+    global _lax_module
+    if _lax_module is None:
+        from . import lax
+        _lax_module = lax
+    return _lax_module
 
 
 # ----------------------------------------------------------------------------
@@ -87,12 +93,16 @@ class JVPTrace(core.Trace):
     def process_primitive(self, prim, args, params):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
-            with set_current_trace(self.parent):
-                return prim.bind(*primals, **params)
+            return core.bind_at(self.parent, prim, primals, params)
         if prim.jvp is None:
             raise FgradTypeError(f"{prim.name} has no differentiation rule")
-        with set_current_trace(self.rule_trace):
+        state = core._state
+        prev = state.trace
+        state.trace = self.rule_trace
+        try:
             out, tout = prim.jvp(primals, tangents, **params)
+        finally:
+            state.trace = prev
         if prim.multiple_results:
             return [self._pack(o, t) for o, t in zip(out, tout)]
         return self._pack(out, tout)
@@ -129,6 +139,7 @@ def instantiate_zeros(t, primal):
 def jvp_flat(fun, primals, tangents, description="jvp"):
     """Forward mode on a flat function; tangents may hold None (zero)."""
     trace = JVPTrace(core.current_trace(), description)
+    trace.mark_origin()
     args = [JVPTracer(trace, p, t) if t is not None else p for p, t in zip(primals, tangents)]
     try:
         with set_current_trace(trace):
@@ -177,13 +188,11 @@ class LinearFunction:
     """The linear map found by `linearize`: a jaxpr, its residuals, and which
     inputs/outputs have (nonzero) tangents."""
 
-    def __init__(self, jaxpr, consts, in_mask, out_mask, in_avals, out_avals):
+    def __init__(self, jaxpr, consts, in_mask, out_mask):
         self.jaxpr = jaxpr
         self.consts = consts
         self.in_mask = in_mask
         self.out_mask = out_mask
-        self.in_avals = in_avals
-        self.out_avals = out_avals
 
     def jvp(self, tangents):
         from .jaxpr import eval_jaxpr
@@ -201,7 +210,9 @@ def linearize_flat(fun, primals, description="linearize"):
     """Returns (primal outputs, LinearFunction)."""
     parent = core.current_trace()
     trace = LinearizeTrace(parent, description)
+    trace.mark_origin()
     pe = trace.rule_trace
+    pe.origin = trace.origin
     in_avals = [get_aval(p) for p in primals]
     in_mask = [a.dtype.kind == "f" for a in in_avals]
     args = [JVPTracer(trace, p, pe.new_arg(a)) if m else p
@@ -215,9 +226,7 @@ def linearize_flat(fun, primals, description="linearize"):
     finally:
         trace.finish()
         pe.finish()
-    lin = LinearFunction(closed.jaxpr, closed.consts, in_mask, out_mask, in_avals,
-                         [get_aval(o) for o in primal_outs])
-    return primal_outs, lin
+    return primal_outs, LinearFunction(closed.jaxpr, closed.consts, in_mask, out_mask)
 
 
 # ----------------------------------------------------------------------------
@@ -299,7 +308,7 @@ def defjvp(prim, *rules):
                 continue
             c = rule(t, ans, *primals, **params)
             out = c if out is None else _lax().add(out, c)
-        if out is not None and tuple(out.shape) != tuple(ans.shape):
+        if out is not None and out.shape != ans.shape:
             out = _lax().broadcast_to(out, ans.shape)
         return ans, out
     prim.jvp = jvp

@@ -5,10 +5,10 @@ import functools
 import numpy as np
 
 from . import tree_util
-from .ad import JVPTracer, jvp_flat, linearize_flat
+from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, current_trace, full_lower, get_aval
 from .errors import user_location
-from .lax import stop_gradient_array, zeros_like
+from .lax import stop_gradient_array, zeros, zeros_like
 from .partial_eval import trace_to_jaxpr
 
 
@@ -248,6 +248,34 @@ def linearize(fun, *primals):
         return tree_util.unflatten(out_tree, touts)
 
     return tree_util.unflatten(out_tree, outs), f_jvp
+
+
+def linear_transpose(fun, *primals):
+    """The transpose of a linear function: returns f_t with f_t(ct) = Jᵀ ct, a tuple
+    with one cotangent per argument. `primals` give the argument shapes/dtypes only."""
+    fname = _name(fun)
+    flat, in_tree = tree_util.flatten(list(primals))
+    avals = [_arg_aval(x) for x in flat]
+    out_tree_box = []
+
+    def flat_fun(*xs):
+        leaves, tree = tree_util.flatten(fun(*tree_util.unflatten(in_tree, xs)))
+        out_tree_box.append(tree)
+        return [full_lower(x) for x in leaves]
+
+    closed = trace_to_jaxpr(flat_fun, avals, f"linear_transpose of {fname}")
+    out_tree = out_tree_box[0]
+
+    def transposed(ct):
+        ct_leaves, ct_tree = tree_util.flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"linear_transpose of {fname}: the cotangent has tree structure "
+                            f"{ct_tree}, but the function's output has {out_tree}")
+        cts = backward_pass(closed.jaxpr, closed.consts, _as_arrays(ct_leaves, fname))
+        cts = [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts, avals)]
+        return tuple(tree_util.unflatten(in_tree, cts))
+
+    return transposed
 
 
 # ----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ what rules out perturbation confusion.
 import numpy as np
 
 from . import dtypes
-from .errors import ConcretizationError, EscapedTracerError, FgradTypeError
+from .errors import ConcretizationError, EscapedTracerError, FgradTypeError, user_frame
 
 
 # ----------------------------------------------------------------------------
@@ -69,7 +69,7 @@ def is_weak(x):
         return x.weak_type
     if isinstance(x, Tracer):
         return x.aval.weak_type
-    return isinstance(x, (bool, int, float))
+    return t in (bool, int, float)  # NumPy scalars (np.float64 is a float subclass) are strong
 
 
 # ----------------------------------------------------------------------------
@@ -132,12 +132,29 @@ class set_current_trace:
         _state.trace = self.prev
 
 
+def bind_at(trace, prim, args, params):
+    """Bind `prim` with `trace` current (the fast path for handing work to a parent)."""
+    prev = _state.trace
+    _state.trace = trace
+    try:
+        return trace.process_primitive(prim, args, params)
+    finally:
+        _state.trace = prev
+
+
 class Trace:
     """A level of interpretation. `parent` is the level that runs its constants."""
     parent = None
     alive = True
-    # What this trace is for, shown in escaped-tracer errors.
+    # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
+    origin = None
+
+    def mark_origin(self):
+        """Remember the user's source line that applied this transform."""
+        f = user_frame()
+        if f is not None:
+            self.origin = f"{f.f_code.co_filename}:{f.f_lineno} (in {f.f_code.co_name})"
 
     def process_primitive(self, prim, args, params):
         raise NotImplementedError
@@ -157,11 +174,12 @@ def check_live(x):
     """Raise the escaped-tracer error if `x` is a tracer of a finished trace."""
     if isinstance(x, Tracer) and not x._trace.alive:
         trace = x._trace
+        where = f", which was applied at {trace.origin}," if trace.origin else ""
         raise EscapedTracerError(
-            f"A traced value ({x.aval.str_short()}) escaped {trace.description} and was "
-            f"used after that transform finished. It was probably stored in a global "
-            f"variable, an attribute or a closure while tracing, then used later. "
-            f"Return it from the transformed function instead.")
+            f"A traced value ({x.aval.str_short()}) was created inside {trace.description}"
+            f"{where} and used after that transform finished. It was probably stored in "
+            f"a global variable, an attribute or a closure while tracing, then used later."
+            f"\n  hint: return the value from the transformed function instead.")
 
 
 class EvalTrace(Trace):
@@ -172,19 +190,20 @@ class EvalTrace(Trace):
         vals = []
         weak = True
         weak_args = prim.weak_args
-        for i, a in enumerate(args):
-            t = type(a)
-            if t is Array:
+        i = 0
+        for a in args:
+            if type(a) is Array:
                 vals.append(a._value)
                 w = a.weak_type
-            elif t is np.ndarray or isinstance(a, np.generic):
+            elif type(a) is np.ndarray or isinstance(a, np.generic):
                 vals.append(a)
                 w = False
             else:
                 vals.append(_concrete_value(a))
                 w = is_weak(a)
-            if weak_args is None or i in weak_args:
-                weak = weak and w
+            if not w and (weak_args is None or i in weak_args):
+                weak = False
+            i += 1
         try:
             out = prim.impl(*vals, **params)
         except Exception as e:
@@ -211,7 +230,7 @@ def _concrete_value(a):
         raise EscapedTracerError(
             f"A traced value ({a.aval.str_short()}) of {a._trace.description} reached eager "
             f"evaluation outside its transform; it escaped the function being transformed.")
-    if isinstance(a, (bool, int, float)):
+    if type(a) in (bool, int, float):
         return np.asarray(a, dtypes.dtype_of_python_scalar(a))
     return np.asarray(a)
 
@@ -484,7 +503,7 @@ def full_lower(x):
     """An eager Array for a NumPy value or Python scalar; tracers and Arrays unchanged."""
     if isinstance(x, (Array, Tracer)):
         return x
-    if isinstance(x, (bool, int, float)):
+    if type(x) in (bool, int, float):
         return Array(np.asarray(x, dtypes.dtype_of_python_scalar(x)), True)
     if isinstance(x, (np.ndarray, np.generic)):
         return Array(np.asarray(x, dtypes.canonicalize(x.dtype)), False)

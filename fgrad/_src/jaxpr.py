@@ -236,7 +236,7 @@ def pretty_print(jaxpr, indent=0):
                                     for k, v in sorted(eqn.params.items())) + "]"
         rhs = " ".join(name(a) for a in eqn.invars)
         lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
-    outs = " ".join(name(a) for a in jaxpr.outvars)
+    outs = ", ".join(name(a) for a in jaxpr.outvars)
     tail = f"in ({outs},) }}" if len(jaxpr.outvars) == 1 else f"in ({outs}) }}"
     one_line = f"{head} {'; '.join(lines)} {tail}" if lines else f"{head} {tail}"
     if len(one_line) + indent <= _WIDTH and "\n" not in one_line:

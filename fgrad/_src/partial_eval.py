@@ -68,8 +68,7 @@ class JaxprTrace(core.Trace):
             if type(a) is JaxprTracer and a._trace is self:
                 break
         else:
-            with set_current_trace(self.parent):
-                return prim.bind(*args, **params)
+            return core.bind_at(self.parent, prim, args, params)
         atoms = [self.to_atom(a) for a in args]
         out_avals = prim.abstract_eval(*[a.aval for a in atoms], **params)
         return self._record(prim, atoms, out_avals, params)
@@ -117,6 +116,7 @@ class JaxprTrace(core.Trace):
 def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr"):
     """Trace a flat function of arrays to a ClosedJaxpr at level `parent`."""
     trace = JaxprTrace(parent, description)
+    trace.mark_origin()
     args = [trace.new_arg(a) for a in in_avals]
     try:
         with set_current_trace(trace):

@@ -13,6 +13,17 @@ from .shape_ops import (broadcast_in_dim, broadcast_in_dim_p, broadcast_to, expa
                         transpose_p)
 from .reductions import (argmax, argmax_p, argmin, argmin_p, normalize_axes, reduce_max,  # noqa: F401
                          reduce_max_p, reduce_min, reduce_min_p, reduce_sum, reduce_sum_p)
+from .reductions import (reduce_and, reduce_and_p, reduce_or, reduce_or_p, reduce_prod,  # noqa: F401
+                         reduce_prod_p)
+from .slicing import (concatenate, concatenate_p, dynamic_slice, dynamic_slice_p,  # noqa: F401
+                      dynamic_update_slice, dynamic_update_slice_p, iota, iota_p, pad, pad_p,
+                      rev, rev_p, slice, slice_in_dim, slice_p)
+from .gather_scatter import (gather, gather_p, scatter, scatter_add, scatter_add_p,  # noqa: F401
+                             scatter_max, scatter_max_p, scatter_min, scatter_min_p,
+                             scatter_mul, scatter_mul_p, scatter_p)
+from .dot_general import dot_general, dot_general_p  # noqa: F401
+from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,  # noqa: F401
+                         cumsum, cumsum_p)
 
 
 def full(shape, fill_value, dtype):

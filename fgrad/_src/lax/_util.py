@@ -53,6 +53,15 @@ def check_kinds(name, avals, kinds):
 def nary_rule(name, kinds, out_dtype=None):
     """Shape rule of an element-wise op: same dtypes, broadcast shapes."""
     def rule(*avals, **params):
+        first = avals[0]
+        shape, dtype, weak = first.shape, first.dtype, first.weak_type
+        for a in avals:
+            if a.shape != shape or a.dtype != dtype:
+                break
+            weak = weak and a.weak_type
+        else:
+            if dtype.kind in kinds:  # the common case: nothing to broadcast or check
+                return ShapedArray(shape, out_dtype or dtype, weak and out_dtype is None)
         dtype = same_dtypes(name, avals)
         check_kinds(name, avals, kinds)
         shape = broadcast_shapes(name, avals)
@@ -63,7 +72,10 @@ def nary_rule(name, kinds, out_dtype=None):
 
 def lift_scalars(args):
     """Python scalars among operands become weak arrays of the other operands' dtype."""
-    if not any(type(a) in _PY_SCALARS for a in args):
+    for a in args:
+        if type(a) in _PY_SCALARS:
+            break
+    else:
         return args
     dtype = None
     for a in args:
@@ -81,11 +93,11 @@ def lift_scalars(args):
 
 def unbroadcast(ct, aval):
     """Sum a cotangent down to `aval`'s shape (the transpose of broadcasting)."""
-    from . import reduce_sum, reshape
     shape = tuple(ct.shape)
     target = aval.shape
     if shape == target:
         return ct
+    from . import reduce_sum, reshape
     lead = len(shape) - len(target)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, (t, s) in enumerate(zip(target, shape[lead:])) if t == 1 and s != 1)

@@ -490,7 +490,7 @@ def _shift_right_arithmetic_impl(x, y):
         signed = np.dtype(f"int{bits}")
         return _shift_right_arithmetic_impl(np.asarray(x).view(signed),
                                             np.asarray(y).astype(signed)).view(x.dtype)
-    return np.right_shift(x, np.clip(y, 0, bits - 1)).astype(x.dtype)
+    return np.right_shift(x, np.where((y < 0) | (y >= bits), bits - 1, y)).astype(x.dtype)
 
 
 shift_left_p = _bitwise("shift_left", _shift_left_impl, INT)
@@ -502,7 +502,8 @@ shift_right_arithmetic = _binary_op(shift_right_arithmetic_p)
 
 population_count_p = _bitwise(
     "population_count",
-    lambda x: np.bitwise_count(x).astype(x.dtype) if hasattr(np, "bitwise_count")
+    lambda x: np.bitwise_count(np.asarray(x).view(_unsigned(x.dtype))).astype(x.dtype)
+    if hasattr(np, "bitwise_count")
     else np.vectorize(lambda v: bin(int(v) & (2 ** (8 * x.dtype.itemsize) - 1)).count("1"),
                       otypes=[x.dtype])(x), INT)
 population_count = _unary_op(population_count_p)

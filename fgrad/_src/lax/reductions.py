@@ -1,11 +1,12 @@
-"""Reductions over axes: reduce_sum, reduce_max, reduce_min, argmax, argmin.
+"""Reductions over axes: reduce_sum, reduce_prod, reduce_max, reduce_min,
+reduce_and, reduce_or, argmax, argmin.
 
 The output drops the reduced axes (fgrad.numpy adds keepdims on top).
 """
 import numpy as np
 
-from ..ad import defjvp, defjvp_zero, deflinear
-from ..core import Primitive, ShapedArray
+from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
+from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds
 
@@ -59,6 +60,88 @@ deflinear(reduce_sum_p, _reduce_sum_transpose)
 def reduce_sum(x, axes):
     axes = normalize_axes(axes, len(x.shape))
     return reduce_sum_p.bind(x, axes=axes)
+
+
+# ----------------------------------------------------------------------------
+# reduce_prod: the JVP differentiates a pairwise product tree made of muls, so
+# it is exact where elements are zero and is itself differentiable.
+
+def _tree_prod(v):
+    """Product over the last axis of v by pairwise multiplication (log depth)."""
+    from .elementwise import mul
+    from .shape_ops import reshape
+    from .slicing import pad, slice_in_dim
+    last = len(v.shape) - 1
+    one = Array(np.ones((), v.dtype), False)
+    while v.shape[last] > 1:
+        if v.shape[last] % 2:
+            v = pad(v, one, [(0, 0, 0)] * last + [(0, 1, 0)])
+        n = v.shape[last]
+        v = mul(slice_in_dim(v, 0, n, 2, last), slice_in_dim(v, 1, n, 2, last))
+    return reshape(v, v.shape[:last])
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    from .shape_ops import reshape, transpose
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes)
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if t is None or n == 0:
+        return ans, None
+    kept = tuple(i for i in range(len(x.shape)) if i not in axes)
+
+    def flat(v):  # reduced axes last, as one axis
+        return reshape(transpose(v, kept + axes), tuple(ans.shape) + (n,))
+
+    _, (t_out,) = jvp_flat(lambda v: [_tree_prod(v)], [flat(x)], [flat(t)])
+    return ans, t_out
+
+
+def _reduce_prod_impl(x, *, axes):
+    if x.dtype.kind == "b":
+        raise TypeError("reduce_prod of booleans")  # the shape rule explains
+    return np.prod(x, axis=axes, dtype=x.dtype)
+
+
+reduce_prod_p = Primitive("reduce_prod")
+reduce_prod_p.impl = _reduce_prod_impl
+reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiu")
+reduce_prod_p.jvp = _reduce_prod_jvp
+
+
+def reduce_prod(x, axes):
+    return reduce_prod_p.bind(x, axes=normalize_axes(axes, len(x.shape)))
+
+
+# ----------------------------------------------------------------------------
+# reduce_and / reduce_or (booleans)
+
+def _boolean_reduction(fn):
+    def impl(x, *, axes):
+        if x.dtype.kind != "b":
+            raise TypeError("a boolean reduction of non-booleans")  # the shape rule explains
+        return fn(x, axis=axes)
+    return impl
+
+
+reduce_and_p = Primitive("reduce_and")
+reduce_and_p.impl = _boolean_reduction(np.all)
+reduce_and_p.abstract_eval = _reduction_rule("reduce_and", "b")
+defjvp_zero(reduce_and_p)
+
+
+def reduce_and(x, axes):
+    return reduce_and_p.bind(x, axes=normalize_axes(axes, len(x.shape)))
+
+
+reduce_or_p = Primitive("reduce_or")
+reduce_or_p.impl = _boolean_reduction(np.any)
+reduce_or_p.abstract_eval = _reduction_rule("reduce_or", "b")
+defjvp_zero(reduce_or_p)
+
+
+def reduce_or(x, axes):
+    return reduce_or_p.bind(x, axes=normalize_axes(axes, len(x.shape)))
 
 
 # ----------------------------------------------------------------------------

@@ -1,32 +1,740 @@
-"""Element-wise functions with NumPy's names, promotion and broadcasting."""
-from .. import lax
-from .util import promote, promote_inexact
+"""Element-wise functions with NumPy's names, promotion and broadcasting.
+
+Each function promotes its operands (util.promote: Python scalars are weak,
+int32 + float32 -> float32) and is written with lax operations only, so it
+works on tracers and is differentiable wherever the maths is.
+"""
+import math
+
+import numpy as np
+
+from .. import dtypes, lax
+from ..core import Array, Tracer
+from ..errors import FgradTypeError
+from .util import asarray, is_weak, promote, promote_inexact, scalar_like
+
+_ARRAYS = (Array, Tracer)
 
 
-def _binary(lax_fn, inexact=False):
+def _inexact1(x):
+    """x as a floating-point fgrad value (fast path for float arrays)."""
+    if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind == "f":
+        return x
+    return promote_inexact(x)[0]
+
+
+def _value1(x):
+    if type(x) is Array or isinstance(x, Tracer):
+        return x
+    return asarray(x)
+
+
+def _binary(name, lax_fn, inexact=False):
     conv = promote_inexact if inexact else promote
 
-    def fn(x1, x2):
+    def fn(x1, x2, /):
         return lax_fn(*conv(x1, x2))
-    fn.__name__ = lax_fn.__name__
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} with NumPy promotion and broadcasting."
     return fn
 
 
-def _unary(lax_fn, inexact=False):
-    conv = promote_inexact if inexact else promote
-
-    def fn(x):
-        return lax_fn(*conv(x))
-    fn.__name__ = lax_fn.__name__
+def _unary_inexact(name, lax_fn):
+    def fn(x, /):
+        return lax_fn(_inexact1(x))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} (integer inputs become float32)."
     return fn
 
 
-add = _binary(lax.add)
-subtract = _binary(lax.sub)
-multiply = _binary(lax.mul)
-true_divide = divide = _binary(lax.div, inexact=True)
-sin = _unary(lax.sin, inexact=True)
-cos = _unary(lax.cos, inexact=True)
-exp = _unary(lax.exp, inexact=True)
-log = _unary(lax.log, inexact=True)
-negative = _unary(lax.neg)
+def _c(x, v):
+    """A weak constant of x's dtype."""
+    return scalar_like(x, v)
+
+
+def _kind(x):
+    return x.dtype.kind
+
+
+# ----------------------------------------------------------------------------
+# Arithmetic
+
+def add(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        return lax.bitwise_or(x1, x2)
+    return lax.add(x1, x2)
+
+
+def subtract(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        raise FgradTypeError("subtract: boolean subtract is not supported (as in NumPy); "
+                             "use logical_xor or bitwise_xor instead")
+    return lax.sub(x1, x2)
+
+
+def multiply(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        return lax.bitwise_and(x1, x2)
+    return lax.mul(x1, x2)
+
+
+def true_divide(x1, x2, /):
+    return lax.div(*promote_inexact(x1, x2))
+
+
+divide = true_divide
+
+
+def _floor_divmod(x1, x2):
+    """NumPy's floor division and remainder (remainder takes the divisor's sign)."""
+    if _kind(x1) == "u":
+        return lax.div(x1, x2), lax.rem(x1, x2)
+    zero = _c(x1, 0)
+    mod = lax.rem(x1, x2)
+    fix = lax.bitwise_and(lax.ne(mod, zero), lax.ne(lax.lt(mod, zero), lax.lt(x2, zero)))
+    if _kind(x1) == "f":
+        div = lax.div(lax.sub(x1, mod), x2)
+    else:
+        div = lax.div(x1, x2)
+    div = lax.select_n(fix, div, lax.sub(div, _c(div, 1)))
+    mod = lax.select_n(fix, mod, lax.add(mod, x2))
+    if _kind(x1) == "f":
+        div = lax.round(div, "to_nearest_even")  # exact integers; zero derivative
+    return div, mod
+
+
+def floor_divide(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        x1, x2 = (lax.convert_element_type(x, dtypes.int8) for x in (x1, x2))
+    if _kind(x1) == "f":
+        # Python semantics for the edge cases NumPy follows: x // 0 = +-inf or nan.
+        q, _ = _floor_divmod(x1, x2)
+        plain = lax.div(x1, x2)
+        return lax.select_n(lax.eq(x2, _c(x2, 0)), q, plain)
+    q, _ = _floor_divmod(x1, x2)
+    return q
+
+
+def remainder(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        x1, x2 = (lax.convert_element_type(x, dtypes.int8) for x in (x1, x2))
+    return _floor_divmod(x1, x2)[1]
+
+
+mod = remainder
+
+
+def divmod(x1, x2, /):
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def fmod(x1, x2, /):
+    """Remainder with the sign of the dividend (C's fmod)."""
+    return lax.rem(*promote(x1, x2))
+
+
+def _int_pow(x, y):
+    """x ** y for integer arrays, by squaring (y >= 0)."""
+    bits = y.dtype.itemsize * 8
+    acc = lax.broadcast_to(_c(x, 1), np.broadcast_shapes(tuple(x.shape), tuple(y.shape)))
+    base = x
+    one = _c(y, 1)
+    for _ in range(bits):
+        odd = lax.eq(lax.bitwise_and(y, one), one)
+        acc = lax.select_n(odd, acc, lax.mul(acc, base))
+        base = lax.mul(base, base)
+        y = lax.shift_right_logical(y, one)
+    return acc
+
+
+def power(x1, x2, /):
+    """x1 ** x2. A static Python int exponent uses integer_pow (exact, and
+    differentiable at x1 <= 0); integer arrays stay integer."""
+    if type(x2) is int and not isinstance(x1, bool):
+        x1 = _value1(x1)
+        if type(x1) is not Array and not isinstance(x1, Tracer):
+            x1 = asarray(x1)
+        if _kind(x1) == "b":
+            x1 = promote(x1, x2)[0]
+        if x2 < 0 and _kind(x1) in "iu":
+            raise ValueError("power: integers to negative integer powers are not allowed")
+        return lax.integer_pow(x1, x2)
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) in "iub":
+        if _kind(x1) == "b":
+            x1, x2 = promote(lax.convert_element_type(x1, dtypes.int32, is_weak(x1)), x2)
+        return _int_pow(x1, x2)
+    return lax.pow(x1, x2)
+
+
+def float_power(x1, x2, /):
+    return lax.pow(*promote_inexact(x1, x2))
+
+
+def negative(x, /):
+    x = _value1(x)
+    k = _kind(x)
+    if k == "u":
+        return lax.sub(_c(x, 0), x)
+    if k == "b":
+        raise FgradTypeError("negative: the negative of a boolean array is not supported "
+                             "(as in NumPy); use logical_not or ~")
+    return lax.neg(x)
+
+
+def positive(x, /):
+    return _value1(x)
+
+
+def absolute(x, /):
+    x = _value1(x)
+    if _kind(x) in "ub":
+        return x
+    return lax.abs(x)
+
+
+abs = absolute
+fabs = _unary_inexact("fabs", lax.abs)
+
+
+def sign(x, /):
+    x = _value1(x)
+    if _kind(x) == "b":
+        return x
+    return lax.sign(x)
+
+
+def square(x, /):
+    x = _value1(x)
+    if _kind(x) == "b":
+        return lax.bitwise_and(x, x)
+    return lax.integer_pow(x, 2)
+
+
+def reciprocal(x, /):
+    return lax.integer_pow(_inexact1(x), -1)
+
+
+def maximum(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        return lax.bitwise_or(x1, x2)
+    return lax.max(x1, x2)
+
+
+def minimum(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        return lax.bitwise_and(x1, x2)
+    return lax.min(x1, x2)
+
+
+def fmax(x1, x2, /):
+    """Maximum that ignores NaNs (returns the other operand)."""
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) != "f":
+        return maximum(x1, x2)
+    out = lax.max(x1, x2)
+    out = lax.select_n(lax.ne(x1, x1), out, x2)
+    return lax.select_n(lax.ne(x2, x2), out, x1)
+
+
+def fmin(x1, x2, /):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) != "f":
+        return minimum(x1, x2)
+    out = lax.min(x1, x2)
+    out = lax.select_n(lax.ne(x1, x1), out, x2)
+    return lax.select_n(lax.ne(x2, x2), out, x1)
+
+
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
+    """Limit values to [min, max] (either may be None; array bounds broadcast)."""
+    if min is not None:
+        a_min = min
+    if max is not None:
+        a_max = max
+    if a_min is None and a_max is None:
+        raise ValueError("clip: at least one of a_min and a_max must be given")
+    a = _value1(a)
+    if a_min is not None:
+        a = maximum(a, a_min)
+    if a_max is not None:
+        a = minimum(a, a_max)
+    return a
+
+
+# ----------------------------------------------------------------------------
+# Exponents, logarithms, powers
+
+exp = _unary_inexact("exp", lax.exp)
+expm1 = _unary_inexact("expm1", lax.expm1)
+log = _unary_inexact("log", lax.log)
+log1p = _unary_inexact("log1p", lax.log1p)
+sqrt = _unary_inexact("sqrt", lax.sqrt)
+
+
+def exp2(x, /):
+    x = _inexact1(x)
+    return lax.exp(lax.mul(x, _c(x, math.log(2))))
+
+
+def log2(x, /):
+    x = _inexact1(x)
+    return lax.div(lax.log(x), _c(x, math.log(2)))
+
+
+def log10(x, /):
+    x = _inexact1(x)
+    return lax.div(lax.log(x), _c(x, math.log(10)))
+
+
+def cbrt(x, /):
+    x = _inexact1(x)
+    # sign(x) * |x|^(1/3) with a select (not sign * ...) so the derivative is
+    # right away from 0.
+    neg = lax.lt(x, _c(x, 0))
+    a = lax.select_n(neg, x, lax.neg(x))
+    r = lax.pow(a, _c(x, 1.0 / 3.0))
+    return lax.select_n(neg, r, lax.neg(r))
+
+
+def logaddexp(x1, x2, /):
+    """log(exp(x1) + exp(x2)), computed stably."""
+    x1, x2 = promote_inexact(x1, x2)
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    # Equal infinities (delta is nan): inf + inf = inf, -inf + -inf = -inf; nan stays nan.
+    return lax.select_n(lax.ne(delta, delta), out, lax.add(x1, x2))
+
+
+def logaddexp2(x1, x2, /):
+    x1, x2 = promote_inexact(x1, x2)
+    ln2 = math.log(2)
+    return lax.div(logaddexp(lax.mul(x1, _c(x1, ln2)), lax.mul(x2, _c(x2, ln2))),
+                   _c(x1, ln2))
+
+
+# ----------------------------------------------------------------------------
+# Trigonometric and hyperbolic functions
+
+sin = _unary_inexact("sin", lax.sin)
+cos = _unary_inexact("cos", lax.cos)
+tan = _unary_inexact("tan", lax.tan)
+tanh = _unary_inexact("tanh", lax.tanh)
+
+
+def arctan2(x1, x2, /):
+    return lax.atan2(*promote_inexact(x1, x2))
+
+
+def arcsin(x, /):
+    x = _inexact1(x)
+    return lax.atan2(x, lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x))))
+
+
+def arccos(x, /):
+    x = _inexact1(x)
+    # 2 atan2(sqrt(1 - x^2), 1 + x), exact near 1; x = -1 gives pi.
+    is_m1 = lax.eq(x, _c(x, -1))
+    xs = lax.select_n(is_m1, x, _c(x, 0))
+    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), xs), lax.add(_c(x, 1), xs)))
+    out = lax.mul(_c(x, 2), lax.atan2(r, lax.add(_c(x, 1), xs)))
+    return lax.select_n(is_m1, out, math.pi)
+
+
+def arctan(x, /):
+    x = _inexact1(x)
+    return lax.atan2(x, _c(x, 1))
+
+
+_LN2 = math.log(2)
+
+
+def sinh(x, /):
+    x = _inexact1(x)
+    small = lax.lt(lax.abs(x), _c(x, 1))
+    xs = lax.select_n(small, _c(x, 0), x)           # safe input for the small branch
+    xl = lax.select_n(small, x, _c(x, 1))            # safe input for the large branch
+    small_val = lax.mul(lax.sub(lax.expm1(xs), lax.expm1(lax.neg(xs))), _c(x, 0.5))
+    big_val = lax.sub(lax.exp(lax.sub(xl, _c(x, _LN2))),
+                      lax.exp(lax.sub(lax.neg(xl), _c(x, _LN2))))
+    return lax.select_n(small, big_val, small_val)
+
+
+def cosh(x, /):
+    x = _inexact1(x)
+    return lax.add(lax.exp(lax.sub(x, _c(x, _LN2))), lax.exp(lax.sub(lax.neg(x), _c(x, _LN2))))
+
+
+def _abs_by_select(x):
+    """(|x|, x < 0) with |x| by a select, so d|x|/dx is +-1 even at 0."""
+    neg = lax.lt(x, _c(x, 0))
+    return lax.select_n(neg, x, lax.neg(x)), neg
+
+
+def arcsinh(x, /):
+    x = _inexact1(x)
+    a, neg = _abs_by_select(x)
+    big = lax.gt(a, _c(x, 1e8))
+    s = lax.select_n(big, a, _c(x, 1))
+    s2 = lax.mul(s, s)
+    small_val = lax.log1p(lax.add(s, lax.div(s2, lax.add(_c(x, 1),
+                                                         lax.sqrt(lax.add(_c(x, 1), s2))))))
+    b = lax.select_n(big, _c(x, 2), a)
+    big_val = lax.add(lax.log(b), _c(x, _LN2))
+    r = lax.select_n(big, small_val, big_val)
+    return lax.select_n(neg, r, lax.neg(r))
+
+
+def arccosh(x, /):
+    x = _inexact1(x)
+    big = lax.gt(x, _c(x, 1e8))
+    s = lax.select_n(big, x, _c(x, 1))
+    t = lax.sub(s, _c(x, 1))
+    small_val = lax.log1p(lax.add(t, lax.sqrt(lax.mul(t, lax.add(s, _c(x, 1))))))
+    b = lax.select_n(big, _c(x, 2), x)
+    big_val = lax.add(lax.log(b), _c(x, _LN2))
+    return lax.select_n(big, small_val, big_val)
+
+
+def arctanh(x, /):
+    x = _inexact1(x)
+    return lax.mul(_c(x, 0.5), lax.sub(lax.log1p(x), lax.log1p(lax.neg(x))))
+
+
+def hypot(x1, x2, /):
+    x1, x2 = promote_inexact(x1, x2)
+    a1, a2 = lax.abs(x1), lax.abs(x2)
+    hi, lo = lax.max(a1, a2), lax.min(a1, a2)
+    zero = lax.eq(hi, _c(hi, 0))
+    r = lax.div(lo, lax.select_n(zero, hi, _c(hi, 1)))
+    out = lax.mul(hi, lax.sqrt(lax.add(_c(hi, 1), lax.mul(r, r))))
+    inf = lax.eq(hi, _c(hi, np.inf))
+    return lax.select_n(inf, out, hi)
+
+
+def deg2rad(x, /):
+    x = _inexact1(x)
+    return lax.mul(x, _c(x, math.pi / 180))
+
+
+def rad2deg(x, /):
+    x = _inexact1(x)
+    return lax.mul(x, _c(x, 180 / math.pi))
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def sinc(x, /):
+    """sin(pi x) / (pi x), 1 at 0."""
+    x = _inexact1(x)
+    zero = lax.eq(x, _c(x, 0))
+    safe = lax.select_n(zero, x, _c(x, 1))
+    px = lax.mul(safe, _c(x, math.pi))
+    return lax.select_n(zero, lax.div(lax.sin(px), px), _c(x, 1))
+
+
+# ----------------------------------------------------------------------------
+# Rounding
+
+def floor(x, /):
+    x = _value1(x)
+    return lax.floor(x) if _kind(x) == "f" else x
+
+
+def ceil(x, /):
+    x = _value1(x)
+    return lax.ceil(x) if _kind(x) == "f" else x
+
+
+def trunc(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return x
+    return lax.select_n(lax.lt(x, _c(x, 0)), lax.floor(x), lax.ceil(x))
+
+
+fix = trunc
+
+
+def rint(x, /):
+    x = _value1(x)
+    return lax.round(x, "to_nearest_even") if _kind(x) == "f" else x
+
+
+def round(a, decimals=0, out=None):
+    """Round half to even, to `decimals` decimal places (as numpy.round)."""
+    a = _value1(a)
+    decimals = int(decimals)
+    if _kind(a) != "f":
+        if decimals >= 0:
+            return a
+        f = 10 ** (-decimals)
+        q = floor_divide(lax.add(a, _c(a, f // 2)), f)
+        return lax.mul(q, _c(a, f))
+    if decimals == 0:
+        return lax.round(a, "to_nearest_even")
+    f = _c(a, 10.0 ** decimals)
+    return lax.div(lax.round(lax.mul(a, f), "to_nearest_even"), f)
+
+
+around = round
+
+
+# ----------------------------------------------------------------------------
+# Comparisons and predicates
+
+def _comparison(name, lax_fn):
+    def fn(x1, x2, /):
+        return lax_fn(*promote(x1, x2))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Element-wise {name} (a boolean array)."
+    return fn
+
+
+equal = _comparison("equal", lax.eq)
+not_equal = _comparison("not_equal", lax.ne)
+less = _comparison("less", lax.lt)
+less_equal = _comparison("less_equal", lax.le)
+greater = _comparison("greater", lax.gt)
+greater_equal = _comparison("greater_equal", lax.ge)
+
+
+def isnan(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return _const_bool(x, False)
+    return lax.ne(x, x)
+
+
+def isinf(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return _const_bool(x, False)
+    return lax.eq(lax.abs(x), _c(x, np.inf))
+
+
+def isposinf(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return _const_bool(x, False)
+    return lax.eq(x, _c(x, np.inf))
+
+
+def isneginf(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return _const_bool(x, False)
+    return lax.eq(x, _c(x, -np.inf))
+
+
+def isfinite(x, /):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return _const_bool(x, True)
+    return lax.is_finite(x)
+
+
+def signbit(x, /):
+    x = _value1(x)
+    k = _kind(x)
+    if k in "ub":
+        return _const_bool(x, False)
+    if k == "i":
+        return lax.lt(x, _c(x, 0))
+    bits = np.dtype(f"int{x.dtype.itemsize * 8}")
+    return lax.lt(lax.bitcast_convert_type(x, bits), Array(np.asarray(0, bits), True))
+
+
+def copysign(x1, x2, /):
+    x1, x2 = promote_inexact(x1, x2)
+    a, _ = _abs_by_select(x1)
+    a = lax.select_n(lax.ne(x1, x1), a, x1)
+    return lax.select_n(signbit(x2), a, lax.neg(a))
+
+
+def _const_bool(x, value):
+    return Array(np.full(tuple(x.shape), value, np.bool_), False)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol |b| element-wise; infinities equal only to themselves."""
+    a, b = promote(a, b)
+    if _kind(a) != "f":
+        a, b = promote_inexact(a, b)
+    diff = lax.abs(lax.sub(a, b))
+    tol = lax.add(_c(a, atol), lax.mul(_c(a, rtol), lax.abs(b)))
+    out = lax.bitwise_and(lax.le(diff, tol), lax.is_finite(b))
+    out = lax.bitwise_or(out, lax.eq(a, b))
+    if equal_nan:
+        out = lax.bitwise_or(out, lax.bitwise_and(lax.ne(a, a), lax.ne(b, b)))
+    return out
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether all elements are close: a 0-d boolean array."""
+    from .reductions import all as _all
+    return _all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    a1, a2 = asarray(a1), asarray(a2)
+    if tuple(a1.shape) != tuple(a2.shape):
+        return Array(np.asarray(False), False)
+    from .reductions import all as _all
+    eq = lax.eq(*promote(a1, a2))
+    if equal_nan and a1.dtype.kind == "f":
+        eq = lax.bitwise_or(eq, lax.bitwise_and(isnan(a1), isnan(a2)))
+    return _all(eq)
+
+
+def heaviside(x1, x2, /):
+    """0 for x1 < 0, x2 where x1 == 0, 1 for x1 > 0 (nan stays nan)."""
+    x1, x2 = promote_inexact(x1, x2)
+    out = lax.select_n(lax.gt(x1, _c(x1, 0)), x2, 1.0)
+    out = lax.select_n(lax.lt(x1, _c(x1, 0)), out, 0.0)
+    return lax.select_n(lax.ne(x1, x1), out, x1)
+
+
+# ----------------------------------------------------------------------------
+# Logical and bitwise operations
+
+def _to_bool(x):
+    x = _value1(x)
+    if _kind(x) == "b":
+        return x
+    return lax.ne(x, _c(x, 0))
+
+
+def logical_and(x1, x2, /):
+    return lax.bitwise_and(_to_bool(x1), _to_bool(x2))
+
+
+def logical_or(x1, x2, /):
+    return lax.bitwise_or(_to_bool(x1), _to_bool(x2))
+
+
+def logical_xor(x1, x2, /):
+    return lax.bitwise_xor(_to_bool(x1), _to_bool(x2))
+
+
+def logical_not(x, /):
+    return lax.bitwise_not(_to_bool(x))
+
+
+def _int_binary(name, lax_fn):
+    def fn(x1, x2, /):
+        x1, x2 = promote(x1, x2)
+        if _kind(x1) == "f":
+            raise FgradTypeError(f"{name} is not defined for floating-point operands "
+                                 f"({x1.dtype}); convert them with .astype(int)")
+        return lax_fn(x1, x2)
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+bitwise_and = _int_binary("bitwise_and", lax.bitwise_and)
+bitwise_or = _int_binary("bitwise_or", lax.bitwise_or)
+bitwise_xor = _int_binary("bitwise_xor", lax.bitwise_xor)
+
+
+def invert(x, /):
+    x = _value1(x)
+    if _kind(x) == "f":
+        raise FgradTypeError(f"invert is not defined for floating-point operands ({x.dtype})")
+    return lax.bitwise_not(x)
+
+
+bitwise_not = bitwise_invert = invert
+
+
+def _shift_operands(name, x1, x2):
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) not in "iu":
+        raise FgradTypeError(f"{name} requires integer operands, got {x1.dtype}")
+    return x1, x2
+
+
+def left_shift(x1, x2, /):
+    return lax.shift_left(*_shift_operands("left_shift", x1, x2))
+
+
+def right_shift(x1, x2, /):
+    x1, x2 = _shift_operands("right_shift", x1, x2)
+    if _kind(x1) == "u":
+        return lax.shift_right_logical(x1, x2)
+    return lax.shift_right_arithmetic(x1, x2)
+
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+
+def bitwise_count(x, /):
+    x = _value1(x)
+    out = lax.population_count(x)
+    return lax.convert_element_type(out, dtypes.uint8)
+
+
+# ----------------------------------------------------------------------------
+# Selection, conversion and complex-number helpers for real arrays
+
+def where(condition, x=None, y=None, /):
+    """x where condition else y (broadcast together); with only `condition`, the
+    indices of its nonzero elements (concrete values only), as numpy.where."""
+    if x is None and y is None:
+        from .indexing import nonzero
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y must be given")
+    cond = _to_bool(condition)
+    x, y = promote(x, y)
+    return lax.select_n(cond, y, x)
+
+
+def astype(x, dtype, /, *, copy=True):
+    """x converted to `dtype` (a strongly typed result)."""
+    x = _value1(x)
+    dtype = dtypes.canonicalize(dtype)
+    if x.dtype == dtype and not is_weak(x):
+        return x
+    if dtype.kind == "b" and _kind(x) != "b":
+        return lax.ne(x, _c(x, 0))
+    return lax.convert_element_type(x, dtype)
+
+
+def conjugate(x, /):
+    """Identity: fgrad arrays are real."""
+    return _value1(x)
+
+
+conj = conjugate
+
+
+def real(x, /):
+    return _value1(x)
+
+
+def imag(x, /):
+    x = _value1(x)
+    return Array(np.zeros(tuple(x.shape), x.dtype), False)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _value1(x)
+    if _kind(x) != "f":
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = lax.select_n(lax.ne(x, x), x, _c(x, nan))
+    out = lax.select_n(lax.eq(out, _c(x, np.inf)), out, _c(x, posinf))
+    return lax.select_n(lax.eq(out, _c(x, -np.inf)), out, _c(x, neginf))
+

@@ -1,0 +1,131 @@
+"""Cumulative reductions along one axis: cumsum, cumprod, cummax, cummin.
+
+`reverse=True` accumulates from the end of the axis towards the start.
+"""
+import numpy as np
+
+from .. import dtypes
+from ..ad import deflinear, jvp_flat
+from ..core import Array, Primitive, ShapedArray
+from ..errors import FgradTypeError
+from ._util import check_kinds
+from .elementwise import bitwise_or, eq, gt, lt, mul, select_n
+from .gather_scatter import gather
+from .slicing import iota, pad, rev, slice_in_dim
+
+
+def _cumulative_rule(name, kinds):
+    def rule(x, *, axis, reverse):
+        if not 0 <= axis < x.ndim:
+            raise FgradTypeError(f"{name}: axis {axis} is out of range for {x.str_short()}",
+                                 hint=f"axis must lie in [0, {x.ndim})")
+        check_kinds(name, [x], kinds)
+        return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return rule
+
+
+def _cumulative_impl(ufunc, kinds):
+    def impl(x, *, axis, reverse):
+        if x.dtype.kind not in kinds:
+            raise TypeError("unsupported dtype")  # the shape rule explains
+        if reverse:
+            return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+    return impl
+
+
+def _cumulative_primitive(name, ufunc, kinds):
+    p = Primitive(name)
+    p.impl = _cumulative_impl(ufunc, kinds)
+    p.abstract_eval = _cumulative_rule(name, kinds)
+
+    def op(x, axis=0, reverse=False):
+        ndim = len(x.shape)
+        axis = int(axis) % ndim if -ndim <= int(axis) < ndim else int(axis)
+        return p.bind(x, axis=axis, reverse=bool(reverse))
+    op.__name__ = name
+    op.__doc__ = f"{name} along `axis` (from the end when reverse=True)."
+    return p, op
+
+
+def _shift_in(x, axis, fill):
+    """x moved one step along `axis` (towards higher indices), `fill` entering at 0."""
+    n = x.shape[axis]
+    config = [(0, 0, 0)] * len(x.shape)
+    config[axis] = (1, 0, 0)
+    return pad(slice_in_dim(x, 0, n - 1, axis=axis), fill, config)
+
+
+# ----------------------------------------------------------------------------
+# cumsum: linear; its transpose accumulates in the other direction
+
+cumsum_p, cumsum = _cumulative_primitive("cumsum", np.add, "fiu")
+deflinear(cumsum_p, lambda ct, x, *, axis, reverse: [cumsum(ct, axis, not reverse)])
+
+
+# ----------------------------------------------------------------------------
+# cumprod: the JVP differentiates a log-depth prefix-product scan made of muls,
+# so it is exact where elements are zero and is itself differentiable.
+
+def _prefix_prod(x, axis):
+    """Inclusive product scan along `axis` (Hillis-Steele: log2(n) rounds of muls)."""
+    n = x.shape[axis]
+    one = Array(np.ones((), x.dtype), False)
+    shift = 1
+    while shift < n:
+        config = [(0, 0, 0)] * len(x.shape)
+        config[axis] = (shift, 0, 0)
+        x = mul(x, pad(slice_in_dim(x, 0, n - shift, axis=axis), one, config))
+        shift *= 2
+    return x
+
+
+def _cumprod_jvp(primals, tangents, *, axis, reverse):
+    (x,), (t,) = primals, tangents
+    ans = cumprod_p.bind(x, axis=axis, reverse=reverse)
+    if t is None:
+        return ans, None
+    if reverse:
+        x, t = rev(x, (axis,)), rev(t, (axis,))
+    _, (t_out,) = jvp_flat(lambda v: [_prefix_prod(v, axis)], [x], [t])
+    return ans, rev(t_out, (axis,)) if reverse else t_out
+
+
+cumprod_p, cumprod = _cumulative_primitive("cumprod", np.multiply, "fiu")
+cumprod_p.jvp = _cumprod_jvp
+
+
+# ----------------------------------------------------------------------------
+# cummax / cummin: each output's tangent is the tangent of the element that
+# holds the running extremum (the first one to reach it, on ties).
+
+def _cumulative_extremum_jvp(p, beats):
+    def jvp(primals, tangents, *, axis, reverse):
+        (x,), (t,) = primals, tangents
+        ans = p.bind(x, axis=axis, reverse=reverse)
+        if t is None or x.shape[axis] == 0:
+            return ans, None
+        if reverse:
+            x, t, ans_fwd = rev(x, (axis,)), rev(t, (axis,)), rev(ans, (axis,))
+        else:
+            ans_fwd = ans
+        shape = tuple(x.shape)
+        position = iota(dtypes.int32, shape, axis)
+        # A new record: the first element, or one that beats the running extremum before it.
+        record = bitwise_or(eq(position, 0), beats(x, _shift_in(ans_fwd, axis, _zero(x.dtype))))
+        source = cummax(select_n(record, 0, position), axis)
+        index = [source if d == axis else iota(dtypes.int32, shape, d) for d in range(len(shape))]
+        t_out = gather(t, index, range(len(shape)))
+        return ans, rev(t_out, (axis,)) if reverse else t_out
+    return jvp
+
+
+def _zero(dtype):
+    return Array(np.zeros((), dtype), False)
+
+
+cummax_p, cummax = _cumulative_primitive("cummax", np.maximum, "fiu")
+cummax_p.jvp = _cumulative_extremum_jvp(cummax_p, gt)
+
+cummin_p, cummin = _cumulative_primitive("cummin", np.minimum, "fiu")
+cummin_p.jvp = _cumulative_extremum_jvp(cummin_p, lt)

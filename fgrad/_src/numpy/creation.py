@@ -1,0 +1,209 @@
+"""Array creation: array, zeros, ones, full, arange, linspace, eye, ... .
+
+Constant arrays (zeros, arange, eye, ...) are computed with NumPy right away:
+their values depend only on static shapes, so they are constants under every
+transform. Functions that take array values (full with a traced fill value,
+linspace with traced end points, *_like) are built from lax operations.
+Floating-point results default to float32 and integer results to int32; a
+dtype the user passes is kept.
+"""
+import numpy as np
+
+from .. import dtypes, lax
+from ..core import Array, Tracer
+from .util import asarray as _asarray, is_py_scalar, result_dtype, static_int, static_shape
+
+
+def asarray(a, dtype=None, order=None, copy=None):
+    """Convert `a` to an fgrad array (no copy: fgrad arrays are immutable)."""
+    return _asarray(a, dtype)
+
+
+def array(object, dtype=None, copy=True, order=None, ndmin=0):
+    """Like numpy.array: convert, then prepend axes of size 1 up to `ndmin`."""
+    out = _asarray(object, dtype)
+    if ndmin > out.ndim:
+        out = lax.reshape(out, (1,) * (ndmin - out.ndim) + tuple(out.shape))
+    return out
+
+
+def copy(a, order=None):
+    """fgrad arrays are immutable, so a copy is the array itself."""
+    return _asarray(a)
+
+
+def _dtype(dtype, default=dtypes.default_float):
+    return default if dtype is None else dtypes.canonicalize(dtype)
+
+
+def zeros(shape, dtype=None, order="C"):
+    return Array(np.zeros(static_shape("zeros", shape), _dtype(dtype)), False)
+
+
+def ones(shape, dtype=None, order="C"):
+    return Array(np.ones(static_shape("ones", shape), _dtype(dtype)), False)
+
+
+def empty(shape, dtype=None, order="C"):
+    """Zeros: fgrad has no uninitialised memory."""
+    return zeros(shape, dtype)
+
+
+def full(shape, fill_value, dtype=None, order="C"):
+    """An array of `shape` filled with `fill_value` (which may be an array that
+    broadcasts to `shape`, traced or not). A Python scalar fill value with no
+    dtype gives a weakly typed result, as in JAX."""
+    shape = static_shape("full", shape)
+    if is_py_scalar(fill_value):
+        if dtype is None:
+            d = dtypes.dtype_of_python_scalar(fill_value)
+            return Array(np.full(shape, fill_value, d), True)
+        return Array(np.full(shape, fill_value, dtypes.canonicalize(dtype)), False)
+    fill = _asarray(fill_value, dtype)
+    from .shape import broadcast_to
+    return broadcast_to(fill, shape)
+
+
+def _like(name, a, dtype, shape):
+    a_shape = tuple(np.shape(a)) if not hasattr(a, "shape") else tuple(a.shape)
+    if shape is not None:
+        a_shape = static_shape(name, shape)
+    if dtype is not None:
+        return a_shape, dtypes.canonicalize(dtype), False
+    if is_py_scalar(a):
+        return a_shape, dtypes.dtype_of_python_scalar(a), True
+    if isinstance(a, (Array, Tracer)):
+        from .util import is_weak
+        return a_shape, a.dtype, is_weak(a)
+    a = _asarray(a)
+    return a_shape, a.dtype, False
+
+
+def zeros_like(a, dtype=None, shape=None):
+    shape, d, weak = _like("zeros_like", a, dtype, shape)
+    return Array(np.zeros(shape, d), weak)
+
+
+def ones_like(a, dtype=None, shape=None):
+    shape, d, weak = _like("ones_like", a, dtype, shape)
+    return Array(np.ones(shape, d), weak)
+
+
+def empty_like(a, dtype=None, shape=None):
+    return zeros_like(a, dtype, shape)
+
+
+def full_like(a, fill_value, dtype=None, shape=None):
+    shape, d, weak = _like("full_like", a, dtype, shape)
+    if is_py_scalar(fill_value):
+        return Array(np.full(shape, fill_value, d), weak)
+    from .shape import broadcast_to
+    return broadcast_to(_asarray(fill_value, d), shape)
+
+
+def _static_scalar(name, what, v):
+    if isinstance(v, Tracer):
+        from ..errors import FgradTypeError
+        raise FgradTypeError(f"{name}: {what} must be a static number, got a traced value "
+                             f"({v.aval.str_short()})",
+                             hint="the length of the result must be known while tracing")
+    return np.asarray(v).item() if isinstance(v, Array) else v
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """Evenly spaced values in [start, stop) (static arguments): int32 for integer
+    arguments, float32 when any is a float, unless `dtype` says otherwise."""
+    start, stop, step = (None if a is None else _static_scalar("arange", "start/stop/step", a)
+                         for a in (start, stop, step))
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    if dtype is None:
+        dtype = result_dtype(*[v if is_py_scalar(v) else _asarray(v)
+                               for v in (start, stop, step)])
+    out = np.arange(start, stop, step, dtype=dtypes.canonicalize(dtype))
+    return Array(out, False)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """`num` evenly spaced values from start to stop (which may be arrays, traced
+    or not); float32 unless the inputs or `dtype` say otherwise."""
+    num = static_int("linspace", "num", num)
+    if num < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    if dtype is None:
+        dtype = result_dtype(start, stop)
+        if dtype.kind != "f":
+            dtype = dtypes.default_float
+    dtype = dtypes.canonicalize(dtype)
+    if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
+        out, step = np.linspace(np.asarray(start, np.float64), np.asarray(stop, np.float64),
+                                num, endpoint=endpoint, retstep=True, axis=axis)
+        out = Array(np.asarray(out).astype(dtype), False)
+        return (out, Array(np.asarray(step, dtype), False)) if retstep else out
+    from . import ufuncs
+    from .shape import broadcast_arrays, expand_dims, moveaxis
+    compute = dtype if dtype.kind == "f" else dtypes.default_float
+    start, stop = broadcast_arrays(_asarray(start, compute), _asarray(stop, compute))
+    div = (num - 1) if endpoint else num
+    delta = ufuncs.subtract(stop, start)
+    step = ufuncs.true_divide(delta, div) if div > 0 else delta
+    i = Array(np.arange(num, dtype=compute).reshape((num,) + (1,) * start.ndim), False)
+    out = ufuncs.add(expand_dims(start, 0), ufuncs.multiply(i, expand_dims(step, 0)))
+    if endpoint and num > 1:
+        last = Array((np.arange(num) == num - 1).reshape((num,) + (1,) * start.ndim), False)
+        out = ufuncs.where(last, expand_dims(stop, 0), out)
+    out = moveaxis(out, 0, axis)
+    if out.dtype != dtype:
+        out = lax.convert_element_type(out, dtype)
+    return (out, step) if retstep else out
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    from . import ufuncs
+    y = linspace(start, stop, num, endpoint=endpoint, dtype=dtype, axis=axis)
+    return ufuncs.power(base, y)
+
+
+def eye(N, M=None, k=0, dtype=None, order="C"):
+    N = static_int("eye", "N", N)
+    M = N if M is None else static_int("eye", "M", M)
+    return Array(np.eye(N, M, static_int("eye", "k", k), dtype=_dtype(dtype)), False)
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k=0, dtype=None):
+    """Ones at and below the k-th diagonal."""
+    N = static_int("tri", "N", N)
+    M = N if M is None else static_int("tri", "M", M)
+    return Array(np.tri(N, M, static_int("tri", "k", k), dtype=_dtype(dtype)), False)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """Coordinate matrices from 1-D coordinate vectors (as numpy.meshgrid)."""
+    from .shape import broadcast_to
+    if indexing not in ("xy", "ij"):
+        raise ValueError("meshgrid: indexing must be 'xy' or 'ij'")
+    xs = [_asarray(x) for x in xi]
+    for x in xs:
+        if x.ndim != 1:
+            from ..errors import FgradTypeError
+            raise FgradTypeError(f"meshgrid: inputs must be 1-D, got shape {tuple(x.shape)}")
+    n = len(xs)
+    shape = [x.shape[0] for x in xs]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        ax = i
+        if indexing == "xy" and n > 1 and i < 2:
+            ax = 1 - i
+        s = [1] * n
+        s[ax] = x.shape[0]
+        r = lax.reshape(x, s)
+        out.append(r if sparse else broadcast_to(r, shape))
+    return out

@@ -1,0 +1,532 @@
+"""NumPy indexing (`x[idx]`) and functional updates (`x.at[idx].set(v)`).
+
+`getitem` turns an index into at most: one expand_dims (None), one rev and one
+slice (slices and integers), then, for advanced indices (integer arrays, lists,
+booleans, and integers mixed with them), one gather whose index arrays are
+broadcast together; the gathered dimensions go where NumPy puts them (at the
+first advanced index when those are adjacent, else in front).
+
+`x.at[idx].op(v)` indexes a constant array of flat positions with the same
+code, then scatters the updates into the flattened x at those positions, so
+updates follow getitem's semantics exactly, and a traced index works too.
+"""
+import numpy as np
+
+from .. import dtypes, lax
+from ..core import Array, ConcretizationError, Tracer
+from ..errors import FgradTypeError
+from .util import asarray, is_weak
+
+_ARRAYS = (Array, Tracer)
+_INDEX_HELP = ("only integers, slices (`:`), ellipsis (`...`), None (newaxis) and integer "
+               "or boolean arrays are valid indices")
+
+
+def _value(x):
+    if type(x) is Array or isinstance(x, Tracer):
+        return x
+    return asarray(x)
+
+
+def _index_dtype(n):
+    return dtypes.int32 if n < 2 ** 31 - 1 else dtypes.int64
+
+
+# ----------------------------------------------------------------------------
+# Classifying the index
+
+def _static_slice_part(v, what):
+    if v is None or isinstance(v, (int, np.integer)):
+        return None if v is None else int(v)
+    if isinstance(v, Tracer):
+        raise FgradTypeError(
+            f"slice {what} must be static, got a traced value ({v.aval.str_short()})",
+            hint="slice bounds fix the result's shape, so they must be Python ints; for a "
+                 "window at a traced position use fgrad.lax.dynamic_slice")
+    if isinstance(v, (Array, np.ndarray)) and np.ndim(v) == 0 and np.asarray(v).dtype.kind in "iu":
+        return int(np.asarray(v))
+    if hasattr(v, "__index__"):
+        return v.__index__()
+    raise IndexError(f"slice indices must be integers or None, got {v!r}")
+
+
+def _classify(item):
+    """('newaxis'|'ellipsis'|'slice'|'int'|'bool'|'mask'|'array', payload)."""
+    if item is None:
+        return ("newaxis", None)
+    if item is Ellipsis:
+        return ("ellipsis", None)
+    if isinstance(item, slice):
+        return ("slice", slice(_static_slice_part(item.start, "start"),
+                               _static_slice_part(item.stop, "stop"),
+                               _static_slice_part(item.step, "step")))
+    if isinstance(item, (bool, np.bool_)):
+        return ("bool", bool(item))
+    if isinstance(item, (int, np.integer)):
+        return ("int", int(item))
+    if isinstance(item, (list, tuple)):
+        if any(isinstance(e, _ARRAYS) or isinstance(e, (list, tuple)) for e in item) and \
+                _contains_tracer(item):
+            item = asarray(item)
+        else:
+            arr = np.asarray(item)
+            if arr.size == 0:
+                arr = arr.astype(np.int32)
+            item = arr
+    if isinstance(item, np.ndarray):
+        if item.dtype == np.bool_:
+            return ("bool", bool(item)) if item.ndim == 0 else ("mask", item)
+        if item.dtype.kind in "iu":
+            return ("int", int(item)) if item.ndim == 0 else ("array", item)
+        raise IndexError(f"{_INDEX_HELP}; got an array of dtype {item.dtype}")
+    if isinstance(item, Tracer):
+        kind = item.dtype.kind
+        if kind == "b":
+            raise ConcretizationError(
+                f"a boolean mask index must be concrete, but this one is a traced value "
+                f"({item.aval.str_short()}): the result's shape would depend on its values."
+                f"\n  hint: use fgrad.numpy.where(mask, x, other) to select element-wise, or "
+                f"fgrad.numpy.nonzero(mask, size=N) for a fixed number of indices.")
+        if kind in "iu":
+            return ("array", item)
+        raise IndexError(f"{_INDEX_HELP}; got a traced value of dtype {item.dtype}")
+    if isinstance(item, Array):
+        return _classify(np.asarray(item._value))
+    if isinstance(item, float):
+        raise IndexError(f"{_INDEX_HELP}; got the float {item!r}")
+    if hasattr(item, "__index__"):
+        return ("int", item.__index__())
+    raise IndexError(f"{_INDEX_HELP}; got {type(item).__name__} {item!r}")
+
+
+def _contains_tracer(item):
+    if isinstance(item, Tracer):
+        return True
+    if isinstance(item, (list, tuple)):
+        return any(_contains_tracer(e) for e in item)
+    return False
+
+
+def _out_of_bounds(i, axis, n):
+    return IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+
+
+def _expand(x, idx):
+    """Expand Ellipsis/None/booleans: returns (x with new axes, one entry per dim)."""
+    items = list(idx) if isinstance(idx, tuple) else [idx]
+    entries = [_classify(it) for it in items]
+    nd = x.ndim
+    consumed = sum(1 if k in ("int", "slice", "array") else
+                   (p.ndim if k == "mask" else 0) for k, p in entries)
+    n_ell = sum(1 for k, _ in entries if k == "ellipsis")
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > nd:
+        raise IndexError(f"too many indices for array: array is {nd}-dimensional, but "
+                         f"{consumed} were indexed")
+    full = ("slice", slice(None))
+    if n_ell:
+        i = next(i for i, (k, _) in enumerate(entries) if k == "ellipsis")
+        entries[i:i + 1] = [full] * (nd - consumed)
+    else:
+        entries += [full] * (nd - consumed)
+    # New axes (None and scalar booleans) and boolean masks.
+    out, new_axes, d = [], [], 0
+    for k, p in entries:
+        if k == "newaxis":
+            new_axes.append(d)
+            out.append(full)
+            d += 1
+        elif k == "bool":
+            new_axes.append(d)
+            out.append(("array", np.zeros(1 if p else 0, np.int32)))
+            d += 1
+        elif k == "mask":
+            out.append(("mask", p))
+            d += p.ndim
+        else:
+            out.append((k, p))
+            d += 1
+    if new_axes:
+        x = lax.expand_dims(x, tuple(new_axes))
+    final, d = [], 0
+    for k, p in out:
+        if k == "mask":
+            shape = tuple(x.shape[d:d + p.ndim])
+            if shape != p.shape:
+                for j, (n, m) in enumerate(zip(shape, p.shape)):
+                    if n != m:
+                        break
+                raise IndexError(f"boolean index did not match indexed array along axis "
+                                 f"{d + j}; size of axis is {shape[j]} but size of "
+                                 f"corresponding boolean axis is {p.shape[j]}")
+            final += [("array", nz.astype(np.int32)) for nz in np.nonzero(p)]
+            d += p.ndim
+        else:
+            final.append((k, p))
+            d += 1
+    return x, final
+
+
+# ----------------------------------------------------------------------------
+# Basic indexing: rev + slice (+ reshape for integers)
+
+def _slice_params(s, n):
+    """(start, limit, stride, reversed) of a Python slice on a dimension of size n."""
+    start, stop, step = s.indices(n)
+    m = len(range(start, stop, step))
+    if m == 0:
+        return 0, 0, 1, False
+    if step > 0:
+        return start, start + (m - 1) * step + 1, step, False
+    start = n - 1 - start
+    return start, start + (m - 1) * (-step) + 1, -step, True
+
+
+def _apply_basic(x, entries):
+    """Apply slices and static ints; returns (x, kept entries for advanced dims)."""
+    starts, limits, strides, revs, squeeze = [], [], [], [], []
+    for d, (k, p) in enumerate(entries):
+        n = x.shape[d]
+        if k == "slice":
+            a, b, st, r = _slice_params(p, n)
+        elif k == "int":
+            if not -n <= p < n:
+                raise _out_of_bounds(p, d, n)
+            a, b, st, r = p % n, p % n + 1, 1, False
+            squeeze.append(d)
+        else:
+            a, b, st, r = 0, n, 1, False
+        starts.append(a)
+        limits.append(b)
+        strides.append(st)
+        if r:
+            revs.append(d)
+    if revs:
+        x = lax.rev(x, tuple(revs))
+    if any(a != 0 or b != n or st != 1 for a, b, st, n in zip(starts, limits, strides, x.shape)):
+        x = lax.slice(x, starts, limits, strides)
+    if squeeze:
+        x = lax.reshape(x, tuple(s for d, s in enumerate(x.shape) if d not in squeeze))
+    return x
+
+
+def _normalize_array_index(idx, axis, n):
+    """An integer index array with negatives wrapped; concrete ones bounds-checked."""
+    itype = _index_dtype(n)
+    if isinstance(idx, np.ndarray):
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            bad = idx[(idx < -n) | (idx >= n)].ravel()[0]
+            raise _out_of_bounds(int(bad), axis, n)
+        return Array(np.where(idx < 0, idx + n, idx).astype(itype), False)
+    if idx.dtype != itype:
+        if idx.dtype.kind == "u" and idx.dtype.itemsize >= itype.itemsize:
+            idx = lax.min(idx, Array(np.asarray(n, idx.dtype), False))
+        idx = lax.convert_element_type(idx, itype)
+    if idx.dtype.kind == "u":
+        return idx
+    return lax.select_n(lax.lt(idx, Array(np.asarray(0, itype), True)), idx,
+                        lax.add(idx, Array(np.asarray(n, itype), True)))
+
+
+def getitem(x, idx):
+    """x[idx] with NumPy's semantics (see the module docstring)."""
+    x = _value(x)
+    x, entries = _expand(x, idx)
+    adv = [d for d, (k, _) in enumerate(entries) if k == "array"]
+    if not adv:
+        return _apply_basic(x, entries)
+    # Integers mixed with arrays are advanced indices too.
+    entries = [("array", np.asarray(p)) if k == "int" else (k, p) for k, p in entries]
+    adv = [d for d, (k, _) in enumerate(entries) if k == "array"]
+    try:
+        bshape = tuple(np.broadcast_shapes(*[tuple(np.shape(p)) if isinstance(p, np.ndarray)
+                                             else tuple(p.shape) for k, p in entries
+                                             if k == "array"]))
+    except ValueError:
+        shapes = " ".join(str(tuple(p.shape)) for k, p in entries if k == "array")
+        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together "
+                         f"with shapes {shapes}") from None
+    basic = [(k, p) if k != "array" else ("slice", slice(None)) for k, p in entries]
+    x = _apply_basic(x, basic)
+    arrays = []
+    for d in adv:
+        i = _normalize_array_index(entries[d][1], d, x.shape[d])
+        if tuple(i.shape) != bshape:
+            i = lax.broadcast_to(i, bshape)
+        arrays.append(i)
+    itype = np.result_type(*[a.dtype for a in arrays])
+    arrays = [a if a.dtype == itype else lax.convert_element_type(a, itype) for a in arrays]
+    out = lax.gather(x, tuple(arrays), tuple(adv))       # bshape + remaining dims
+    adjacent = adv == list(range(adv[0], adv[0] + len(adv)))
+    if adjacent and adv[0] > 0:
+        k = len(bshape)
+        p = adv[0]   # slice dims before the first advanced index
+        perm = list(range(k, k + p)) + list(range(k)) + list(range(k + p, out.ndim))
+        out = lax.transpose(out, perm)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Functional updates: x.at[idx].set(v) and friends
+
+class IndexUpdateHelper:
+    """`x.at`: index it to get an updater, e.g. `x.at[0, 1:].add(1.0)`."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index):
+        return IndexUpdateRef(self.array, index)
+
+    def __repr__(self):
+        return f"IndexUpdateHelper({self.array!r})"
+
+
+class IndexUpdateRef:
+    """What `x.at[idx]` returns: each method gives an updated copy of x."""
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array = array
+        self.index = index
+
+    def __repr__(self):
+        return f"IndexUpdateRef({self.array!r}, {self.index!r})"
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None):
+        """x[idx]."""
+        return getitem(self.array, self.index)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with x[idx] = values (for duplicate indices, the last value wins)."""
+        return _update("set", lax.scatter, self.array, self.index, values)
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with values added at idx (duplicate indices accumulate)."""
+        return _update("add", lax.scatter_add, self.array, self.index, values)
+
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        from .ufuncs import negative
+        return _update("subtract", lax.scatter_add, self.array, self.index,
+                       negative(_value(values)))
+
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with x[idx] multiplied by values (duplicates multiply repeatedly)."""
+        return _update("multiply", lax.scatter_mul, self.array, self.index, values)
+
+    mul = multiply
+
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        from .ufuncs import reciprocal
+        x = _value(self.array)
+        if x.dtype.kind != "f":
+            raise FgradTypeError(f"at[...].divide needs a floating-point array, got "
+                                 f"{x.dtype}")
+        return _update("divide", lax.scatter_mul, x, self.index, reciprocal(_value(values)))
+
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with x[idx] raised to values (duplicate indices: the last one wins)."""
+        from .ufuncs import power
+        return self.set(power(self.get(), values))
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with x[idx] = minimum(x[idx], values)."""
+        return _update("min", lax.scatter_min, self.array, self.index, values)
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        """x with x[idx] = maximum(x[idx], values)."""
+        return _update("max", lax.scatter_max, self.array, self.index, values)
+
+
+def _update(op, scatter_fn, x, index, values):
+    x = _value(x)
+    n = x.size
+    positions = Array(np.arange(n, dtype=_index_dtype(n)).reshape(x.shape), False)
+    target = getitem(positions, index)
+    v = _value(values)
+    if v.dtype != x.dtype:
+        if x.dtype.kind == "b" and v.dtype.kind != "b":
+            v = lax.ne(v, Array(np.asarray(0, v.dtype), True))
+        else:
+            v = lax.convert_element_type(v, x.dtype, is_weak(x))
+    tshape = tuple(target.shape)
+    while v.ndim > len(tshape) and v.shape[0] == 1:   # NumPy drops leading 1s
+        v = lax.reshape(v, tuple(v.shape[1:]))
+    if tuple(v.shape) != tshape:
+        ok = v.ndim <= len(tshape) and all(
+            s in (1, t) for s, t in zip(v.shape, tshape[len(tshape) - v.ndim:]))
+        if not ok:
+            raise FgradTypeError(
+                f"at[...].{op}: updates of shape {tuple(v.shape)} do not broadcast to the "
+                f"indexed shape {tshape} of an array of shape {tuple(x.shape)}")
+        v = lax.broadcast_to(v, tshape)
+    m = int(np.prod(tshape, dtype=np.int64))
+    flat_x = lax.reshape(x, (n,))
+    flat_t = lax.reshape(target, (m,))
+    flat_v = lax.reshape(v, (m,))
+    if x.dtype.kind == "b" and op != "set":
+        i32 = dtypes.int32
+        out = scatter_fn(lax.convert_element_type(flat_x, i32), (flat_t,),
+                         lax.convert_element_type(flat_v, i32), (0,))
+        out = lax.ne(out, Array(np.asarray(0, i32), True))
+    else:
+        out = scatter_fn(flat_x, (flat_t,), flat_v, (0,))
+    return lax.reshape(out, tuple(x.shape))
+
+
+# ----------------------------------------------------------------------------
+# Index-producing functions
+
+def nonzero(a, *, size=None, fill_value=None):
+    """Indices of the nonzero elements, one int32 array per dimension. A traced
+    input needs `size` (the number of indices to return; extra slots hold
+    `fill_value`, default 0)."""
+    a = _value(a)
+    if a.ndim == 0:
+        raise ValueError("nonzero: calling nonzero on 0d arrays is not allowed; use "
+                         "atleast_1d(a).nonzero() instead")
+    if not isinstance(a, Tracer) and size is None:
+        return tuple(Array(i.astype(np.int32), False) for i in np.nonzero(np.asarray(a._value)))
+    if size is None:
+        raise ConcretizationError(
+            f"nonzero of a traced value ({a.aval.str_short()}) needs a static `size`: the "
+            f"number of nonzero elements is not known while tracing.\n  hint: pass size=N "
+            f"(and optionally fill_value), or use fgrad.numpy.where(cond, x, y).")
+    return _nonzero_sized(a, int(size), fill_value)
+
+
+def _nonzero_sized(a, size, fill_value):
+    n = a.size
+    itype = _index_dtype(max(n, size) + 1)
+    flat = lax.reshape(a, (n,))
+    mask = flat if flat.dtype.kind == "b" else lax.ne(flat, Array(np.asarray(0, flat.dtype), True))
+    m = lax.convert_element_type(mask, itype)
+    pos = lax.sub(lax.cumsum(m, 0), Array(np.asarray(1, itype), True))
+    target = lax.select_n(mask, Array(np.full((n,), size, itype), False), pos)
+    flat_idx = Array(np.arange(n, dtype=itype), False)
+    found = lax.scatter(Array(np.zeros((size,), itype), False), (target,), flat_idx, (0,))
+    count = lax.reduce_sum(m, (0,))
+    valid = lax.lt(Array(np.arange(size, dtype=itype), False), count)
+    out = []
+    strides = np.cumprod((1,) + tuple(a.shape[::-1]))[:-1][::-1]
+    for stride, dim in zip(strides, a.shape):
+        c = lax.rem(lax.div(found, Array(np.asarray(stride, itype), True)),
+                    Array(np.asarray(dim, itype), True))
+        if fill_value is not None:
+            c = lax.select_n(valid, Array(np.asarray(fill_value, itype), True), c)
+        out.append(c)
+    return tuple(out)
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+    a = _value(a)
+    return nonzero(lax.reshape(a, (a.size,)), size=size, fill_value=fill_value)[0]
+
+
+def argwhere(a, *, size=None, fill_value=None):
+    from .shape import stack
+    a = _value(a)
+    if a.ndim == 0:
+        idx = nonzero(lax.reshape(a, (1,)), size=size, fill_value=fill_value)[0]
+        return Array(np.zeros((idx.shape[0], 0), np.int32), False)
+    return stack(nonzero(a, size=size, fill_value=fill_value), axis=1)
+
+
+def extract(condition, arr):
+    """arr.ravel()[condition.ravel() != 0] (concrete condition)."""
+    arr = _value(arr)
+    cond = _value(condition)
+    return getitem(lax.reshape(arr, (arr.size,)), flatnonzero(cond))
+
+
+def compress(condition, a, axis=None):
+    from .shape import take
+    cond = np.asarray(condition)
+    if isinstance(condition, Tracer):
+        nonzero(condition)  # raises the concretization error
+    return take(a, Array(np.nonzero(cond.ravel())[0].astype(np.int32), False), axis=axis)
+
+
+def ix_(*args):
+    """Open meshes of index arrays (as numpy.ix_)."""
+    out = []
+    nd = len(args)
+    for k, a in enumerate(args):
+        a = _value(a)
+        if a.ndim != 1:
+            raise ValueError("ix_: cross index must be 1 dimensional")
+        if a.dtype.kind == "b" and not isinstance(a, Tracer):
+            a = Array(np.nonzero(np.asarray(a._value))[0].astype(np.int32), False)
+        shape = [1] * nd
+        shape[k] = a.shape[0]
+        out.append(lax.reshape(a, tuple(shape)))
+    return tuple(out)
+
+
+def unravel_index(indices, shape):
+    """Coordinate arrays for flat indices into an array of `shape`."""
+    idx = _value(indices)
+    shape = tuple(int(s) for s in shape)
+    total = int(np.prod(shape, dtype=np.int64))
+    if not isinstance(idx, Tracer):
+        v = np.asarray(idx._value)
+        if v.size and (v.min() < -total or v.max() >= total):
+            raise ValueError(f"unravel_index: index {int(v.ravel()[np.argmax((v < -total) | (v >= total))])} "
+                             f"is out of bounds for array with size {total}")
+    itype = idx.dtype
+    idx = lax.select_n(lax.lt(idx, Array(np.asarray(0, itype), True)), idx,
+                       lax.add(idx, Array(np.asarray(total, itype), True)))
+    strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
+    return tuple(lax.rem(lax.div(idx, Array(np.asarray(s, itype), True)),
+                         Array(np.asarray(d, itype), True)) for s, d in zip(strides, shape))
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    dims = tuple(int(d) for d in dims)
+    if order != "C":
+        raise NotImplementedError("ravel_multi_index: only order='C' is supported")
+    strides = np.cumprod((1,) + dims[::-1])[:-1][::-1]
+    out = None
+    for i, s, d in zip(multi_index, strides, dims):
+        i = _value(i)
+        if mode == "raise" and not isinstance(i, Tracer):
+            v = np.asarray(i._value)
+            if v.size and (v.min() < 0 or v.max() >= d):
+                raise ValueError("ravel_multi_index: invalid entry in coordinates array")
+        elif mode == "clip":
+            i = lax.min(lax.max(i, Array(np.asarray(0, i.dtype), True)),
+                        Array(np.asarray(d - 1, i.dtype), True))
+        elif mode == "wrap":
+            r = lax.rem(i, Array(np.asarray(d, i.dtype), True))
+            i = lax.select_n(lax.lt(r, Array(np.asarray(0, i.dtype), True)), r,
+                             lax.add(r, Array(np.asarray(d, i.dtype), True)))
+        term = lax.mul(i, Array(np.asarray(s, i.dtype), True))
+        out = term if out is None else lax.add(out, term)
+    return out
+
+
+def _static_indices(fn, *args, **kwargs):
+    return tuple(Array(np.asarray(i).astype(np.int32), False) for i in fn(*args, **kwargs))
+
+
+def diag_indices(n, ndim=2):
+    return _static_indices(np.diag_indices, int(n), int(ndim))
+
+
+def tril_indices(n, k=0, m=None):
+    return _static_indices(np.tril_indices, int(n), int(k), m)
+
+
+def triu_indices(n, k=0, m=None):
+    return _static_indices(np.triu_indices, int(n), int(k), m)
+
+
+def indices(dimensions, dtype=None, sparse=False):
+    d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.int32
+    out = np.indices(tuple(int(s) for s in dimensions), dtype=d, sparse=sparse)
+    if sparse:
+        return tuple(Array(o, False) for o in out)
+    return Array(out, False)

@@ -1,0 +1,277 @@
+"""fgrad.nn: activation functions and friends (JAX's `jax.nn` names and signatures).
+
+    import fgrad.nn as nn
+    probs = nn.softmax(logits, axis=-1)
+
+Every function is built from fgrad.numpy/lax operations, so it is traceable and
+differentiable. Where the maths needs care the implementation takes it:
+sigmoid and softplus never exponentiate a large positive number, softmax and
+log_softmax subtract the (gradient-stopped) maximum, and logsumexp returns
+-inf for rows that are all -inf. relu and friends have derivative 0 at the kink.
+"""
+import math
+
+import numpy as np
+
+import fgrad.numpy as fnp
+from fgrad._src import dtypes, lax
+from fgrad._src.core import Array, Tracer
+from fgrad._src.numpy.util import asarray, canonicalize_axes, promote_inexact
+
+__all__ = ["relu", "relu6", "leaky_relu", "elu", "celu", "selu", "gelu", "silu", "swish",
+           "sigmoid", "log_sigmoid", "softplus", "soft_sign", "hard_tanh", "hard_sigmoid",
+           "hard_silu", "hard_swish", "tanh", "mish", "glu", "softmax", "log_softmax",
+           "logsumexp", "one_hot", "standardize", "normalize"]
+
+
+def _float(x):
+    if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind == "f":
+        return x
+    return promote_inexact(x)[0]
+
+
+def _c(x, v):
+    return Array(np.asarray(v, x.dtype), True)
+
+
+def relu(x):
+    """max(x, 0), with derivative 0 at 0 (NaN stays NaN)."""
+    x = x if isinstance(x, (Array, Tracer)) else asarray(x)
+    return lax.select_n(lax.le(x, _c(x, 0)), x, _c(x, 0))
+
+
+def relu6(x):
+    """min(max(x, 0), 6), with derivative 0 at 0 and at 6."""
+    x = relu(x)
+    return lax.select_n(lax.ge(x, _c(x, 6)), x, _c(x, 6))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    x = _float(x)
+    return lax.select_n(lax.ge(x, _c(x, 0)), lax.mul(x, _c(x, negative_slope)), x)
+
+
+def elu(x, alpha=1.0):
+    """x for x > 0, alpha (exp(x) - 1) otherwise."""
+    x = _float(x)
+    pos = lax.gt(x, _c(x, 0))
+    safe = lax.select_n(pos, x, _c(x, 0))        # no overflow in the unused branch
+    return lax.select_n(pos, lax.mul(_c(x, alpha), lax.expm1(safe)), x)
+
+
+def celu(x, alpha=1.0):
+    x = _float(x)
+    pos = lax.gt(x, _c(x, 0))
+    safe = lax.select_n(pos, x, _c(x, 0))
+    return lax.select_n(pos, lax.mul(_c(x, alpha), lax.expm1(lax.div(safe, _c(x, alpha)))), x)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x):
+    x = _float(x)
+    return lax.mul(_c(x, _SELU_SCALE), elu(x, _SELU_ALPHA))
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), stable for large |x|."""
+    return lax.logistic(_float(x))
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), stable."""
+    x = _float(x)
+    return lax.neg(softplus(lax.neg(x)))
+
+
+def softplus(x):
+    """log(1 + exp(x)) = log1p(exp(-|x|)) + max(x, 0), stable."""
+    x = _float(x)
+    return lax.add(lax.log1p(lax.exp(lax.neg(lax.abs(x)))), lax.max(x, _c(x, 0)))
+
+
+def soft_sign(x):
+    x = _float(x)
+    return lax.div(x, lax.add(lax.abs(x), _c(x, 1)))
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    x = _float(x)
+    return lax.mul(x, lax.logistic(x))
+
+
+swish = silu
+
+
+def mish(x):
+    x = _float(x)
+    return lax.mul(x, lax.tanh(softplus(x)))
+
+
+def gelu(x, approximate=True):
+    """Gaussian error linear unit: the tanh approximation (approximate=True, JAX's
+    default) or the exact x * Phi(x) with erf."""
+    x = _float(x)
+    if approximate:
+        k = math.sqrt(2 / math.pi)
+        inner = lax.mul(_c(x, k), lax.add(x, lax.mul(_c(x, 0.044715), lax.integer_pow(x, 3))))
+        return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
+    return lax.mul(lax.mul(_c(x, 0.5), x),
+                   lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / math.sqrt(2))))))
+
+
+def tanh(x):
+    return lax.tanh(_float(x))
+
+
+def hard_tanh(x):
+    x = _float(x)
+    x = lax.select_n(lax.gt(x, _c(x, 1)), x, _c(x, 1))
+    return lax.select_n(lax.lt(x, _c(x, -1)), x, _c(x, -1))
+
+
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6."""
+    x = _float(x)
+    return lax.div(relu6(lax.add(x, _c(x, 3))), _c(x, 6))
+
+
+def hard_silu(x):
+    x = _float(x)
+    return lax.mul(x, hard_sigmoid(x))
+
+
+hard_swish = hard_silu
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: split x in two halves a, b along `axis`; a * sigmoid(b)."""
+    x = _float(x)
+    ax = axis % x.ndim
+    n = x.shape[ax]
+    if n % 2:
+        from fgrad._src.errors import FgradTypeError
+        raise FgradTypeError(f"glu: axis {axis} of shape {tuple(x.shape)} must have an even "
+                             f"size")
+    a, b = fnp.split(x, 2, axis=ax)
+    return lax.mul(a, lax.logistic(b))
+
+
+# ----------------------------------------------------------------------------
+# Normalisations over axes
+
+def _reduction_axes(name, x, axis):
+    return canonicalize_axes(name, axis, x.ndim, x.shape)
+
+
+def _max_shift(x, axes):
+    """The maximum over `axes` (kept dims), gradient-stopped, 0 where not finite."""
+    m = lax.reduce_max(x, axes)
+    m = lax.select_n(lax.is_finite(m), _c(m, 0), m)
+    m = lax.stop_gradient_array(m)
+    return lax.expand_dims(m, axes)
+
+
+def _where_mask(x, where):
+    if where is None:
+        return None
+    w = asarray(where)
+    if w.dtype.kind != "b":
+        w = lax.ne(w, Array(np.asarray(0, w.dtype), True))
+    return lax.broadcast_to(w, tuple(x.shape))
+
+
+def softmax(x, axis=-1, where=None, initial=None):
+    """exp(x) / sum(exp(x)) over `axis` (the maximum is subtracted first)."""
+    x = _float(x)
+    axes = _reduction_axes("softmax", x, axis)
+    w = _where_mask(x, where)
+    if w is not None:
+        x = lax.select_n(w, _c(x, -np.inf), x)
+    unnormalized = lax.exp(lax.sub(x, _max_shift(x, axes)))
+    total = lax.expand_dims(lax.reduce_sum(unnormalized, axes), axes)
+    out = lax.div(unnormalized, total)
+    if w is not None:
+        out = lax.select_n(w, _c(out, 0), out)
+    return out
+
+
+def log_softmax(x, axis=-1, where=None, initial=None):
+    """x - logsumexp(x) over `axis`, computed stably."""
+    x = _float(x)
+    axes = _reduction_axes("log_softmax", x, axis)
+    w = _where_mask(x, where)
+    if w is not None:
+        x = lax.select_n(w, _c(x, -np.inf), x)
+    shifted = lax.sub(x, _max_shift(x, axes))
+    lse = lax.log(lax.reduce_sum(lax.exp(shifted), axes))
+    out = lax.sub(shifted, lax.expand_dims(lse, axes))
+    if w is not None:
+        out = lax.select_n(w, _c(out, -np.inf), out)
+    return out
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """log(sum(b * exp(a))) over `axis`, stable; rows of -inf give -inf. With
+    return_sign=True, returns (log|sum|, sign(sum))."""
+    a = _float(a)
+    if b is not None:
+        a, b = promote_inexact(a, b)
+        a, b = fnp.broadcast_arrays(a, b)
+    axes = _reduction_axes("logsumexp", a, axis)
+    w = _where_mask(a, where)
+    if w is not None:
+        a = lax.select_n(w, _c(a, -np.inf), a)
+    shift = _max_shift(a, axes)
+    e = lax.exp(lax.sub(a, shift))
+    if b is not None:
+        e = lax.mul(e, b)
+    total = lax.reduce_sum(e, axes)
+    shift_r = lax.reshape(shift, tuple(total.shape))
+    if return_sign:
+        sign = lax.sign(total)
+        out = lax.add(lax.log(lax.abs(total)), shift_r)
+    else:
+        out = lax.add(lax.log(total), shift_r)
+    if keepdims:
+        out = lax.expand_dims(out, axes)
+        if return_sign:
+            sign = lax.expand_dims(sign, axes)
+    return (out, sign) if return_sign else out
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
+    """(x - mean) / sqrt(variance + epsilon), statistics over `axis` by default."""
+    x = _float(x)
+    if mean is None:
+        mean = fnp.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        variance = fnp.mean(fnp.square(fnp.subtract(x, mean)), axis, keepdims=True,
+                            where=where)
+    return fnp.multiply(fnp.subtract(x, mean), lax.rsqrt(fnp.add(variance, epsilon)))
+
+
+normalize = standardize
+
+
+def one_hot(x, num_classes, *, dtype=dtypes.float32, axis=-1):
+    """A one-hot encoding of integer labels: a new axis of size num_classes at
+    `axis`; out-of-range labels give all zeros."""
+    x = asarray(x)
+    num_classes = int(num_classes)
+    nd = x.ndim + 1
+    ax = axis % nd if -nd <= axis < nd else None
+    if ax is None:
+        from fgrad._src.errors import FgradTypeError
+        raise FgradTypeError(f"one_hot: axis {axis} is out of range for a result of "
+                             f"{nd} dimensions")
+    if x.dtype.kind == "f" or x.dtype.kind == "b":
+        x = lax.convert_element_type(x, dtypes.int32)
+    labels = lax.expand_dims(x, (ax,))
+    cshape = [1] * nd
+    cshape[ax] = num_classes
+    classes = Array(np.arange(num_classes, dtype=x.dtype).reshape(cshape), False)
+    return lax.convert_element_type(lax.eq(labels, classes), dtypes.canonicalize(dtype))
