@@ -226,9 +226,6 @@ SUM_SIN = ("{ lambda ; a:f32[8]. let b:f32[8] = sin a; c:f32[] = reduce_sum[axes
            "in (c,) }")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "printer wraps at 80 columns; the one-line form is 86 characters, so fgrad prints "
-    "it on 4 lines (fgrad/_src/jaxpr.py _WIDTH / pretty_print)"))
 def test_make_jaxpr_golden_sum_sin():
     jaxpr = fgrad.make_jaxpr(lambda x: lax.reduce_sum(lax.sin(x), (0,)))(np.ones(8, np.float32))
     assert str(jaxpr) == SUM_SIN

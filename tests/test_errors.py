@@ -119,10 +119,6 @@ def test_dtype_mismatch_under_make_jaxpr():
     assert "hint" in msg and "astype" in msg
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "EvalTrace.process_primitive only runs the shape rule after NumPy fails; NumPy "
-    "promotes mixed dtypes silently, so eager lax.add(f64, f32) returns f64 while the "
-    "same call under make_jaxpr/grad raises FgradTypeError"))
 @pytest.mark.parametrize("other", [np.ones(3, np.float32), np.ones(3, np.int32)],
                          ids=["f32", "i32"])
 def test_dtype_mismatch_eagerly(other):

@@ -12,7 +12,8 @@ A tangent or cotangent of `None` means a symbolic zero.
 """
 from . import core
 from .config import config
-from .core import Tracer, check_live, full_lower, get_aval, set_current_trace
+from .core import (Tracer, TracerLevelError, check_live, full_lower, get_aval,
+                   set_current_trace)
 from .errors import FgradTypeError
 from .partial_eval import JaxprTrace, JaxprTracer
 from .jaxpr import Literal
@@ -82,7 +83,8 @@ class JVPTrace(core.Trace):
                 tangents.append(a.tangent)
                 nonzero = True
             else:
-                check_live(a)
+                if isinstance(a, Tracer):
+                    check_live(a, self)
                 primals.append(a)
                 tangents.append(None)
         return primals, tangents, nonzero
@@ -110,23 +112,66 @@ class JVPTrace(core.Trace):
     def process_custom_jvp_call(self, prim, fun, jvp, args, params):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
-            with set_current_trace(self.parent):
-                return prim.bind_with(fun, jvp, primals, params)
-        with set_current_trace(self.rule_trace):
-            tangents = [instantiate_zeros(t, p) for t, p in zip(tangents, primals)]
+            try:
+                with set_current_trace(self.parent):
+                    return prim.bind_with(fun, jvp, primals, params)
+            except TracerLevelError as e:
+                if e.trace is not self:
+                    raise
+            # The function closes over our tracers: differentiate through it as usual.
+            with set_current_trace(self):
+                return fun(*primals)
+        try:
+            with set_current_trace(self.rule_trace):
+                tangents = [instantiate_zeros(t, p) for t, p in zip(tangents, primals)]
+                outs, touts = jvp(primals, tangents)
+            return [self._pack(o, t) for o, t in zip(outs, touts)]
+        except TracerLevelError as e:
+            if e.trace is not self:
+                raise
+        return self._custom_jvp_with_closure(jvp, primals, tangents)
+
+    def _custom_jvp_with_closure(self, jvp, primals, tangents):
+        """Run a custom JVP rule that closes over our tracers at our own level: the
+        closed-over values' tangents flow through the rule's primal computation, and
+        the rule supplies the tangent with respect to the arguments."""
+        with set_current_trace(self):
             outs, touts = jvp(primals, tangents)
-        return [self._pack(o, t) for o, t in zip(outs, touts)]
+        results = []
+        for o, t in zip(outs, touts):
+            o_primal, o_tangent = self._split(o)
+            t_primal, _ = self._split(t)
+            if o_tangent is not None:
+                with set_current_trace(self.rule_trace):
+                    t_primal = _lax().add(t_primal, o_tangent)
+            results.append(self._pack(o_primal, t_primal))
+        return results
+
+    def _split(self, x):
+        if type(x) is JVPTracer and x._trace is self:
+            return x.primal, x.tangent
+        return x, None
 
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
-            with set_current_trace(self.parent):
-                return prim.bind_with(fun, (fwd, bwd), primals, params)
+            return self._custom_vjp_without_tangents(prim, fun, fwd, bwd, primals, params)
         raise TypeError(
             f"forward-mode differentiation (jvp, jacfwd, hessian) of the custom_vjp "
             f"function {params.get('name', '')!r} is not possible: it defines only a "
             f"reverse-mode rule.\n  hint: use grad/vjp/jacrev, or define the function "
             f"with fgrad.custom_jvp instead.")
+
+    def _custom_vjp_without_tangents(self, prim, fun, fwd, bwd, primals, params):
+        try:
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, (fwd, bwd), primals, params)
+        except TracerLevelError as e:
+            if e.trace is not self:
+                raise
+        # Only closed-over values carry tangents here: differentiate the function itself.
+        with set_current_trace(self):
+            return fun(*primals)
 
 
 def instantiate_zeros(t, primal):
@@ -173,8 +218,7 @@ class LinearizeTrace(JVPTrace):
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
-            with set_current_trace(self.parent):
-                return prim.bind_with(fun, (fwd, bwd), primals, params)
+            return self._custom_vjp_without_tangents(prim, fun, fwd, bwd, primals, params)
         with set_current_trace(self.parent):
             outs, residuals = fwd(*primals)
         with set_current_trace(self.rule_trace):

@@ -145,6 +145,7 @@ def bind_at(trace, prim, args, params):
 class Trace:
     """A level of interpretation. `parent` is the level that runs its constants."""
     parent = None
+    rule_trace = None  # where a JVP-like trace runs its rules (tangents live there)
     alive = True
     # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
@@ -170,16 +171,39 @@ class Trace:
         self.alive = False
 
 
-def check_live(x):
-    """Raise the escaped-tracer error if `x` is a tracer of a finished trace."""
-    if isinstance(x, Tracer) and not x._trace.alive:
-        trace = x._trace
+def check_live(x, receiver=None):
+    """Check a tracer that `receiver` (a trace) does not own: its transform must not
+    have finished, and it must belong to an enclosing level of `receiver`."""
+    if not isinstance(x, Tracer):
+        return
+    trace = x._trace
+    if not trace.alive:
         where = f", which was applied at {trace.origin}," if trace.origin else ""
         raise EscapedTracerError(
             f"A traced value ({x.aval.str_short()}) was created inside {trace.description}"
             f"{where} and used after that transform finished. It was probably stored in "
             f"a global variable, an attribute or a closure while tracing, then used later."
             f"\n  hint: return the value from the transformed function instead.")
+    level = receiver
+    while level is not None:
+        if level is trace or level.rule_trace is trace:
+            return
+        level = level.parent
+    if receiver is not None:
+        raise TracerLevelError(x)
+
+
+class TracerLevelError(EscapedTracerError):
+    """A live tracer reached a level below its own trace, e.g. because a custom
+    derivative rule closed over it; custom-call handlers catch this and retry."""
+
+    def __init__(self, tracer):
+        self.trace = tracer._trace
+        super().__init__(
+            f"A traced value ({tracer.aval.str_short()}) of {self.trace.description} was "
+            f"used at an outer level of evaluation, outside the function being transformed "
+            f"(for example by a custom_vjp rule that closes over it).\n  hint: pass the "
+            f"value to the function as an argument instead of closing over it.")
 
 
 class EvalTrace(Trace):
@@ -226,10 +250,7 @@ class EvalTrace(Trace):
 
 def _concrete_value(a):
     if isinstance(a, Tracer):
-        check_live(a)
-        raise EscapedTracerError(
-            f"A traced value ({a.aval.str_short()}) of {a._trace.description} reached eager "
-            f"evaluation outside its transform; it escaped the function being transformed.")
+        check_live(a, eval_trace)
     if type(a) in (bool, int, float):
         return np.asarray(a, dtypes.dtype_of_python_scalar(a))
     return np.asarray(a)
@@ -507,4 +528,5 @@ def full_lower(x):
         return Array(np.asarray(x, dtypes.dtype_of_python_scalar(x)), True)
     if isinstance(x, (np.ndarray, np.generic)):
         return Array(np.asarray(x, dtypes.canonicalize(x.dtype)), False)
-    return Array(np.asarray(x), False)
+    value = np.asarray(x)
+    return Array(value.astype(dtypes.canonicalize(value.dtype), copy=False), False)

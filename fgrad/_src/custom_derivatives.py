@@ -8,8 +8,10 @@ runs `fwd` now and leaves a linear `custom_lin` equation whose transpose calls
 import functools
 import inspect
 
+import numpy as np
+
 from . import tree_util
-from .core import Primitive, current_trace, full_lower, get_aval
+from .core import Array, Primitive, Tracer, current_trace, full_lower, get_aval
 from .jaxpr import eval_jaxpr
 
 
@@ -52,6 +54,10 @@ class _Box:
             raise TypeError(f"{what} returned a different tree structure ({value}) than the "
                             f"function itself ({self.value})")
         self.value = value
+
+
+def _is_array_like(x):
+    return isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float))
 
 
 def _positional(fun, args, kwargs):
@@ -182,11 +188,16 @@ class custom_vjp(_CustomFunction):
             out_leaves, tree = tree_util.flatten(out)
             out_tree.set(tree, f"the fwd rule of {self.__name__}")
             res_leaves, rtree = tree_util.flatten(res)
-            res_tree.value = rtree
-            return [full_lower(x) for x in out_leaves], [full_lower(x) for x in res_leaves]
+            # Arrays travel as residual operands; other leaves (strings, shapes, ...) stay here.
+            is_array = [_is_array_like(x) for x in res_leaves]
+            res_tree.value = (rtree, is_array, [x for x, a in zip(res_leaves, is_array) if not a])
+            return ([full_lower(x) for x in out_leaves],
+                    [full_lower(x) for x, a in zip(res_leaves, is_array) if a])
 
         def flat_bwd(res, cts):
-            res = tree_util.unflatten(res_tree.value, res)
+            rtree, is_array, static = res_tree.value
+            res, static = iter(res), iter(static)
+            res = tree_util.unflatten(rtree, [next(res) if a else next(static) for a in is_array])
             ct = tree_util.unflatten(out_tree.value, cts)
             cts_in = self.bwd(*nondiff, res, ct)
             if not isinstance(cts_in, (tuple, list)) or len(cts_in) != n_diff:

@@ -179,7 +179,7 @@ def _sub_jaxprs(params):
 # ----------------------------------------------------------------------------
 # Pretty printing
 
-_WIDTH = 80
+_WIDTH = 100
 
 
 class _Names:

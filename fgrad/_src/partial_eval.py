@@ -10,7 +10,7 @@ import numpy as np
 
 from . import core
 from .config import config
-from .core import Tracer, check_live, get_aval, set_current_trace
+from .core import Tracer, TracerLevelError, check_live, get_aval, set_current_trace
 from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, check_jaxpr
 
 
@@ -45,10 +45,11 @@ class JaxprTrace(core.Trace):
     def to_atom(self, x):
         if type(x) is JaxprTracer and x._trace is self:
             return x.var
-        check_live(x)
+        check_live(x, self)
         aval = get_aval(x)
         if not aval.shape and not isinstance(x, Tracer):
-            val = x._value if type(x) is core.Array else np.asarray(x, aval.dtype)
+            val = x if type(x) is core.Array else core.Array(np.asarray(x, aval.dtype),
+                                                             aval.weak_type)
             return Literal(val, aval)
         key = id(x)
         v = self._const_ids.get(key)
@@ -82,10 +83,21 @@ class JaxprTrace(core.Trace):
         self.eqns.append(Eqn(prim, atoms, [outvar], params))
         return JaxprTracer(self, outvar)
 
+    def _bind_at_parent(self, prim, fun, rules, args, params):
+        """Run a custom call at the parent level; None if it closes over our tracers."""
+        try:
+            with set_current_trace(self.parent):
+                return prim.bind_with(fun, rules, args, params)
+        except TracerLevelError as e:
+            if e.trace is not self:
+                raise
+            return None
+
     def process_custom_jvp_call(self, prim, fun, jvp, args, params):
         if not any(self._is_own(a) for a in args):
-            with set_current_trace(self.parent):
-                return prim.bind_with(fun, jvp, args, params)
+            out = self._bind_at_parent(prim, fun, jvp, args, params)
+            if out is not None:
+                return out
         closed = trace_to_subjaxpr(fun, [get_aval(a) for a in args], self)
         atoms = [self.to_atom(c) for c in closed.consts] + [self.to_atom(a) for a in args]
         inner = ClosedJaxpr(closed.jaxpr, [])
@@ -94,8 +106,9 @@ class JaxprTrace(core.Trace):
 
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         if not any(self._is_own(a) for a in args):
-            with set_current_trace(self.parent):
-                return prim.bind_with(fun, (fwd, bwd), args, params)
+            out = self._bind_at_parent(prim, fun, (fwd, bwd), args, params)
+            if out is not None:
+                return out
         closed = trace_to_subjaxpr(fun, [get_aval(a) for a in args], self)
         atoms = [self.to_atom(c) for c in closed.consts] + [self.to_atom(a) for a in args]
         inner = ClosedJaxpr(closed.jaxpr, [])

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ad import defjvp, defjvp_zero, is_undefined
-from ..core import Array, Primitive, ShapedArray
+from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
 from ._util import check_kinds, lift_scalars, nary_rule, shapes_str, unbroadcast, broadcast_shapes
 
@@ -47,9 +47,23 @@ def _unary_op(p):
 
 def _binary_op(p):
     def op(x, y):
-        return p.bind(*lift_scalars((x, y)))
+        x, y = lift_scalars((x, y))
+        if x.dtype != y.dtype:
+            x, y = _match_weak_dtype(p, x, y)
+        return p.bind(x, y)
     op.__name__ = p.name
     return op
+
+
+def _match_weak_dtype(p, x, y):
+    """A weakly typed operand takes the other's dtype, as a Python scalar would;
+    otherwise mixed dtypes are an error (raised now: eager NumPy would promote)."""
+    if is_weak(y) and not is_weak(x):
+        return x, convert_element_type(y, x.dtype)
+    if is_weak(x) and not is_weak(y):
+        return convert_element_type(x, y.dtype), y
+    p.abstract_eval(get_aval(x), get_aval(y))
+    return x, y
 
 
 def _int_quiet(fn):

@@ -229,9 +229,29 @@ def _normalize_array_index(idx, axis, n):
                         lax.add(idx, Array(np.asarray(n, itype), True)))
 
 
+def _is_basic(idx):
+    """Whether idx holds only ints, slices and Ellipsis (no new axes, no arrays)."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    for it in items:
+        t = type(it)
+        if t is slice or it is Ellipsis:
+            continue
+        if t is bool or not isinstance(it, (int, np.integer)) or isinstance(it, np.bool_):
+            return False
+    return True
+
+
 def getitem(x, idx):
     """x[idx] with NumPy's semantics (see the module docstring)."""
     x = _value(x)
+    if type(idx) is int and x.ndim:   # fast path: x[i]
+        n = x.shape[0]
+        if not -n <= idx < n:
+            raise _out_of_bounds(idx, 0, n)
+        i = idx % n
+        shape = tuple(x.shape)
+        out = lax.slice(x, (i,) + (0,) * (len(shape) - 1), (i + 1,) + shape[1:])
+        return lax.reshape(out, shape[1:])
     x, entries = _expand(x, idx)
     adv = [d for d, (k, _) in enumerate(entries) if k == "array"]
     if not adv:
@@ -343,6 +363,8 @@ class IndexUpdateRef:
 
 def _update(op, scatter_fn, x, index, values):
     x = _value(x)
+    if _is_basic(index) and not (x.dtype.kind == "b" and op != "set"):
+        return _update_window(op, x, index, values)
     n = x.size
     positions = Array(np.arange(n, dtype=_index_dtype(n)).reshape(x.shape), False)
     target = getitem(positions, index)
@@ -375,6 +397,71 @@ def _update(op, scatter_fn, x, index, values):
     else:
         out = scatter_fn(flat_x, (flat_t,), flat_v, (0,))
     return lax.reshape(out, tuple(x.shape))
+
+
+_COMBINE = {"add": lax.add, "subtract": lax.add, "multiply": lax.mul, "divide": lax.mul,
+            "min": lax.min, "max": lax.max}
+
+
+def _update_window(op, x, index, values):
+    """Updates at ints and slices: a strided window of x (no duplicates possible)."""
+    _, entries = _expand(x, index)
+    starts, limits, strides, revs, window = [], [], [], [], []
+    for d, (k, p) in enumerate(entries):
+        n = x.shape[d]
+        if k == "int":
+            if not -n <= p < n:
+                raise _out_of_bounds(p, d, n)
+            a, b, st, r = p % n, p % n + 1, 1, False
+        else:
+            a, b, st, r = _slice_params(p, n)
+            window.append(d)
+        starts.append(a)
+        limits.append(b)
+        strides.append(st)
+        if r:
+            revs.append(d)
+    full_shape = tuple(-(-(b - a) // st) for a, b, st in zip(starts, limits, strides))
+    tshape = tuple(full_shape[d] for d in window)
+    v = _value(values)
+    if v.dtype != x.dtype:
+        if x.dtype.kind == "b" and v.dtype.kind != "b":
+            v = lax.ne(v, Array(np.asarray(0, v.dtype), True))
+        else:
+            v = lax.convert_element_type(v, x.dtype, is_weak(x))
+    while v.ndim > len(tshape) and v.shape[0] == 1:
+        v = lax.reshape(v, tuple(v.shape[1:]))
+    if tuple(v.shape) != tshape:
+        ok = v.ndim <= len(tshape) and all(
+            s in (1, t) for s, t in zip(v.shape, tshape[len(tshape) - v.ndim:]))
+        if not ok:
+            raise FgradTypeError(
+                f"at[...].{op}: updates of shape {tuple(v.shape)} do not broadcast to the "
+                f"indexed shape {tshape} of an array of shape {tuple(x.shape)}")
+        v = lax.broadcast_to(v, tshape)
+    if 0 in full_shape:
+        return x
+    v = lax.reshape(v, full_shape)
+    y = lax.rev(x, tuple(revs)) if revs else x
+    if op != "set":
+        region = lax.slice(y, starts, limits, strides)
+        v = _COMBINE[op](region, v)
+    if all(st == 1 for st in strides):
+        itype = dtypes.int32
+        out = lax.dynamic_update_slice(y, v, [Array(np.asarray(a, itype), False)
+                                              for a in starts])
+    else:
+        # Strided windows: scatter at the window's (static) flat positions.
+        positions = np.arange(x.size).reshape(x.shape)
+        if revs:
+            positions = np.flip(positions, revs)
+        positions = positions[tuple(slice(a, b, st) for a, b, st in
+                                    zip(starts, limits, strides))]
+        flat = lax.reshape(x, (x.size,))   # positions index the unreversed array
+        pos = Array(positions.reshape(-1).astype(_index_dtype(x.size)), False)
+        out = lax.scatter(flat, (pos,), lax.reshape(v, (positions.size,)), (0,))
+        return lax.reshape(out, tuple(x.shape))
+    return lax.rev(out, tuple(revs)) if revs else out
 
 
 # ----------------------------------------------------------------------------
