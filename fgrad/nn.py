@@ -268,7 +268,7 @@ def one_hot(x, num_classes, *, dtype=dtypes.float32, axis=-1):
         from fgrad._src.errors import FgradTypeError
         raise FgradTypeError(f"one_hot: axis {axis} is out of range for a result of "
                              f"{nd} dimensions")
-    if x.dtype.kind == "f" or x.dtype.kind == "b":
+    if x.dtype.kind == "b":
         x = lax.convert_element_type(x, dtypes.int32)
     labels = lax.expand_dims(x, (ax,))
     cshape = [1] * nd

@@ -542,3 +542,12 @@ def test_backward_pass_rejects_wrong_cotangent_shape():
     np.testing.assert_array_equal(np.asarray(t), [2.0, 2.0])
     with pytest.raises(TypeError, match="cotangent shape"):
         fgrad.grad(lambda x: _sum(p.bind(x)))(x)
+
+
+def test_dce_jaxpr_keeps_only_what_the_chosen_outputs_need():
+    from fgrad._src.jaxpr import check_jaxpr, dce_jaxpr
+    closed = fgrad.make_jaxpr(lambda x: (lax.sin(x), lax.exp(lax.cos(x))))(np.ones(3))
+    pruned = dce_jaxpr(closed.jaxpr, [False, True])
+    check_jaxpr(pruned)
+    assert [e.primitive.name for e in pruned.eqns] == ["cos", "exp"]
+    assert len(pruned.outvars) == 1

@@ -15,8 +15,8 @@ from .config import config
 from .core import (Tracer, TracerLevelError, check_live, full_lower, get_aval,
                    set_current_trace)
 from .errors import FgradTypeError
-from .partial_eval import JaxprTrace, JaxprTracer
-from .jaxpr import Literal
+from .partial_eval import JaxprTrace, trace_to_subjaxpr
+from .jaxpr import Literal, dce_jaxpr, eval_jaxpr
 
 
 _lax_module = None
@@ -46,6 +46,14 @@ class JVPTracer(Tracer):
     @property
     def aval(self):
         return get_aval(self.primal)
+
+    @property
+    def shape(self):
+        return self.primal.shape
+
+    @property
+    def dtype(self):
+        return self.primal.dtype
 
     def __bool__(self):
         return bool(self.primal)
@@ -96,10 +104,18 @@ class JVPTrace(core.Trace):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
             return core.bind_at(self.parent, prim, primals, params)
-        if prim.jvp is None:
-            raise FgradTypeError(f"{prim.name} has no differentiation rule")
         state = core._state
         prev = state.trace
+        rules = prim.jvp_rules
+        if rules is not None:  # per-argument rules (defjvp): the primal runs at the parent
+            out = core.bind_at(self.parent, prim, primals, params)
+            state.trace = self.rule_trace
+            try:
+                return self._pack(out, _sum_contributions(rules, out, primals, tangents, params))
+            finally:
+                state.trace = prev
+        if prim.jvp is None:
+            raise FgradTypeError(f"{prim.name} has no differentiation rule")
         state.trace = self.rule_trace
         try:
             out, tout = prim.jvp(primals, tangents, **params)
@@ -129,22 +145,31 @@ class JVPTrace(core.Trace):
         except TracerLevelError as e:
             if e.trace is not self:
                 raise
-        return self._custom_jvp_with_closure(jvp, primals, tangents)
+        return self._custom_jvp_with_closure(fun, jvp, primals, tangents)
 
-    def _custom_jvp_with_closure(self, jvp, primals, tangents):
-        """Run a custom JVP rule that closes over our tracers at our own level: the
-        closed-over values' tangents flow through the rule's primal computation, and
-        the rule supplies the tangent with respect to the arguments."""
+    def _custom_jvp_with_closure(self, fun, jvp, primals, tangents):
+        """A custom JVP rule that closes over our tracers. The function run at our
+        level carries the closed-over values' tangents; the rule, traced to a jaxpr and
+        run with those values at their primals, gives the arguments' tangents."""
         with set_current_trace(self):
-            outs, touts = jvp(primals, tangents)
-        results = []
-        for o, t in zip(outs, touts):
-            o_primal, o_tangent = self._split(o)
-            t_primal, _ = self._split(t)
-            if o_tangent is not None:
-                with set_current_trace(self.rule_trace):
-                    t_primal = _lax().add(t_primal, o_tangent)
-            results.append(self._pack(o_primal, t_primal))
+            outs = fun(*primals)
+        n = len(primals)
+
+        def flat_rule(*xs):
+            rule_outs, rule_touts = jvp(list(xs[:n]), list(xs[n:]))
+            return list(rule_outs) + list(rule_touts)
+
+        rule = trace_to_subjaxpr(flat_rule, [get_aval(x) for x in primals + tangents], self)
+        tangent_part = dce_jaxpr(rule.jaxpr, [False] * len(outs) + [True] * len(outs))
+        consts = [c.primal if type(c) is JVPTracer and c._trace is self else c
+                  for c in rule.consts]
+        with set_current_trace(self.rule_trace):
+            touts = eval_jaxpr(tangent_part, consts, *primals, *tangents)
+            results = []
+            for o, t in zip(outs, touts):
+                o_primal, o_tangent = self._split(o)
+                results.append(self._pack(o_primal, t if o_tangent is None
+                                          else _lax().add(t, o_tangent)))
         return results
 
     def _split(self, x):
@@ -292,30 +317,25 @@ def is_undefined(x):
 
 
 def backward_pass(jaxpr, consts, cts_out):
-    """Transpose a linear jaxpr: cotangents of its outputs -> of its inputs."""
-    lax = _lax()
+    """Transpose a linear jaxpr: cotangents of its outputs -> of its inputs.
+
+    Constvars hold the residuals (known values); every equation has a linear input.
+    """
+    add = _lax().add
     primal_env = dict(zip(jaxpr.constvars, consts))
     ct_env = {}
     check = config.check_jaxprs
 
-    def write(v, ct):
-        if ct is None or type(v) is Literal or v in primal_env:
-            return
+    def accumulate(v, ct):
         if check and tuple(ct.shape) != v.aval.shape:
             raise TypeError(f"cotangent shape {tuple(ct.shape)} does not match "
                             f"{v.aval.str_short()} (a transpose rule is wrong)")
         prev = ct_env.get(v)
-        ct_env[v] = ct if prev is None else lax.add(prev, ct)
-
-    def read(a):
-        if type(a) is Literal:
-            return a.val
-        if a in primal_env:
-            return primal_env[a]
-        return UndefinedPrimal(a.aval)
+        ct_env[v] = ct if prev is None else add(prev, ct)
 
     for v, ct in zip(jaxpr.outvars, cts_out):
-        write(v, ct)
+        if ct is not None and type(v) is not Literal and v not in primal_env:
+            accumulate(v, ct)
     for eqn in reversed(jaxpr.eqns):
         prim = eqn.primitive
         if prim.multiple_results:
@@ -330,12 +350,21 @@ def backward_pass(jaxpr, consts, cts_out):
             raise TypeError(
                 f"cannot transpose {prim.name}: it is not linear. A custom_jvp rule "
                 f"probably returned a tangent that is not linear in the input tangents.")
-        args = [read(a) for a in eqn.invars]
+        args = []
+        for a in eqn.invars:
+            if type(a) is Literal:
+                args.append(a.val)
+            else:
+                known = primal_env.get(a, _UNKNOWN)
+                args.append(UndefinedPrimal(a.aval) if known is _UNKNOWN else known)
         cts_in = prim.transpose(ct, *args, **eqn.params)
         for a, x, c in zip(eqn.invars, args, cts_in):
-            if type(x) is UndefinedPrimal:
-                write(a, c)
+            if c is not None and type(x) is UndefinedPrimal:
+                accumulate(a, c)
     return [ct_env.get(v) for v in jaxpr.invars]
+
+
+_UNKNOWN = object()
 
 
 # ----------------------------------------------------------------------------
@@ -346,16 +375,21 @@ def defjvp(prim, *rules):
     output tangent contributed by that argument's tangent g (None: not differentiable)."""
     def jvp(primals, tangents, **params):
         ans = prim.bind(*primals, **params)
-        out = None
-        for rule, t in zip(rules, tangents):
-            if t is None or rule is None:
-                continue
-            c = rule(t, ans, *primals, **params)
-            out = c if out is None else _lax().add(out, c)
-        if out is not None and out.shape != ans.shape:
-            out = _lax().broadcast_to(out, ans.shape)
-        return ans, out
+        return ans, _sum_contributions(rules, ans, primals, tangents, params)
     prim.jvp = jvp
+    prim.jvp_rules = rules
+
+
+def _sum_contributions(rules, ans, primals, tangents, params):
+    out = None
+    for rule, t in zip(rules, tangents):
+        if t is None or rule is None:
+            continue
+        c = rule(t, ans, *primals, **params)
+        out = c if out is None else _lax().add(out, c)
+    if out is not None and out.shape != ans.shape:
+        out = _lax().broadcast_to(out, ans.shape)
+    return out
 
 
 def defjvp_zero(prim):

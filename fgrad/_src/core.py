@@ -93,6 +93,7 @@ class Primitive:
         self.impl = None
         self.abstract_eval = None
         self.jvp = None
+        self.jvp_rules = None  # set by ad.defjvp: one tangent rule per argument
         self.transpose = None
         self.batch = None
 

@@ -118,6 +118,19 @@ def eval_closed(closed, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
+def dce_jaxpr(jaxpr, used_outputs):
+    """The jaxpr restricted to the outputs flagged in `used_outputs`, without the
+    equations those outputs do not need (inputs are kept)."""
+    outvars = [v for v, used in zip(jaxpr.outvars, used_outputs) if used]
+    live = {v for v in outvars if type(v) is Var}
+    eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outvars):
+            eqns.append(eqn)
+            live.update(a for a in eqn.invars if type(a) is Var)
+    return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns[::-1], outvars)
+
+
 # ----------------------------------------------------------------------------
 # Type checking
 

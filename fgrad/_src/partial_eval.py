@@ -25,6 +25,14 @@ class JaxprTracer(Tracer):
     def aval(self):
         return self.var.aval
 
+    @property
+    def shape(self):
+        return self.var.aval.shape
+
+    @property
+    def dtype(self):
+        return self.var.aval.dtype
+
 
 class JaxprTrace(core.Trace):
     def __init__(self, parent, description="tracing to a jaxpr"):
@@ -70,7 +78,8 @@ class JaxprTrace(core.Trace):
                 break
         else:
             return core.bind_at(self.parent, prim, args, params)
-        atoms = [self.to_atom(a) for a in args]
+        atoms = [a.var if type(a) is JaxprTracer and a._trace is self else self.to_atom(a)
+                 for a in args]
         out_avals = prim.abstract_eval(*[a.aval for a in atoms], **params)
         return self._record(prim, atoms, out_avals, params)
 

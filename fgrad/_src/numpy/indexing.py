@@ -253,22 +253,29 @@ def getitem(x, idx):
         out = lax.slice(x, (i,) + (0,) * (len(shape) - 1), (i + 1,) + shape[1:])
         return lax.reshape(out, shape[1:])
     x, entries = _expand(x, idx)
-    adv = [d for d, (k, _) in enumerate(entries) if k == "array"]
-    if not adv:
+    if not any(k == "array" for k, _ in entries):
         return _apply_basic(x, entries)
+    basic, arrays, adv, perm = _advanced(x, entries)
+    x = _apply_basic(x, basic)
+    out = lax.gather(x, arrays, adv)       # index shape + remaining dims
+    return lax.transpose(out, perm) if perm else out
+
+
+def _advanced(x, entries):
+    """For an index with arrays: (the basic part, with full slices at the advanced
+    axes; the index arrays, normalized and broadcast together; their axes; the
+    permutation that takes gather's layout, index dims first, to NumPy's, or None)."""
     # Integers mixed with arrays are advanced indices too.
     entries = [("array", np.asarray(p)) if k == "int" else (k, p) for k, p in entries]
-    adv = [d for d, (k, _) in enumerate(entries) if k == "array"]
+    adv = tuple(d for d, (k, _) in enumerate(entries) if k == "array")
+    shapes = [tuple(np.shape(p)) if isinstance(p, np.ndarray) else tuple(p.shape)
+              for k, p in entries if k == "array"]
     try:
-        bshape = tuple(np.broadcast_shapes(*[tuple(np.shape(p)) if isinstance(p, np.ndarray)
-                                             else tuple(p.shape) for k, p in entries
-                                             if k == "array"]))
+        bshape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        shapes = " ".join(str(tuple(p.shape)) for k, p in entries if k == "array")
         raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together "
-                         f"with shapes {shapes}") from None
+                         f"with shapes {' '.join(map(str, shapes))}") from None
     basic = [(k, p) if k != "array" else ("slice", slice(None)) for k, p in entries]
-    x = _apply_basic(x, basic)
     arrays = []
     for d in adv:
         i = _normalize_array_index(entries[d][1], d, x.shape[d])
@@ -276,15 +283,15 @@ def getitem(x, idx):
             i = lax.broadcast_to(i, bshape)
         arrays.append(i)
     itype = np.result_type(*[a.dtype for a in arrays])
-    arrays = [a if a.dtype == itype else lax.convert_element_type(a, itype) for a in arrays]
-    out = lax.gather(x, tuple(arrays), tuple(adv))       # bshape + remaining dims
-    adjacent = adv == list(range(adv[0], adv[0] + len(adv)))
-    if adjacent and adv[0] > 0:
-        k = len(bshape)
-        p = adv[0]   # slice dims before the first advanced index
-        perm = list(range(k, k + p)) + list(range(k)) + list(range(k + p, out.ndim))
-        out = lax.transpose(out, perm)
-    return out
+    arrays = tuple(a if a.dtype == itype else lax.convert_element_type(a, itype)
+                   for a in arrays)
+    perm = None
+    if adv == tuple(range(adv[0], adv[0] + len(adv))) and adv[0] > 0:
+        # Adjacent advanced indices: their dims go where the first one was.
+        k, p = len(bshape), adv[0]
+        nd = k + x.ndim - len(adv)
+        perm = tuple(range(k, k + p)) + tuple(range(k)) + tuple(range(k + p, nd))
+    return basic, arrays, adv, perm
 
 
 # ----------------------------------------------------------------------------
@@ -363,28 +370,32 @@ class IndexUpdateRef:
 
 def _update(op, scatter_fn, x, index, values):
     x = _value(x)
-    if _is_basic(index) and not (x.dtype.kind == "b" and op != "set"):
+    bool_op = x.dtype.kind == "b" and op != "set"
+    if _is_basic(index) and not bool_op:
         return _update_window(op, x, index, values)
+    x2, entries = _expand(x, index)
+    if x2.ndim == x.ndim and all(k == "array" or (k == "int") or _is_full(p, n) for (k, p), n
+                                 in zip(entries, x.shape)):
+        # Arrays (and ints) with whole axes elsewhere: scatter at the index arrays.
+        _, arrays, adv, perm = _advanced(x, entries)
+        bshape = tuple(arrays[0].shape)
+        rest = tuple(n for d, n in enumerate(x.shape) if d not in adv)
+        natural = bshape + rest
+        tshape = natural if perm is None else tuple(natural[i] for i in perm)
+        v = _broadcast_updates(op, x, values, tshape)
+        if perm is not None:
+            v = lax.transpose(v, tuple(np.argsort(perm)))
+        if bool_op:
+            i32 = dtypes.int32
+            out = scatter_fn(lax.convert_element_type(x, i32), arrays,
+                             lax.convert_element_type(v, i32), adv)
+            return lax.ne(out, Array(np.asarray(0, i32), True))
+        return scatter_fn(x, arrays, v, adv)
     n = x.size
     positions = Array(np.arange(n, dtype=_index_dtype(n)).reshape(x.shape), False)
     target = getitem(positions, index)
-    v = _value(values)
-    if v.dtype != x.dtype:
-        if x.dtype.kind == "b" and v.dtype.kind != "b":
-            v = lax.ne(v, Array(np.asarray(0, v.dtype), True))
-        else:
-            v = lax.convert_element_type(v, x.dtype, is_weak(x))
     tshape = tuple(target.shape)
-    while v.ndim > len(tshape) and v.shape[0] == 1:   # NumPy drops leading 1s
-        v = lax.reshape(v, tuple(v.shape[1:]))
-    if tuple(v.shape) != tshape:
-        ok = v.ndim <= len(tshape) and all(
-            s in (1, t) for s, t in zip(v.shape, tshape[len(tshape) - v.ndim:]))
-        if not ok:
-            raise FgradTypeError(
-                f"at[...].{op}: updates of shape {tuple(v.shape)} do not broadcast to the "
-                f"indexed shape {tshape} of an array of shape {tuple(x.shape)}")
-        v = lax.broadcast_to(v, tshape)
+    v = _broadcast_updates(op, x, values, tshape)
     m = int(np.prod(tshape, dtype=np.int64))
     flat_x = lax.reshape(x, (n,))
     flat_t = lax.reshape(target, (m,))
@@ -401,6 +412,39 @@ def _update(op, scatter_fn, x, index, values):
 
 _COMBINE = {"add": lax.add, "subtract": lax.add, "multiply": lax.mul, "divide": lax.mul,
             "min": lax.min, "max": lax.max}
+
+
+def _is_full(p, n):
+    return isinstance(p, slice) and p.indices(n) == (0, n, 1)
+
+
+def _cast_updates(x, values):
+    v = _value(values)
+    if v.dtype != x.dtype:
+        if x.dtype.kind == "b" and v.dtype.kind != "b":
+            v = lax.ne(v, Array(np.asarray(0, v.dtype), True))
+        else:
+            v = lax.convert_element_type(v, x.dtype, is_weak(x))
+    return v
+
+
+def _fit_updates(op, x, v, tshape):
+    """v without extra leading 1s, checked to broadcast to tshape (not broadcast)."""
+    while v.ndim > len(tshape) and v.shape[0] == 1:   # NumPy drops leading 1s
+        v = lax.reshape(v, tuple(v.shape[1:]))
+    if tuple(v.shape) != tshape:
+        ok = v.ndim <= len(tshape) and all(
+            s in (1, t) for s, t in zip(v.shape, tshape[len(tshape) - v.ndim:]))
+        if not ok:
+            raise FgradTypeError(
+                f"at[...].{op}: updates of shape {tuple(v.shape)} do not broadcast to the "
+                f"indexed shape {tshape} of an array of shape {tuple(x.shape)}")
+    return v
+
+
+def _broadcast_updates(op, x, values, tshape):
+    v = _fit_updates(op, x, _cast_updates(x, values), tshape)
+    return lax.broadcast_to(v, tshape) if tuple(v.shape) != tshape else v
 
 
 def _update_window(op, x, index, values):
@@ -423,27 +467,18 @@ def _update_window(op, x, index, values):
             revs.append(d)
     full_shape = tuple(-(-(b - a) // st) for a, b, st in zip(starts, limits, strides))
     tshape = tuple(full_shape[d] for d in window)
-    v = _value(values)
-    if v.dtype != x.dtype:
-        if x.dtype.kind == "b" and v.dtype.kind != "b":
-            v = lax.ne(v, Array(np.asarray(0, v.dtype), True))
-        else:
-            v = lax.convert_element_type(v, x.dtype, is_weak(x))
-    while v.ndim > len(tshape) and v.shape[0] == 1:
-        v = lax.reshape(v, tuple(v.shape[1:]))
-    if tuple(v.shape) != tshape:
-        ok = v.ndim <= len(tshape) and all(
-            s in (1, t) for s, t in zip(v.shape, tshape[len(tshape) - v.ndim:]))
-        if not ok:
-            raise FgradTypeError(
-                f"at[...].{op}: updates of shape {tuple(v.shape)} do not broadcast to the "
-                f"indexed shape {tshape} of an array of shape {tuple(x.shape)}")
-        v = lax.broadcast_to(v, tshape)
+    v = _fit_updates(op, x, _cast_updates(x, values), tshape)
     if 0 in full_shape:
         return x
-    v = lax.reshape(v, full_shape)
     y = lax.rev(x, tuple(revs)) if revs else x
-    if op != "set":
+    if op == "set":
+        v = lax.reshape(lax.broadcast_to(v, tshape), full_shape)
+    else:
+        # v aligned with the window's rank; the combine op broadcasts it.
+        if v.ndim:
+            vshape = (1,) * (len(tshape) - v.ndim) + tuple(v.shape)
+            it = iter(vshape)
+            v = lax.reshape(v, tuple(next(it) if d in window else 1 for d in range(x.ndim)))
         region = lax.slice(y, starts, limits, strides)
         v = _COMBINE[op](region, v)
     if all(st == 1 for st in strides):
@@ -561,8 +596,9 @@ def unravel_index(indices, shape):
     if not isinstance(idx, Tracer):
         v = np.asarray(idx._value)
         if v.size and (v.min() < -total or v.max() >= total):
-            raise ValueError(f"unravel_index: index {int(v.ravel()[np.argmax((v < -total) | (v >= total))])} "
-                             f"is out of bounds for array with size {total}")
+            bad = int(v[(v < -total) | (v >= total)].ravel()[0])
+            raise ValueError(f"unravel_index: index {bad} is out of bounds for array with "
+                             f"size {total}")
     itype = idx.dtype
     idx = lax.select_n(lax.lt(idx, Array(np.asarray(0, itype), True)), idx,
                        lax.add(idx, Array(np.asarray(total, itype), True)))

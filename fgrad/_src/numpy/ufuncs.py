@@ -168,6 +168,8 @@ def power(x1, x2, /):
     if _kind(x1) in "iub":
         if _kind(x1) == "b":
             x1, x2 = promote(lax.convert_element_type(x1, dtypes.int32, is_weak(x1)), x2)
+        if type(x2) is Array and _kind(x2) == "i" and (np.asarray(x2._value) < 0).any():
+            raise ValueError("power: integers to negative integer powers are not allowed")
         return _int_pow(x1, x2)
     return lax.pow(x1, x2)
 
@@ -478,8 +480,16 @@ def round(a, decimals=0, out=None):
     if _kind(a) != "f":
         if decimals >= 0:
             return a
+        # Round half to even at a multiple of f = 10**-decimals, in integers.
         f = 10 ** (-decimals)
-        q = floor_divide(lax.add(a, _c(a, f // 2)), f)
+        if f > np.iinfo(a.dtype).max:
+            return lax.mul(a, _c(a, 0))
+        q, r = _floor_divmod(a, _c(a, f))
+        twice = lax.mul(r, _c(a, 2))
+        odd = lax.ne(lax.rem(q, _c(a, 2)), _c(a, 0))
+        up = lax.bitwise_or(lax.gt(twice, _c(a, f)),
+                            lax.bitwise_and(lax.eq(twice, _c(a, f)), odd))
+        q = lax.select_n(up, q, lax.add(q, _c(a, 1)))
         return lax.mul(q, _c(a, f))
     if decimals == 0:
         return lax.round(a, "to_nearest_even")
@@ -740,3 +750,46 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     out = lax.select_n(lax.eq(out, _c(x, np.inf)), out, _c(x, posinf))
     return lax.select_n(lax.eq(out, _c(x, -np.inf)), out, _c(x, neginf))
 
+
+
+# ----------------------------------------------------------------------------
+# Shape errors name the fgrad.numpy function (not the lax primitive it binds)
+
+def _named_shape_errors(fn):
+    name = fn.__name__
+
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FgradTypeError:
+            shapes = [tuple(np.shape(a)) if not isinstance(a, _ARRAYS) else tuple(a.shape)
+                      for a in args if a is not None]
+            try:
+                np.broadcast_shapes(*shapes)
+            except ValueError:
+                from .util import shape_str
+                raise FgradTypeError(
+                    f"{name}: incompatible shapes for broadcasting: "
+                    + ", ".join(shape_str(asarray(a)) if not isinstance(a, _ARRAYS)
+                                else shape_str(a) for a in args if a is not None),
+                    hint="shapes broadcast when, aligned from the right, each pair of sizes "
+                         "is equal or one of them is 1; reshape or expand_dims an operand "
+                         "to fit") from None
+            raise
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+for _name in ("add", "subtract", "multiply", "true_divide", "floor_divide", "remainder",
+              "fmod", "power", "float_power", "maximum", "minimum", "fmax", "fmin", "arctan2",
+              "hypot", "logaddexp", "logaddexp2", "copysign", "heaviside", "equal",
+              "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+              "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "left_shift", "right_shift", "where", "isclose", "divmod"):
+    globals()[_name] = _named_shape_errors(globals()[_name])
+divide = true_divide
+mod = remainder
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+del _name
