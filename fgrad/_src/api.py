@@ -53,6 +53,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
     (value, grad) or ((value, aux), grad). A tuple `argnums` gives a tuple of grads.
     """
     fname = _name(fun)
+    description = f"grad of {fname}"
 
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
@@ -77,9 +78,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
             _check_scalar_output(fname, out)
             return [full_lower(out)]
 
-        (ans,), lin = linearize_flat(flat_fun, flat, f"grad of {fname}")
-        one = Array(np.ones((), ans.dtype), False)
-        cts = lin.transpose([one])
+        (ans,), lin = linearize_flat(flat_fun, flat, description)
+        cts = lin.transpose([_one(ans.dtype)])
         grads = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
         g = tuple(tree_util.unflatten(in_tree, grads))
         g = g[0] if single else g
@@ -89,6 +89,17 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
         return ans, g
 
     return value_and_grad_f
+
+
+_ONES = {}
+
+
+def _one(dtype):
+    """The output cotangent 1 of a scalar loss (Arrays are immutable, so shared)."""
+    one = _ONES.get(dtype)
+    if one is None:
+        one = _ONES[dtype] = Array(np.ones((), dtype), False)
+    return one
 
 
 def grad(fun, argnums=0, has_aux=False, allow_int=False):

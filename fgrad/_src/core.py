@@ -272,9 +272,15 @@ eval_trace = _state.trace
 # ----------------------------------------------------------------------------
 # Array methods shared by eager arrays and tracers
 
+_fnp_module = None
+
+
 def _fnp():
-    from fgrad import numpy as fnp
-    return fnp
+    global _fnp_module
+    if _fnp_module is None:
+        from fgrad import numpy as fnp
+        _fnp_module = fnp
+    return _fnp_module
 
 
 def _binop(name, reflected=False):
