@@ -16,7 +16,9 @@ import numpy as np
 import fgrad.numpy as fnp
 from fgrad._src import dtypes, lax
 from fgrad._src.core import Array, Tracer
-from fgrad._src.numpy.util import asarray, canonicalize_axes, promote_inexact
+from fgrad._src.numpy.util import asarray as _asarray
+from fgrad._src.numpy.util import canonicalize_axes as _canonicalize_axes
+from fgrad._src.numpy.util import promote_inexact as _promote_inexact
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "celu", "selu", "gelu", "silu", "swish",
            "sigmoid", "log_sigmoid", "softplus", "soft_sign", "hard_tanh", "hard_sigmoid",
@@ -27,7 +29,7 @@ __all__ = ["relu", "relu6", "leaky_relu", "elu", "celu", "selu", "gelu", "silu",
 def _float(x):
     if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind == "f":
         return x
-    return promote_inexact(x)[0]
+    return _promote_inexact(x)[0]
 
 
 def _c(x, v):
@@ -36,7 +38,7 @@ def _c(x, v):
 
 def relu(x):
     """max(x, 0), with derivative 0 at 0 (NaN stays NaN)."""
-    x = x if isinstance(x, (Array, Tracer)) else asarray(x)
+    x = x if isinstance(x, (Array, Tracer)) else _asarray(x)
     return lax.select_n(lax.le(x, _c(x, 0)), x, _c(x, 0))
 
 
@@ -164,7 +166,7 @@ def glu(x, axis=-1):
 # Normalisations over axes
 
 def _reduction_axes(name, x, axis):
-    return canonicalize_axes(name, axis, x.ndim, x.shape)
+    return _canonicalize_axes(name, axis, x.ndim, x.shape)
 
 
 def _max_shift(x, axes):
@@ -178,7 +180,7 @@ def _max_shift(x, axes):
 def _where_mask(x, where):
     if where is None:
         return None
-    w = asarray(where)
+    w = _asarray(where)
     if w.dtype.kind != "b":
         w = lax.ne(w, Array(np.asarray(0, w.dtype), True))
     return lax.broadcast_to(w, tuple(x.shape))
@@ -219,7 +221,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     return_sign=True, returns (log|sum|, sign(sum))."""
     a = _float(a)
     if b is not None:
-        a, b = promote_inexact(a, b)
+        a, b = _promote_inexact(a, b)
         a, b = fnp.broadcast_arrays(a, b)
     axes = _reduction_axes("logsumexp", a, axis)
     w = _where_mask(a, where)
@@ -260,7 +262,7 @@ normalize = standardize
 def one_hot(x, num_classes, *, dtype=dtypes.float32, axis=-1):
     """A one-hot encoding of integer labels: a new axis of size num_classes at
     `axis`; out-of-range labels give all zeros."""
-    x = asarray(x)
+    x = _asarray(x)
     num_classes = int(num_classes)
     nd = x.ndim + 1
     ax = axis % nd if -nd <= axis < nd else None

@@ -43,6 +43,37 @@ def _check_argnums(fname, argnums, nargs):
     return single, tuple(i % nargs for i in nums)
 
 
+class _FlatFun:
+    """The user's function on flat lists of leaves; remembers its output tree
+    structure and, with has_aux, its auxiliary output."""
+
+    def __init__(self, fun, in_tree, what, has_aux=False):
+        self.fun, self.in_tree, self.what, self.has_aux = fun, in_tree, what, has_aux
+        self.out_tree = self.aux = None
+
+    def __call__(self, *leaves):
+        out = self.fun(*tree_util.unflatten(self.in_tree, leaves))
+        if self.has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"{self.what} with has_aux=True: the function must return a "
+                                f"pair (output, aux), got {type(out).__name__}")
+            out, self.aux = out
+        out_leaves, self.out_tree = tree_util.flatten(out)
+        return [full_lower(x) for x in out_leaves]
+
+    def aux_values(self):
+        """The aux output, with tracers of the finished transform replaced by values."""
+        return tree_util.map(_strip_finished, self.aux)
+
+    def cotangent_leaves(self, ct):
+        """Flatten a cotangent for the outputs, checking its tree structure."""
+        ct_leaves, ct_tree = tree_util.flatten(ct)
+        if ct_tree != self.out_tree:
+            raise TypeError(f"{self.what}: the cotangent has tree structure {ct_tree}, but the "
+                            f"function's output has {self.out_tree}")
+        return _as_arrays(ct_leaves, self.what)
+
+
 # ----------------------------------------------------------------------------
 # Reverse mode
 
@@ -144,40 +175,25 @@ def _check_scalar_output(fname, out):
 
 def vjp(fun, *primals, has_aux=False):
     """(out, pullback) or (out, pullback, aux); pullback(ct) returns one cotangent per primal."""
-    fname = _name(fun)
+    what = f"vjp of {_name(fun)}"
     flat, in_tree = tree_util.flatten(list(primals))
-    flat = _as_arrays(flat, f"vjp of {fname}")
-    out_tree_box, aux_box = [], []
-
-    def flat_fun(*xs):
-        out = fun(*tree_util.unflatten(in_tree, xs))
-        if has_aux:
-            out, aux = out
-            aux_box.append(aux)
-        leaves, tree = tree_util.flatten(out)
-        out_tree_box.append(tree)
-        return [full_lower(x) for x in leaves]
-
-    outs, lin = linearize_flat(flat_fun, flat, f"vjp of {fname}")
-    out_tree = out_tree_box[0]
+    flat = _as_arrays(flat, what)
+    flat_fun = _FlatFun(fun, in_tree, what, has_aux)
+    outs, lin = linearize_flat(flat_fun, flat, what)
 
     def pullback(ct):
-        ct_leaves, ct_tree = tree_util.flatten(ct)
-        if ct_tree != out_tree:
-            raise TypeError(f"vjp of {fname}: the cotangent has tree structure {ct_tree}, but "
-                            f"the function's output has {out_tree}")
-        ct_leaves = _as_arrays(ct_leaves, f"vjp of {fname}")
+        ct_leaves = flat_fun.cotangent_leaves(ct)
         for c, o in zip(ct_leaves, outs):
             if tuple(c.shape) != tuple(o.shape):
-                raise TypeError(f"vjp of {fname}: cotangent shape {tuple(c.shape)} does not "
-                                f"match the output's shape {tuple(o.shape)}")
+                raise TypeError(f"{what}: cotangent shape {tuple(c.shape)} does not match the "
+                                f"output's shape {tuple(o.shape)}")
         cts = lin.transpose(ct_leaves)
         cts = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
         return tuple(tree_util.unflatten(in_tree, cts))
 
-    out = tree_util.unflatten(out_tree, outs)
+    out = tree_util.unflatten(flat_fun.out_tree, outs)
     if has_aux:
-        return out, pullback, tree_util.map(_strip_finished, aux_box[0])
+        return out, pullback, flat_fun.aux_values()
     return out, pullback
 
 
@@ -217,72 +233,44 @@ def jvp(fun, primals, tangents, has_aux=False):
         raise TypeError(f"jvp of {fname}: primals and tangents must be tuples or lists, got "
                         f"{type(primals).__name__} and {type(tangents).__name__}")
     p_flat, t_flat, in_tree = _check_tangents(fname, tuple(primals), tuple(tangents))
-    out_tree_box, aux_box = [], []
-
-    def flat_fun(*xs):
-        out = fun(*tree_util.unflatten(in_tree, xs))
-        if has_aux:
-            out, aux = out
-            aux_box.append(aux)
-        leaves, tree = tree_util.flatten(out)
-        out_tree_box.append(tree)
-        return leaves
-
+    flat_fun = _FlatFun(fun, in_tree, f"jvp of {fname}", has_aux)
     outs, touts = jvp_flat(flat_fun, p_flat, t_flat, f"jvp of {fname}")
     touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs)]
-    out_tree = out_tree_box[0]
+    out_tree = flat_fun.out_tree
     result = (tree_util.unflatten(out_tree, outs), tree_util.unflatten(out_tree, touts))
     if has_aux:
-        return result + (tree_util.map(_strip_finished, aux_box[0]),)
+        return result + (flat_fun.aux_values(),)
     return result
 
 
 def linearize(fun, *primals):
     """(f(*primals), f_jvp) where f_jvp(*tangents) applies the Jacobian at primals."""
     fname = _name(fun)
+    what = f"linearize of {fname}"
     flat, in_tree = tree_util.flatten(list(primals))
-    flat = _as_arrays(flat, f"linearize of {fname}")
-    out_tree_box = []
-
-    def flat_fun(*xs):
-        leaves, tree = tree_util.flatten(fun(*tree_util.unflatten(in_tree, xs)))
-        out_tree_box.append(tree)
-        return [full_lower(x) for x in leaves]
-
-    outs, lin = linearize_flat(flat_fun, flat, f"linearize of {fname}")
-    out_tree = out_tree_box[0]
+    flat_fun = _FlatFun(fun, in_tree, what)
+    outs, lin = linearize_flat(flat_fun, _as_arrays(flat, what), what)
 
     def f_jvp(*tangents):
         _, t_flat, _ = _check_tangents(fname, tuple(primals), tuple(tangents))
         touts = lin.jvp(t_flat)
         touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs)]
-        return tree_util.unflatten(out_tree, touts)
+        return tree_util.unflatten(flat_fun.out_tree, touts)
 
-    return tree_util.unflatten(out_tree, outs), f_jvp
+    return tree_util.unflatten(flat_fun.out_tree, outs), f_jvp
 
 
 def linear_transpose(fun, *primals):
     """The transpose of a linear function: returns f_t with f_t(ct) = Jᵀ ct, a tuple
     with one cotangent per argument. `primals` give the argument shapes/dtypes only."""
-    fname = _name(fun)
+    what = f"linear_transpose of {_name(fun)}"
     flat, in_tree = tree_util.flatten(list(primals))
     avals = [_arg_aval(x) for x in flat]
-    out_tree_box = []
-
-    def flat_fun(*xs):
-        leaves, tree = tree_util.flatten(fun(*tree_util.unflatten(in_tree, xs)))
-        out_tree_box.append(tree)
-        return [full_lower(x) for x in leaves]
-
-    closed = trace_to_jaxpr(flat_fun, avals, f"linear_transpose of {fname}")
-    out_tree = out_tree_box[0]
+    flat_fun = _FlatFun(fun, in_tree, what)
+    closed = trace_to_jaxpr(flat_fun, avals, what)
 
     def transposed(ct):
-        ct_leaves, ct_tree = tree_util.flatten(ct)
-        if ct_tree != out_tree:
-            raise TypeError(f"linear_transpose of {fname}: the cotangent has tree structure "
-                            f"{ct_tree}, but the function's output has {out_tree}")
-        cts = backward_pass(closed.jaxpr, closed.consts, _as_arrays(ct_leaves, fname))
+        cts = backward_pass(closed.jaxpr, closed.consts, flat_fun.cotangent_leaves(ct))
         cts = [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts, avals)]
         return tuple(tree_util.unflatten(in_tree, cts))
 
