@@ -46,6 +46,7 @@ ACTIVATIONS = {
     "hard_tanh": (nn.hard_tanh, lambda x: np.clip(x, -1, 1)),
     "hard_sigmoid": (nn.hard_sigmoid, lambda x: np.clip(x + 3, 0, 6) / 6),
     "hard_silu": (nn.hard_silu, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "hard_swish": (nn.hard_swish, lambda x: x * np.clip(x + 3, 0, 6) / 6),
 }
 
 
@@ -159,3 +160,62 @@ def test_standardize_and_glu(rng):
     _close(nn.glu(y), y[:, :3] * sp.expit(y[:, 3:]))
     with pytest.raises(fgrad.FgradTypeError, match="glu"):
         nn.glu(np.ones((2, 5)))
+
+
+def _standardize_ref(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=True):
+    """jax.nn.standardize: (x - mean) / sqrt(variance + epsilon), statistics over axis."""
+    if mean is None:
+        mean = np.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        variance = np.mean((x - mean) ** 2, axis, keepdims=True, where=where)
+    return (x - mean) / np.sqrt(variance + epsilon)
+
+
+NORMALIZE_CASES = {
+    "default": {},
+    "axis0": {"axis": 0},
+    "axes": {"axis": (0, 2)},
+    "all": {"axis": None},
+    "epsilon": {"axis": 1, "epsilon": 0.5},
+}
+
+
+@pytest.mark.parametrize("name", list(NORMALIZE_CASES))
+def test_normalize(name, rng):
+    kw = NORMALIZE_CASES[name]
+    x = rng.standard_normal((4, 3, 5))   # >= 4 values per statistic: variance not tiny
+    want = _standardize_ref(x, **kw)
+    _close(nn.normalize(x, **kw), want, rtol=1e-10)
+    _close(nn.standardize(x, **kw), want, rtol=1e-10)
+    check_grads(lambda v: nn.normalize(v, **kw), (x,), order=2, modes=("fwd", "rev"))
+    closed = fgrad.make_jaxpr(lambda v: nn.normalize(v, **kw))(x.astype(np.float32))
+    (aval,) = closed.jaxpr.out_avals
+    assert aval.shape == x.shape and aval.dtype == np.float32
+    _close(eval_closed(closed, x.astype(np.float32))[0], want.astype(np.float32), rtol=1e-4,
+           atol=1e-5)
+
+
+def test_normalize_given_statistics_and_where(rng):
+    x = rng.standard_normal((3, 5))
+    mean, var = rng.standard_normal((3, 1)), rng.uniform(0.5, 2.0, (3, 1))
+    _close(nn.normalize(x, mean=mean, variance=var),
+           _standardize_ref(x, mean=mean, variance=var), rtol=1e-12)
+    check_grads(lambda v, m, s: nn.normalize(v, mean=m, variance=s), (x, mean, var),
+                order=2, modes=("fwd", "rev"))
+    w = rng.standard_normal((3, 5)) > -0.5
+    w[:, 0] = True
+    _close(nn.normalize(x, where=w), _standardize_ref(x, where=w), rtol=1e-10)
+    check_grads(lambda v: nn.normalize(v, axis=0, where=w), (x,), order=2,
+                modes=("fwd", "rev"))
+    assert nn.normalize(np.arange(6, dtype=np.int32).reshape(2, 3)).dtype == np.float32
+    assert nn.normalize(x.astype(np.float32)).dtype == np.float32
+    # rows of equal values: 0 / sqrt(epsilon), finite
+    _close(nn.normalize(np.ones((2, 3))), np.zeros((2, 3)))
+
+
+def test_namespace_is_public_api_only():
+    for name in ("asarray", "canonicalize_axes", "promote_inexact"):
+        assert not hasattr(nn, name), name
+    for name in nn.__all__:
+        assert callable(getattr(nn, name)), name
+    assert nn.hard_swish is nn.hard_silu and nn.normalize is nn.standardize

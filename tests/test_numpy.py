@@ -801,3 +801,209 @@ def test_at_window_updates(idx, op, rng):
     v = rng.standard_normal(shape[1:] if shape else ())
     _assert_like(getattr(fnp.asarray(IDX).at[idx], op)(v), _numpy_at(IDX, idx, op, v))
     _check_grads(lambda x, u: getattr(fnp.asarray(x).at[idx], op)(u), (IDX, v))
+
+
+# ----------------------------------------------------------------------------
+# Array-API names, aliases and small helpers against NumPy (f(module, x) tables as above)
+
+NAN_AT = np.zeros((2, 3, 4), bool)
+NAN_AT[0, 1, 2] = NAN_AT[1, 0, :2] = True
+API_CASES = {
+    "atleast_1d": lambda m, x: m.atleast_1d(m.sum(x)),
+    "atleast_1d_many": lambda m, x: m.atleast_1d(m.sum(x), x[0, 0], x),
+    "atleast_2d": lambda m, x: m.atleast_2d(x[0, 0]),
+    "atleast_2d_many": lambda m, x: m.atleast_2d(m.sum(x), x[0, 0], x),
+    "compress": lambda m, x: m.compress([True, False, True], x, axis=1),
+    "compress_short": lambda m, x: m.compress([0, 2], x, axis=-1),
+    "compress_flat": lambda m, x: m.compress(X.ravel() > 0, x),
+    "concat": lambda m, x: m.concat([x, 2 * x[:, :, :1]], axis=-1),
+    "concat_none": lambda m, x: m.concat([x, x[0]], axis=None),
+    "conjugate": lambda m, x: m.conjugate(x),
+    "copy": lambda m, x: m.copy(x) * 2,
+    "imag": lambda m, x: m.imag(x) + x,
+    "cumulative_prod": lambda m, x: m.cumulative_prod(x, axis=1),
+    "cumulative_prod_initial": lambda m, x: m.cumulative_prod(x, axis=-1, include_initial=True),
+    "cumulative_prod_1d": lambda m, x: m.cumulative_prod(x[0, 0]),
+    "nanprod": lambda m, x: m.nanprod(m.where(NAN_AT, m.nan, x)),
+    "nanprod_axis": lambda m, x: m.nanprod(m.where(NAN_AT, m.nan, x), axis=2),
+    "nanprod_keepdims": lambda m, x: m.nanprod(m.where(NAN_AT, m.nan, x), axis=(0, 2),
+                                               keepdims=True),
+    "expand_dims": lambda m, x: m.expand_dims(x, 1),
+    "expand_dims_multi": lambda m, x: m.expand_dims(x, (0, -1)),
+    "matrix_transpose": lambda m, x: m.matrix_transpose(x),
+    "permute_dims": lambda m, x: m.permute_dims(x, (2, 0, 1)),
+    "permute_dims_neg": lambda m, x: m.permute_dims(x, (-1, 0, 1)),
+    "rollaxis": lambda m, x: m.rollaxis(x, 2),
+    "rollaxis_start": lambda m, x: m.rollaxis(x, 0, 3),
+    "rollaxis_neg": lambda m, x: m.rollaxis(x, -1, 1),
+    # numpy.row_stack is a deprecated alias of vstack
+    "row_stack": lambda m, x: (fnp.row_stack if m is fnp else np.vstack)([x[0, 0], x[1]]),
+    "dsplit": lambda m, x: m.dsplit(x, 2),
+    "dsplit_indices": lambda m, x: m.dsplit(x, [1, 3]),
+    "hsplit": lambda m, x: m.hsplit(x, 3),
+    "hsplit_1d": lambda m, x: m.hsplit(x[0, 0], [1]),
+    "vsplit": lambda m, x: m.vsplit(x, 2),
+    "vsplit_indices": lambda m, x: m.vsplit(x[0], [1, 5]),
+}
+
+
+@pytest.mark.parametrize("name", list(API_CASES))
+def test_api_functions(name):
+    f = API_CASES[name]
+    eager = f(fnp, fnp.asarray(X))
+    _assert_like(eager, f(np, X))
+    _check_grads(lambda x: f(fnp, x), (X,))
+    closed = fgrad.make_jaxpr(lambda x: f(fnp, x))(X)
+    eager = list(eager) if isinstance(eager, (list, tuple)) else [eager]
+    assert [(a.shape, a.dtype) for a in closed.jaxpr.out_avals] == \
+        [(tuple(e.shape), e.dtype) for e in eager]
+    _assert_like(list(eval_closed(closed, X)), eager)
+
+
+API_PRODUCTS = {
+    "vecdot": (lambda m, a, b: m.vecdot(a, b), (2, 3), (3,)),
+    "vecdot_axis": (lambda m, a, b: m.vecdot(a, b, axis=0), (3, 2), (3, 1)),
+    "vecdot_batch": (lambda m, a, b: m.vecdot(a, b), (4, 1, 3), (2, 3)),
+    "matvec": (lambda m, a, b: m.matvec(a, b), (3, 4), (4,)),
+    "matvec_batch": (lambda m, a, b: m.matvec(a, b), (2, 1, 3, 4), (5, 4)),
+    "vecmat": (lambda m, a, b: m.vecmat(a, b), (3,), (3, 4)),
+    "vecmat_batch": (lambda m, a, b: m.vecmat(a, b), (5, 3), (2, 1, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", list(API_PRODUCTS))
+def test_api_products(name, rng):
+    f, sa, sb = API_PRODUCTS[name]
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    _assert_like(f(fnp, a, b), f(np, a, b))
+    _check_grads(lambda u, v: f(fnp, u, v), (a, b))
+    closed = fgrad.make_jaxpr(lambda u, v: f(fnp, u, v))(a, b)
+    _assert_like(eval_closed(closed, a, b)[0], f(np, a, b))
+    ai = (np.arange(np.prod(sa, dtype=int)) % 5 - 2).astype(np.int32).reshape(sa)
+    bi = (np.arange(np.prod(sb, dtype=int)) % 3 + 1).astype(np.int32).reshape(sb)
+    assert f(fnp, ai, bi).dtype == np.int32
+    _assert_like(f(fnp, ai, bi), f(np, ai, bi))
+
+
+def test_api_shape_errors():
+    with pytest.raises(ValueError, match="vsplit only works on arrays of 2 or more"):
+        fnp.vsplit(np.ones(4), 2)
+    with pytest.raises(ValueError, match="dsplit only works on arrays of 3 or more"):
+        fnp.dsplit(np.ones((2, 4)), 2)
+    with pytest.raises(ValueError, match="hsplit only works on arrays of 1 or more"):
+        fnp.hsplit(np.float64(1.0), 1)
+    with pytest.raises(ValueError, match="equal division"):
+        fnp.hsplit(np.ones((2, 5)), 2)
+    with pytest.raises(fgrad.FgradTypeError, match="matrix_transpose"):
+        fnp.matrix_transpose(np.ones(3))
+    with pytest.raises(fgrad.FgradTypeError, match="cumulative_prod: axis must be given"):
+        fnp.cumulative_prod(np.ones((2, 3)))
+    with pytest.raises(fgrad.FgradTypeError, match="expand_dims: repeated axis"):
+        fnp.expand_dims(np.ones(3), (0, 0))
+    with pytest.raises(IndexError, match="out of bounds"):
+        fnp.compress([False, False, True], np.ones(2))
+    with pytest.raises(fgrad.FgradTypeError, match="broadcast_shapes"):
+        fnp.broadcast_shapes((2,), (3,))
+
+
+BITS = {
+    "int8": np.array([-128, -7, -1, 0, 3, 127], np.int8),
+    "int32": np.array([-(2 ** 31), -7, -1, 0, 12, 2 ** 31 - 1], np.int32),
+    "int64": np.array([-(2 ** 40), -5, 0, 2 ** 40 + 3], np.int64),
+    "uint8": np.array([0, 1, 7, 200, 255], np.uint8),
+    "bool": np.array([True, False, True]),
+}
+
+
+@pytest.mark.parametrize("dtype", list(BITS))
+def test_bitwise_array_api_names(dtype):
+    x = BITS[dtype]
+    for name in ("bitwise_count", "bitwise_invert", "bitwise_not"):
+        got = getattr(fnp, name)(x)
+        want = getattr(np, name)(x)
+        assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+        _assert_like(got, want)
+        closed = fgrad.make_jaxpr(getattr(fnp, name))(x)
+        _assert_like(eval_closed(closed, x)[0], want)
+    if dtype != "bool":
+        bits = 8 * x.dtype.itemsize
+        s = (np.arange(x.size) * 3 % bits).astype(x.dtype)
+        for name in ("bitwise_left_shift", "bitwise_right_shift"):
+            for y in (s, x.dtype.type(2), 1):
+                got = getattr(fnp, name)(x, y)
+                want = getattr(np, name)(x, y)
+                assert got.dtype == x.dtype
+                _assert_like(got, want)
+
+
+def test_bitwise_count_details():
+    _assert_like(fnp.bitwise_count(-7), np.bitwise_count(-7))
+    assert fnp.bitwise_count(np.int16(-1)).dtype == np.uint8
+    with pytest.raises(fgrad.FgradTypeError, match="bitwise_count"):
+        fnp.bitwise_count(np.ones(2))
+    with pytest.raises(fgrad.FgradTypeError, match="invert"):
+        fnp.bitwise_invert(np.ones(2))
+    with pytest.raises(fgrad.FgradTypeError, match="left_shift"):
+        fnp.bitwise_left_shift(np.ones(2), 1)
+
+
+INDEX_GENERATORS = {
+    "diag_indices": lambda m: m.diag_indices(3),
+    "diag_indices_3d": lambda m: m.diag_indices(2, 3),
+    "diag_indices_0": lambda m: m.diag_indices(0),
+    "triu_indices": lambda m: m.triu_indices(3),
+    "triu_indices_k": lambda m: m.triu_indices(4, 1),
+    "triu_indices_neg_k": lambda m: m.triu_indices(3, -1),
+    "triu_indices_m": lambda m: m.triu_indices(3, 0, 5),
+    "indices": lambda m: m.indices((2, 3)),
+    "indices_3d": lambda m: m.indices((2, 1, 3)),
+    "indices_sparse": lambda m: m.indices((2, 3), sparse=True),
+    "indices_dtype": lambda m: m.indices((3, 2), dtype=np.float32),
+    "indices_empty": lambda m: m.indices(()),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_GENERATORS))
+def test_index_generators(name):
+    f = INDEX_GENERATORS[name]
+    got, want = f(fnp), f(np)
+    _assert_like(got, want)
+    for g, w in zip(got if isinstance(got, tuple) else [got],
+                    want if isinstance(want, tuple) else [want]):
+        assert g.dtype == (np.float32 if w.dtype == np.float32 else np.int32)
+    if name.startswith(("diag", "triu")) and name != "diag_indices_0":
+        a = np.arange(60.0).reshape((4, 5, 3) if len(got) == 3 else (6, 10)) / 7.0
+        _assert_like(fnp.asarray(a)[got], a[want])
+        _check_grads(lambda v: v[got], (a,))
+
+
+PROMOTE_SAME_KIND = [
+    (np.int8, np.uint8), (np.int32, np.int64), (np.uint32, np.int32), (np.uint8, np.uint16),
+    (np.bool_, np.int8), (np.bool_, np.uint16), (np.float16, np.float32),
+    (np.float32, np.float64), (np.bool_, np.float16), ("float32", "f8"), (np.int16, np.int16),
+]
+# fgrad's lattice (as JAX): an integer meeting a float takes the float's dtype.
+PROMOTE_MIXED = [(np.int32, np.float32, np.float32), (np.int16, np.float16, np.float16),
+                 (np.int64, np.float32, np.float32), (np.uint8, np.float64, np.float64)]
+
+
+def test_dtype_helpers():
+    for t1, t2 in PROMOTE_SAME_KIND:
+        want = np.promote_types(t1, t2)
+        assert fnp.promote_types(t1, t2) == want and fnp.promote_types(t2, t1) == want
+        assert fnp.result_type(t1, t2) == want
+        assert fnp.result_type(np.ones(2, t1), np.zeros(1, t2)) == want
+    for t1, t2, want in PROMOTE_MIXED:
+        assert fnp.promote_types(t1, t2) == want and fnp.promote_types(t2, t1) == want
+        assert fnp.result_type(np.ones(2, t1), t2) == want
+    for x, y, want in PROMOTION:     # result_type agrees with what the ufuncs do
+        assert fnp.result_type(x, y) == want == fnp.add(x, y).dtype
+    assert fnp.result_type(np.float64, np.int16, np.bool_) == np.float64
+    assert fnp.result_type(f32, 2.0) == np.result_type(f32, 2.0) == np.float32
+    assert fnp.result_type(1.0) == np.float32 and fnp.result_type(1) == np.int32
+    for shapes in [((2, 1), (3,), ()), ((), ()), ((1, 4), (5, 1, 1)), (3, (1,)), ()]:
+        assert fnp.broadcast_shapes(*shapes) == np.broadcast_shapes(*shapes)
+    for t, cls in [(np.float32, np.floating), (np.int8, np.signedinteger),
+                   (np.uint8, np.signedinteger), (np.float64, np.integer),
+                   (fnp.asarray(X).dtype, np.inexact), (np.bool_, np.number)]:
+        assert fnp.issubdtype(t, cls) == np.issubdtype(t, cls)

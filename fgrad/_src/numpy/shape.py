@@ -362,17 +362,25 @@ def array_split(ary, indices_or_sections, axis=0):
     return _split("array_split", ary, indices_or_sections, axis, False)
 
 
-def hsplit(ary, indices_or_sections):
+def _split_min_ndim(name, ary, ndim):
     a = _value(ary)
+    if a.ndim < ndim:
+        raise ValueError(f"{name} only works on arrays of {ndim} or more dimensions "
+                         f"(got shape {tuple(a.shape)})")
+    return a
+
+
+def hsplit(ary, indices_or_sections):
+    a = _split_min_ndim("hsplit", ary, 1)
     return split(a, indices_or_sections, 1 if a.ndim > 1 else 0)
 
 
 def vsplit(ary, indices_or_sections):
-    return split(ary, indices_or_sections, 0)
+    return split(_split_min_ndim("vsplit", ary, 2), indices_or_sections, 0)
 
 
 def dsplit(ary, indices_or_sections):
-    return split(ary, indices_or_sections, 2)
+    return split(_split_min_ndim("dsplit", ary, 3), indices_or_sections, 2)
 
 
 def unstack(x, /, *, axis=0):

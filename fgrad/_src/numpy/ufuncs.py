@@ -690,7 +690,16 @@ bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
 def bitwise_count(x, /):
+    """The number of 1 bits in |x|, as uint8 (numpy.bitwise_count: a negative
+    integer counts the bits of its absolute value)."""
     x = _value1(x)
+    if _kind(x) == "f":
+        raise FgradTypeError(f"bitwise_count is not defined for floating-point operands "
+                             f"({x.dtype})")
+    if _kind(x) == "b":
+        x = lax.convert_element_type(x, dtypes.uint8)
+    elif _kind(x) == "i":
+        x = lax.abs(x)
     out = lax.population_count(x)
     return lax.convert_element_type(out, dtypes.uint8)
 
