@@ -286,15 +286,17 @@ def linearize_flat(fun, primals, description="linearize"):
     in_mask = [a.dtype.kind == "f" for a in in_avals]
     args = [JVPTracer(trace, p, pe.new_arg(a)) if m else p
             for p, a, m in zip(primals, in_avals, in_mask)]
+    state = core._state
+    state.trace = trace
     try:
-        with set_current_trace(trace):
-            outs = fun(*args)
+        outs = fun(*args)
+        state.trace = parent
         primal_outs, tangent_outs = _unpack_outputs(trace, outs)
         out_mask = [t is not None for t in tangent_outs]
         closed = pe.to_jaxpr([t for t in tangent_outs if t is not None])
     finally:
-        trace.finish()
-        pe.finish()
+        state.trace = parent
+        trace.alive = pe.alive = False
     return primal_outs, LinearFunction(closed.jaxpr, closed.consts, in_mask, out_mask)
 
 

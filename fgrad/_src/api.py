@@ -34,6 +34,8 @@ def _strip_finished(x):
 
 
 def _check_argnums(fname, argnums, nargs):
+    if type(argnums) is int and 0 <= argnums < nargs:
+        return True, (argnums,)
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
     for i in nums:

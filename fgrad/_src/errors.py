@@ -6,12 +6,19 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SKIP_DIRS = (_PKG_DIR + os.sep,)
 
 
+_INTERNAL = {}  # code object -> whether it belongs to fgrad (or Python's frozen modules)
+
+
 def user_frame():
     """The innermost stack frame that is not fgrad's own code (None if none)."""
     f = sys._getframe(1)
     while f is not None:
-        filename = f.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+        code = f.f_code
+        internal = _INTERNAL.get(code)
+        if internal is None:
+            name = code.co_filename
+            internal = _INTERNAL[code] = name.startswith(_SKIP_DIRS) or name.startswith("<frozen")
+        if not internal:
             return f
         f = f.f_back
     return None

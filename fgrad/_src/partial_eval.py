@@ -53,7 +53,8 @@ class JaxprTrace(core.Trace):
     def to_atom(self, x):
         if type(x) is JaxprTracer and x._trace is self:
             return x.var
-        check_live(x, self)
+        if isinstance(x, Tracer):
+            check_live(x, self)
         aval = get_aval(x)
         if not aval.shape and not isinstance(x, Tracer):
             val = x if type(x) is core.Array else core.Array(np.asarray(x, aval.dtype),
@@ -89,7 +90,7 @@ class JaxprTrace(core.Trace):
             self.eqns.append(Eqn(prim, atoms, outvars, params))
             return [JaxprTracer(self, v) for v in outvars]
         outvar = Var(out_avals)
-        self.eqns.append(Eqn(prim, atoms, [outvar], params))
+        self.eqns.append(Eqn(prim, atoms, (outvar,), params))
         return JaxprTracer(self, outvar)
 
     def _bind_at_parent(self, prim, fun, rules, args, params):

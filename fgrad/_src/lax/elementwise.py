@@ -15,6 +15,8 @@ from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
 from ._util import check_kinds, lift_scalars, nary_rule, shapes_str, unbroadcast, broadcast_shapes
 
+_PY_SCALARS = (bool, int, float)
+
 FLOAT = "f"
 NUM = "fiu"
 SIGNED = "fi"
@@ -47,7 +49,8 @@ def _unary_op(p):
 
 def _binary_op(p):
     def op(x, y):
-        x, y = lift_scalars((x, y))
+        if type(x) in _PY_SCALARS or type(y) in _PY_SCALARS:
+            x, y = lift_scalars((x, y))
         if x.dtype != y.dtype:
             x, y = _match_weak_dtype(p, x, y)
         return p.bind(x, y)
