@@ -173,7 +173,7 @@ def _max_shift(x, axes):
     """The maximum over `axes` (kept dims), gradient-stopped, 0 where not finite."""
     m = lax.reduce_max(x, axes)
     m = lax.select_n(lax.is_finite(m), _c(m, 0), m)
-    m = lax.stop_gradient_array(m)
+    m = lax.stop_gradient(m)
     return lax.expand_dims(m, axes)
 
 

@@ -719,7 +719,7 @@ def test_bitcast_has_zero_derivative():
 def test_stop_gradient_value_and_derivative():
     x = np.array([1.0, -2.0, 3.0])
     np.testing.assert_array_equal(np.asarray(fgrad.stop_gradient(x)), x)
-    np.testing.assert_array_equal(np.asarray(lax.stop_gradient_array(x)), x)
+    np.testing.assert_array_equal(np.asarray(lax.stop_gradient(x)), x)
     f = lambda x: lax.reduce_sum(lax.mul(x, fgrad.stop_gradient(x)), (0,))
     np.testing.assert_array_equal(np.asarray(fgrad.grad(f)(x)), x)
     _, t = fgrad.jvp(fgrad.stop_gradient, (x,), (np.ones(3),))

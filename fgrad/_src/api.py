@@ -8,7 +8,7 @@ from . import tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, current_trace, full_lower, get_aval
 from .errors import user_location
-from .lax import stop_gradient_array, zeros, zeros_like
+from .lax import stop_gradient as _stop_gradient_array, zeros, zeros_like
 from .partial_eval import trace_to_jaxpr
 
 
@@ -326,5 +326,5 @@ def stop_gradient(x):
     """x unchanged, with zero derivative (applies to every leaf of a pytree)."""
     def stop(leaf):
         leaf = full_lower(leaf)
-        return stop_gradient_array(leaf) if leaf.dtype.kind == "f" else leaf
+        return _stop_gradient_array(leaf) if leaf.dtype.kind == "f" else leaf
     return tree_util.map(stop, x)

@@ -3,15 +3,14 @@
 These functions do not promote dtypes (operands of one op share a dtype) but
 do broadcast like NumPy; Python scalars take the dtype of the other operand.
 """
-import numpy as np
+import numpy as _np
 
-from ..core import Array
-from .elementwise import *  # noqa: F401,F403
-from .elementwise import abs, max, min, pow, round  # noqa: F401  (shadow builtins on purpose)
+from ..core import Array as _Array, Primitive as _Primitive
+from . import elementwise as _elementwise
 from .shape_ops import (broadcast_in_dim, broadcast_in_dim_p, broadcast_to, expand_dims,  # noqa: F401
                         expand_dims_p, reshape, reshape_p, squeeze, squeeze_p, transpose,
                         transpose_p)
-from .reductions import (argmax, argmax_p, argmin, argmin_p, normalize_axes, reduce_max,  # noqa: F401
+from .reductions import (argmax, argmax_p, argmin, argmin_p, reduce_max,  # noqa: F401
                          reduce_max_p, reduce_min, reduce_min_p, reduce_sum, reduce_sum_p)
 from .reductions import (reduce_and, reduce_and_p, reduce_or, reduce_or_p, reduce_prod,  # noqa: F401
                          reduce_prod_p)
@@ -28,7 +27,7 @@ from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,
 
 def full(shape, fill_value, dtype):
     """A constant array (computed now, whatever the current trace)."""
-    return Array(np.full(tuple(shape), fill_value, dtype=dtype), False)
+    return _Array(_np.full(tuple(shape), fill_value, dtype=dtype), False)
 
 
 def zeros(shape, dtype):
@@ -37,3 +36,19 @@ def zeros(shape, dtype):
 
 def zeros_like(x):
     return full(x.shape, 0, x.dtype)
+
+
+def _public_elementwise():
+    """The element-wise module's primitives and the functions that bind them."""
+    for name, value in vars(_elementwise).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, _Primitive) or (callable(value) and not isinstance(value, type)
+                                            and value.__module__ == _elementwise.__name__):
+            yield name, value
+
+
+globals().update(_public_elementwise())
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and (isinstance(value, _Primitive) or callable(value))
+                 and getattr(value, "__module__", "").startswith(__name__))

@@ -535,5 +535,6 @@ stop_gradient_p.abstract_eval = lambda x: x
 defjvp_zero(stop_gradient_p)
 
 
-def stop_gradient_array(x):
+def stop_gradient(x):
+    """x with zero derivative."""
     return stop_gradient_p.bind(x)
