@@ -4,6 +4,8 @@ from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linear_transpose, linea
 from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
+from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
+from fgrad._src.vmap_api import vmap  # noqa: F401
 from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa
 from fgrad._src.errors import ConcretizationError, EscapedTracerError, FgradTypeError  # noqa: F401

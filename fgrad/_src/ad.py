@@ -431,7 +431,26 @@ def _custom_lin_impl(*args, **params):
     raise TypeError("custom_vjp functions can only be differentiated in reverse mode")
 
 
+def _custom_lin_batch(vals, dims, *, num_res, bwd, out_avals):
+    """Batch the residuals and tangents at dim 0 and the bwd rule with them."""
+    from .batching import axis_size_of, batch_flat, move_to_front, moveaxis
+    size = axis_size_of(vals, dims)
+    vals = [move_to_front(v, d, size) for v, d in zip(vals, dims)]
+    n_cts = len(out_avals)
+
+    def bwd_b(res, cts):
+        cts_in = batch_flat(lambda *xs: bwd(list(xs[:num_res]), list(xs[num_res:])),
+                            [0] * (num_res + n_cts), size, none_ok=True)(*res, *cts)
+        return cts_in
+
+    batched_avals = tuple(core.ShapedArray((size,) + a.shape, a.dtype, a.weak_type)
+                          for a in out_avals)
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=bwd_b, out_avals=batched_avals)
+    return outs, [0] * len(outs)
+
+
 custom_lin_p = core.Primitive("custom_lin", multiple_results=True)
 custom_lin_p.impl = _custom_lin_impl
 custom_lin_p.abstract_eval = _custom_lin_abstract_eval
 custom_lin_p.transpose = _custom_lin_transpose
+custom_lin_p.batch = _custom_lin_batch

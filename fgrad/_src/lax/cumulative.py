@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ad import deflinear, jvp_flat
+from ..batching import unbatched_axis
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds
@@ -38,6 +39,12 @@ def _cumulative_primitive(name, ufunc, kinds):
     p = Primitive(name)
     p.impl = _cumulative_impl(ufunc, kinds)
     p.abstract_eval = _cumulative_rule(name, kinds)
+
+    def batch(vals, dims, *, axis, reverse):
+        # Accumulate along the same operand axis; the batch dim stays in place.
+        (x,), (d,) = vals, dims
+        return p.bind(x, axis=unbatched_axis(axis, d), reverse=reverse), d
+    p.batch = batch
 
     def op(x, axis=0, reverse=False):
         ndim = len(x.shape)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ad import defjvp, is_undefined
+from ..batching import batched_axes
 from ..core import Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds, shapes_str
@@ -128,6 +129,32 @@ defjvp(dot_general_p,
        lambda g, ans, lhs, rhs, **params: dot_general_p.bind(g, rhs, **params),
        lambda g, ans, lhs, rhs, **params: dot_general_p.bind(lhs, g, **params))
 dot_general_p.transpose = _dot_general_transpose
+
+
+def _dot_general_batch(vals, dims, *, dimension_numbers, preferred_element_type):
+    """No operand moves. Both batched: the two batch dims become a new (first) pair of
+    dot batch dims, so the output is batched at 0. One batched: its batch dim is one
+    more free dim of that operand, and lands among that operand's free output dims."""
+    (lhs, rhs), (ld, rd) = vals, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    if ld is not None:
+        lc, lb = batched_axes(lc, ld), batched_axes(lb, ld)
+    if rd is not None:
+        rc, rb = batched_axes(rc, rd), batched_axes(rb, rd)
+    if ld is not None and rd is not None:
+        lb, rb = (ld,) + lb, (rd,) + rb
+        out_dim = 0
+    elif ld is not None:
+        out_dim = len(lb) + sum(1 for d in _free(len(lhs.shape), lc, lb) if d < ld)
+    else:
+        out_dim = (len(lb) + len(_free(len(lhs.shape), lc, lb))
+                   + sum(1 for d in _free(len(rhs.shape), rc, rb) if d < rd))
+    out = dot_general_p.bind(lhs, rhs, dimension_numbers=((lc, rc), (lb, rb)),
+                             preferred_element_type=preferred_element_type)
+    return out, out_dim
+
+
+dot_general_p.batch = _dot_general_batch
 
 
 def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ad import defjvp, defjvp_zero, is_undefined
+from ..batching import defbroadcasting, defvectorized
 from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
 from ._util import check_kinds, lift_scalars, nary_rule, shapes_str, unbroadcast, broadcast_shapes
@@ -34,9 +35,11 @@ def _quiet(fn):
 
 
 def _prim(name, impl, kinds, out_dtype=None, quiet=False):
+    """An element-wise primitive: NumPy impl, broadcasting shape and batching rules."""
     p = Primitive(name)
     p.impl = _quiet(impl) if quiet else impl
     p.abstract_eval = nary_rule(name, kinds, out_dtype)
+    defbroadcasting(p)
     return p
 
 
@@ -196,6 +199,7 @@ def _integer_pow_impl(x, y):
 integer_pow_p = Primitive("integer_pow")
 integer_pow_p.impl = _quiet(_integer_pow_impl)
 integer_pow_p.abstract_eval = nary_rule("integer_pow", NUM)
+defvectorized(integer_pow_p)
 
 
 def integer_pow(x, y):
@@ -236,6 +240,7 @@ def _round_impl(x, *, rounding_method):
 round_p = Primitive("round")
 round_p.impl = _round_impl
 round_p.abstract_eval = nary_rule("round", FLOAT)
+defvectorized(round_p)
 defjvp_zero(round_p)
 
 
@@ -371,6 +376,7 @@ def _select_n_abstract_eval(which, *cases):
 select_n_p = Primitive("select_n", weak_args=range(1, 1 << 30))  # the cases
 select_n_p.impl = _select_n_impl
 select_n_p.abstract_eval = _select_n_abstract_eval
+defbroadcasting(select_n_p)
 
 
 def select_n(which, *cases):
@@ -422,6 +428,7 @@ def _convert_impl(x, *, new_dtype, weak_type):
 convert_element_type_p = Primitive("convert_element_type")
 convert_element_type_p.impl = _quiet(_convert_impl)
 convert_element_type_p.abstract_eval = _convert_abstract_eval
+defvectorized(convert_element_type_p)
 
 
 def convert_element_type(x, new_dtype, weak_type=False):
@@ -456,6 +463,7 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 bitcast_convert_type_p = Primitive("bitcast_convert_type")
 bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.asarray(x).view(new_dtype)
 bitcast_convert_type_p.abstract_eval = _bitcast_abstract_eval
+defvectorized(bitcast_convert_type_p)
 defjvp_zero(bitcast_convert_type_p)
 
 
@@ -532,6 +540,7 @@ population_count = _unary_op(population_count_p)
 stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.impl = lambda x: x
 stop_gradient_p.abstract_eval = lambda x: x
+defvectorized(stop_gradient_p)
 defjvp_zero(stop_gradient_p)
 
 

@@ -12,12 +12,14 @@ the scatters (JAX's defaults); negative indices count as out of bounds here
 import numpy as np
 
 from ..ad import deflinear, instantiate_zeros, is_undefined
+from ..batching import axis_size_of, batched_axes
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds, shapes_str
 from .elementwise import (add, bitwise_and, convert_element_type, div, eq, ge, lt, max, min,
                           mul, select_n)
 from .shape_ops import broadcast_in_dim
+from .slicing import batch_at, index_dtype, iota
 
 
 def _index_shape(name, operand, indices, axes):
@@ -122,6 +124,41 @@ gather_p.abstract_eval = _gather_abstract_eval
 deflinear(gather_p, _gather_transpose)
 
 
+def _rest_position(bdim, batched_index_axes, index_rank):
+    """Where an operand's batch dim `bdim` (not an indexed axis) lands in the output
+    of a gather (or in a scatter's updates): after the index dims, among the rest."""
+    return index_rank + bdim - sum(1 for a in batched_index_axes if a < bdim)
+
+
+def _batched_indices(indices, index_dims, size):
+    """The index arrays, all batched at the first batched one's batch dim (unbatched
+    ones are broadcast); returns (indices, that dim)."""
+    at = next(d for d in index_dims if d is not None)
+    return [batch_at(i, d, at, size) for i, d in zip(indices, index_dims)], at
+
+
+def _gather_batch(vals, dims, *, axes):
+    operand, *indices = vals
+    od, *index_dims = dims
+    if all(d is None for d in index_dims):
+        # The batch dim is one of the operand's non-indexed dims: it stays there.
+        new_axes = batched_axes(axes, od)
+        out_dim = _rest_position(od, new_axes, len(indices[0].shape))
+        return gather_p.bind(operand, *indices, axes=new_axes), out_dim
+    size = axis_size_of(vals, dims)
+    indices, at = _batched_indices(indices, index_dims, size)
+    if od is None:  # the batch dim is an index dim
+        return gather_p.bind(operand, *indices, axes=axes), at
+    # Both batched: example b reads operand[b] through its own indices, so the
+    # operand's batch dim is indexed too, by the example number.
+    shape = tuple(indices[0].shape)
+    example = iota(index_dtype(size), shape, at)
+    return gather_p.bind(operand, example, *indices, axes=(od,) + batched_axes(axes, od)), at
+
+
+gather_p.batch = _gather_batch
+
+
 def _normalize_axes(axes, ndim):
     return tuple(int(a) % ndim if -ndim <= int(a) < ndim else int(a) for a in axes)
 
@@ -172,10 +209,40 @@ def _scatter_impl(combine):
     return impl
 
 
+def _scatter_batch(p):
+    """Batching rule of a scatter. The output is batched where the operand is (the
+    operand is broadcast at dim 0 if it is not batched).
+
+    Unbatched indices: every example writes the same positions, so the operand's batch
+    dim is just one of its non-indexed dims and the updates gain it where it lands.
+    Batched indices: the operand's batch dim is indexed by the example number, so the
+    examples write disjoint positions; within one example the updates keep their order
+    (what matters for `scatter` on duplicate indices) and out-of-bounds ones still drop.
+    """
+    def rule(vals, dims, *, axes):
+        operand, updates, *indices = vals
+        od, ud, *index_dims = dims
+        size = axis_size_of(vals, dims)
+        if od is None:
+            operand, od = batch_at(operand, None, 0, size), 0
+        if all(d is None for d in index_dims):
+            new_axes = batched_axes(axes, od)
+            updates = batch_at(updates, ud, _rest_position(od, new_axes, len(indices[0].shape)),
+                               size)
+            return p.bind(operand, updates, *indices, axes=new_axes), od
+        indices, at = _batched_indices(indices, index_dims, size)
+        example = iota(index_dtype(size), tuple(indices[0].shape), at)
+        updates = batch_at(updates, ud, at, size)
+        return p.bind(operand, updates, example, *indices,
+                      axes=(od,) + batched_axes(axes, od)), od
+    return rule
+
+
 def _scatter_primitive(name, combine, kinds):
     p = Primitive(name, weak_args=(0, 1))
     p.impl = _scatter_impl(combine)
     p.abstract_eval = _scatter_rule(name, kinds)
+    p.batch = _scatter_batch(p)
     return p
 
 

@@ -6,6 +6,7 @@ The output drops the reduced axes (fgrad.numpy adds keepdims on top).
 import numpy as np
 
 from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
+from ..batching import defreduction
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds
@@ -54,6 +55,7 @@ def _reduce_sum_transpose(ct, x, *, axes):
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.impl = lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype)
 reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiu")
+defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 
 
@@ -106,6 +108,7 @@ def _reduce_prod_impl(x, *, axes):
 reduce_prod_p = Primitive("reduce_prod")
 reduce_prod_p.impl = _reduce_prod_impl
 reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiu")
+defreduction(reduce_prod_p)
 reduce_prod_p.jvp = _reduce_prod_jvp
 
 
@@ -127,6 +130,7 @@ def _boolean_reduction(fn):
 reduce_and_p = Primitive("reduce_and")
 reduce_and_p.impl = _boolean_reduction(np.all)
 reduce_and_p.abstract_eval = _reduction_rule("reduce_and", "b")
+defreduction(reduce_and_p)
 defjvp_zero(reduce_and_p)
 
 
@@ -137,6 +141,7 @@ def reduce_and(x, axes):
 reduce_or_p = Primitive("reduce_or")
 reduce_or_p.impl = _boolean_reduction(np.any)
 reduce_or_p.abstract_eval = _reduction_rule("reduce_or", "b")
+defreduction(reduce_or_p)
 defjvp_zero(reduce_or_p)
 
 
@@ -159,6 +164,7 @@ def _extremum_jvp(g, ans, x, *, axes):
 reduce_max_p = Primitive("reduce_max")
 reduce_max_p.impl = lambda x, *, axes: np.max(x, axis=axes)
 reduce_max_p.abstract_eval = _reduction_rule("reduce_max", "fiub")
+defreduction(reduce_max_p)
 defjvp(reduce_max_p, _extremum_jvp)
 
 
@@ -169,6 +175,7 @@ def reduce_max(x, axes):
 reduce_min_p = Primitive("reduce_min")
 reduce_min_p.impl = lambda x, *, axes: np.min(x, axis=axes)
 reduce_min_p.abstract_eval = _reduction_rule("reduce_min", "fiub")
+defreduction(reduce_min_p)
 defjvp(reduce_min_p, _extremum_jvp)
 
 
@@ -199,11 +206,13 @@ def _argmin_impl(x, *, axes, index_dtype):
 argmax_p = Primitive("argmax")
 argmax_p.impl = _argmax_impl
 argmax_p.abstract_eval = _arg_rule("argmax")
+defreduction(argmax_p)
 defjvp_zero(argmax_p)
 
 argmin_p = Primitive("argmin")
 argmin_p.impl = _argmin_impl
 argmin_p.abstract_eval = _arg_rule("argmin")
+defreduction(argmin_p)
 defjvp_zero(argmin_p)
 
 

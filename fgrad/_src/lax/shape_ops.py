@@ -6,6 +6,7 @@ for broadcasting) and the forward-mode rule applies the op to the tangent.
 import numpy as np
 
 from ..ad import deflinear
+from ..batching import batched_axes, moveaxis, unbatched_axis
 from ..core import Primitive, ShapedArray
 from ..errors import FgradTypeError
 
@@ -65,6 +66,19 @@ broadcast_in_dim_p.abstract_eval = _broadcast_in_dim_abstract_eval
 deflinear(broadcast_in_dim_p, _broadcast_in_dim_transpose)
 
 
+def _broadcast_in_dim_batch(vals, dims, *, shape, broadcast_dimensions):
+    # The batch dim goes right after where the operand's preceding dim lands: no move.
+    (x,), (d,) = vals, dims
+    at = broadcast_dimensions[d - 1] + 1 if d > 0 else 0
+    bdims = (tuple(broadcast_dimensions[:d]) + (at,)
+             + tuple(b + 1 for b in broadcast_dimensions[d:]))
+    out_shape = shape[:at] + (x.shape[d],) + shape[at:]
+    return broadcast_in_dim(x, out_shape, bdims), at
+
+
+broadcast_in_dim_p.batch = _broadcast_in_dim_batch
+
+
 def broadcast_in_dim(x, shape, broadcast_dimensions):
     return broadcast_in_dim_p.bind(x, shape=tuple(int(s) for s in shape),
                                    broadcast_dimensions=tuple(int(d) for d in broadcast_dimensions))
@@ -97,6 +111,15 @@ reshape_p.abstract_eval = _reshape_abstract_eval
 deflinear(reshape_p, lambda ct, x, *, new_sizes: [reshape(ct, x.aval.shape)])
 
 
+def _reshape_batch(vals, dims, *, new_sizes):
+    (x,), (d,) = vals, dims
+    x = moveaxis(x, d, 0)  # row-major reshapes keep a leading dim intact
+    return reshape(x, (x.shape[0],) + tuple(new_sizes)), 0
+
+
+reshape_p.batch = _reshape_batch
+
+
 def reshape(x, new_sizes):
     new_sizes = tuple(int(s) for s in new_sizes)
     if tuple(x.shape) == new_sizes:
@@ -122,6 +145,15 @@ transpose_p = Primitive("transpose")
 transpose_p.impl = lambda x, *, permutation: np.transpose(x, permutation)
 transpose_p.abstract_eval = _transpose_abstract_eval
 deflinear(transpose_p, _transpose_transpose)
+
+
+def _transpose_batch(vals, dims, *, permutation):
+    (x,), (d,) = vals, dims
+    perm = (d,) + tuple(unbatched_axis(p, d) for p in permutation)
+    return transpose(x, perm), 0
+
+
+transpose_p.batch = _transpose_batch
 
 
 def transpose(x, permutation):
@@ -151,6 +183,15 @@ squeeze_p.abstract_eval = _squeeze_abstract_eval
 deflinear(squeeze_p, lambda ct, x, *, dimensions: [reshape(ct, x.aval.shape)])
 
 
+def _squeeze_batch(vals, dims, *, dimensions):
+    (x,), (d,) = vals, dims
+    removed = batched_axes(dimensions, d)
+    return squeeze(x, removed), d - sum(1 for a in removed if a < d)
+
+
+squeeze_p.batch = _squeeze_batch
+
+
 def squeeze(x, dimensions):
     dims = tuple(sorted(d % len(x.shape) if -len(x.shape) <= d < len(x.shape) else d
                         for d in dimensions))
@@ -177,6 +218,15 @@ expand_dims_p.impl = lambda x, *, dimensions: np.reshape(
     x, _expand_dims_shape(np.shape(x), dimensions))
 expand_dims_p.abstract_eval = _expand_dims_abstract_eval
 deflinear(expand_dims_p, lambda ct, x, *, dimensions: [reshape(ct, x.aval.shape)])
+
+
+def _expand_dims_batch(vals, dims, *, dimensions):
+    (x,), (d,) = vals, dims
+    x = moveaxis(x, d, 0)
+    return expand_dims(x, tuple(a + 1 for a in dimensions)), 0
+
+
+expand_dims_p.batch = _expand_dims_batch
 
 
 def expand_dims(x, dimensions):

@@ -12,7 +12,8 @@ import numpy as np
 
 from .. import dtypes
 from ..ad import deflinear, defjvp_zero, instantiate_zeros, is_undefined
-from ..core import Array, Primitive, ShapedArray, full_lower
+from ..batching import axis_size_of, batched_axes, moveaxis, unbatched_axis
+from ..core import Array, Primitive, ShapedArray, full_lower, is_weak
 from ..errors import FgradTypeError
 from ._util import check_kinds, lift_scalars, same_dtypes, shapes_str
 
@@ -29,6 +30,27 @@ def _scalar(value, dtype):
 class _BadOperands(ValueError):
     """Raised by an impl on input NumPy would silently accept; eager evaluation
     then re-runs the primitive's shape rule, which raises the real error."""
+
+
+# Batching helpers shared with gather_scatter.py (rules run at the parent level).
+
+def batch_at(x, bdim, target, size):
+    """x with its batch dim at `target`: moved there, or broadcast in if unbatched."""
+    if bdim is None:
+        shape = tuple(x.shape)
+        from .shape_ops import broadcast_in_dim
+        return broadcast_in_dim(x, shape[:target] + (size,) + shape[target:],
+                                tuple(d for d in range(len(shape) + 1) if d != target))
+    return moveaxis(x, bdim, target)
+
+
+def index_dtype(*extents):
+    """An integer dtype for index arrays reaching up to the given extents."""
+    return dtypes.int32 if builtins.max(extents, default=0) < 2 ** 31 else dtypes.int64
+
+
+def _insert(t, at, value):
+    return tuple(t[:at]) + (value,) + tuple(t[at:])
 
 
 # ----------------------------------------------------------------------------
@@ -74,6 +96,17 @@ slice_p = Primitive("slice")
 slice_p.impl = _slice_impl
 slice_p.abstract_eval = _slice_abstract_eval
 deflinear(slice_p, _slice_transpose)
+
+
+def _slice_batch(vals, dims, *, start_indices, limit_indices, strides):
+    # The whole batch dim is kept, in place.
+    (x,), (d,) = vals, dims
+    return slice_p.bind(x, start_indices=_insert(start_indices, d, 0),
+                        limit_indices=_insert(limit_indices, d, x.shape[d]),
+                        strides=_insert(strides, d, 1)), d
+
+
+slice_p.batch = _slice_batch
 
 
 def slice(operand, start_indices, limit_indices, strides=None):
@@ -161,6 +194,36 @@ pad_p.jvp = _pad_jvp
 pad_p.transpose = _pad_transpose
 
 
+def _pad_batch(vals, dims, *, padding_config):
+    # The batch dim stays in place, unpadded. A batched padding value (one scalar per
+    # example) cannot be pad's operand: pad with zeros and select the padded positions.
+    (x, value), (xd, vd) = vals, dims
+    if vd is None:
+        config = _insert(padding_config, xd, (0, 0, 0))
+        return pad_p.bind(x, value, padding_config=config), xd
+    from .elementwise import convert_element_type, select_n
+    from .shape_ops import broadcast_in_dim
+    size = axis_size_of(vals, dims)
+    if xd is None:
+        x, xd = batch_at(x, None, 0, size), 0
+    config = _insert(padding_config, xd, (0, 0, 0))
+    padded = pad_p.bind(x, _scalar(0, x.dtype), padding_config=config)
+    shape = tuple(padded.shape)
+    example_shape = shape[:xd] + shape[xd + 1:]
+    filled = np.zeros(example_shape, bool)  # where the operand's elements land
+    x_shape = tuple(x.shape)
+    filled[_pad_interior_slices(x_shape[:xd] + x_shape[xd + 1:], padding_config)] = True
+    mask = broadcast_in_dim(Array(filled, False), shape,
+                            tuple(d for d in range(len(shape)) if d != xd))
+    value = broadcast_in_dim(moveaxis(value, vd, 0), shape, (xd,))
+    if is_weak(x) and not is_weak(value):  # pad's result is weak when its operand is
+        value = convert_element_type(value, value.dtype, weak_type=True)
+    return select_n(mask, value, padded), xd
+
+
+pad_p.batch = _pad_batch
+
+
 def pad(operand, padding_value, padding_config):
     """Pad with `padding_value`: (low, high, interior) per dimension, all >= 0."""
     operand, padding_value = lift_scalars((operand, padding_value))
@@ -224,6 +287,18 @@ concatenate_p.jvp = _concatenate_jvp
 concatenate_p.transpose = _concatenate_transpose
 
 
+def _concatenate_batch(vals, dims, *, dimension):
+    # Every operand takes the first batched operand's batch dim (unbatched ones are
+    # broadcast); operands already batched there do not move.
+    size = axis_size_of(vals, dims)
+    at = next(d for d in dims if d is not None)
+    xs = [batch_at(x, d, at, size) for x, d in zip(vals, dims)]
+    return concatenate_p.bind(*xs, dimension=unbatched_axis(dimension, at)), at
+
+
+concatenate_p.batch = _concatenate_batch
+
+
 def concatenate(operands, dimension):
     """Join arrays along an existing dimension."""
     return concatenate_p.bind(*operands, dimension=int(dimension))
@@ -243,6 +318,14 @@ rev_p = Primitive("rev")
 rev_p.impl = lambda x, *, dimensions: np.flip(x, dimensions)
 rev_p.abstract_eval = _rev_abstract_eval
 deflinear(rev_p, lambda ct, x, *, dimensions: [rev(ct, dimensions)])
+
+
+def _rev_batch(vals, dims, *, dimensions):
+    (x,), (d,) = vals, dims
+    return rev_p.bind(x, dimensions=batched_axes(dimensions, d)), d
+
+
+rev_p.batch = _rev_batch
 
 
 def rev(operand, dimensions):
@@ -287,6 +370,51 @@ dynamic_slice_p = Primitive("dynamic_slice", weak_args=(0,))
 dynamic_slice_p.impl = lambda x, *starts, slice_sizes: x[_clamped(starts, x.shape, slice_sizes)]
 dynamic_slice_p.abstract_eval = _dynamic_slice_abstract_eval
 deflinear(dynamic_slice_p, _dynamic_slice_transpose)
+
+
+def _window_indices(starts, start_dims, shape, window, size, at, batched_operand):
+    """Index arrays reading/writing, for every example, the window of sizes `window`
+    at its (clamped) starts in an operand of per-example `shape`.
+
+    The arrays have the window's shape with the batch dim inserted at `at`; there is
+    one per operand axis, plus (first in order, for axis `at`) the example number when
+    the operand is batched. Clamping the starts keeps every index in bounds, so gather
+    reads exactly the window and a scatter writes each position once.
+    """
+    from .elementwise import add, convert_element_type, max, min
+    from .shape_ops import broadcast_in_dim
+    dtype = index_dtype(size, *shape)
+    idx_shape = _insert(window, at, size)
+    out = [iota(dtype, idx_shape, at)] if batched_operand else []
+    for i, (s, sd) in enumerate(zip(starts, start_dims)):
+        if s.dtype != dtype:
+            s = convert_element_type(s, dtype)
+        s = min(max(s, 0), shape[i] - window[i])
+        s = broadcast_in_dim(s, idx_shape, () if sd is None else (at,))
+        out.append(add(s, iota(dtype, idx_shape, unbatched_axis(i, at))))
+    if batched_operand:  # the example-number array indexes axis `at`
+        out.insert(at, out.pop(0))
+    return out
+
+
+def _dynamic_slice_batch(vals, dims, *, slice_sizes):
+    x, *starts = vals
+    xd, *start_dims = dims
+    if all(d is None for d in start_dims):
+        # One window position for all examples: take the whole batch dim, in place.
+        zero = _scalar(0, starts[0].dtype if starts else dtypes.int32)
+        return dynamic_slice_p.bind(x, *_insert(starts, xd, zero),
+                                    slice_sizes=_insert(slice_sizes, xd, x.shape[xd])), xd
+    # Per-example positions: a gather of each example's clamped window.
+    from .gather_scatter import gather_p
+    size = axis_size_of(vals, dims)
+    at = 0 if xd is None else xd
+    shape = tuple(x.shape) if xd is None else tuple(x.shape[:xd] + x.shape[xd + 1:])
+    indices = _window_indices(starts, start_dims, shape, slice_sizes, size, at, xd is not None)
+    return gather_p.bind(x, *indices, axes=tuple(range(len(indices)))), at
+
+
+dynamic_slice_p.batch = _dynamic_slice_batch
 
 
 def dynamic_slice(operand, start_indices, slice_sizes):
@@ -342,6 +470,27 @@ dynamic_update_slice_p.jvp = _dynamic_update_slice_jvp
 dynamic_update_slice_p.transpose = _dynamic_update_slice_transpose
 
 
+def _dynamic_update_slice_batch(vals, dims):
+    x, update, *starts = vals
+    xd, ud, *start_dims = dims
+    size = axis_size_of(vals, dims)
+    at = xd if xd is not None else ud if ud is not None else 0
+    x, update = batch_at(x, xd, at, size), batch_at(update, ud, at, size)
+    if all(d is None for d in start_dims):
+        # One window position for all examples: update the whole batch dim, in place.
+        zero = _scalar(0, starts[0].dtype if starts else dtypes.int32)
+        return dynamic_update_slice_p.bind(x, update, *_insert(starts, at, zero)), at
+    # Per-example positions: a scatter of each example's update to its clamped window.
+    from .gather_scatter import scatter_p
+    shape = tuple(x.shape[:at] + x.shape[at + 1:])
+    window = tuple(update.shape[:at] + update.shape[at + 1:])
+    indices = _window_indices(starts, start_dims, shape, window, size, at, True)
+    return scatter_p.bind(x, update, *indices, axes=tuple(range(len(indices)))), at
+
+
+dynamic_update_slice_p.batch = _dynamic_update_slice_batch
+
+
 def dynamic_update_slice(operand, update, start_indices):
     """operand with the window at start_indices (clamped) replaced by update."""
     starts = [full_lower(s) for s in start_indices]
@@ -372,6 +521,15 @@ iota_p = Primitive("iota")
 iota_p.impl = _iota_impl
 iota_p.abstract_eval = _iota_abstract_eval
 defjvp_zero(iota_p)
+
+
+def _iota_batch(vals, dims, **params):
+    # iota has no operands, so vmap never calls this (an unbatched bind goes straight
+    # to the parent trace); it is here so every primitive has a rule. Never batched.
+    return iota_p.bind(**params), None
+
+
+iota_p.batch = _iota_batch
 
 
 def iota(dtype, shape, dimension=0):

@@ -1,0 +1,111 @@
+"""jacfwd, jacrev and hessian: vmap over jvp (one column per input coordinate) or
+over vjp (one row per output coordinate).
+
+Layout (as in JAX): the Jacobian has the structure of the output, and each
+output leaf is replaced by a tree with the structure of the differentiated
+arguments whose leaves have shape out_leaf.shape + in_leaf.shape.
+"""
+import functools
+
+import numpy as np
+
+from . import lax, tree_util
+from .api import _as_arrays, _check_argnums, _check_float_inputs, _name, jvp, vjp
+from .core import Array
+from .vmap_api import vmap
+
+
+def _split_args(fun, args, kwargs, argnums, has_aux, what):
+    """The function of the differentiated leaves only, and those leaves."""
+    single, nums = _check_argnums(what, argnums, len(args))
+    flat, in_tree = tree_util.flatten([args[i] for i in nums])
+    flat = _as_arrays(flat, what)
+    _check_float_inputs(what, flat, in_tree, nums, allow_int=False)
+
+    def flat_fun(*leaves):
+        new_args = list(args)
+        for i, sub in zip(nums, tree_util.unflatten(in_tree, leaves)):
+            new_args[i] = sub
+        return fun(*new_args, **kwargs)
+
+    def rebuild(pieces):
+        """Input-structured tree from one piece per differentiated leaf."""
+        trees = tree_util.unflatten(in_tree, pieces)
+        return trees[0] if single else tuple(trees)
+
+    return flat_fun, flat, rebuild
+
+
+def _basis(leaves):
+    """Rows of the identity, split into one (n, *leaf.shape) array per leaf."""
+    sizes = [int(np.prod(x.shape, dtype=np.int64)) for x in leaves]
+    eye = np.eye(sum(sizes))
+    out, start = [], 0
+    for x, n in zip(leaves, sizes):
+        block = eye[:, start:start + n].reshape((-1,) + tuple(x.shape))
+        out.append(Array(block.astype(x.dtype), False))
+        start += n
+    return out, sizes
+
+
+def jacfwd(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by forward mode: vmap of jvp over the input basis."""
+    what = f"jacfwd of {_name(fun)}"
+
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)
+        basis, sizes = _basis(flat)
+
+        def push(*tangents):
+            return jvp(flat_fun, tuple(flat), tuple(tangents), has_aux=has_aux)
+
+        out_axes = (None, -1, None) if has_aux else (None, -1)
+        result = vmap(push, out_axes=out_axes)(*basis)
+        jac = tree_util.map(lambda j: rebuild(_split(j, flat, sizes, axis=-1)), result[1])
+        return (jac, result[2]) if has_aux else jac
+
+    return jacfun
+
+
+def jacrev(fun, argnums=0, has_aux=False):
+    """The Jacobian of `fun` by reverse mode: vmap of vjp over the output basis."""
+    what = f"jacrev of {_name(fun)}"
+
+    @functools.wraps(fun)
+    def jacfun(*args, **kwargs):
+        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)
+        if has_aux:
+            out, pullback, aux = vjp(flat_fun, *flat, has_aux=True)
+        else:
+            out, pullback = vjp(flat_fun, *flat)
+        out_leaves, out_tree = tree_util.flatten(out)
+        basis, sizes = _basis(out_leaves)
+        rows = vmap(lambda *cts: pullback(tree_util.unflatten(out_tree, cts)))(*basis)
+        # rows[i] has shape (sum(sizes), *flat[i].shape): split it per output leaf.
+        per_input = [_split(r, out_leaves, sizes, axis=0) for r in rows]
+        jac = tree_util.unflatten(out_tree, [
+            rebuild([per_input[i][j] for i in range(len(flat))]) for j in range(len(out_leaves))])
+        return (jac, aux) if has_aux else jac
+
+    return jacfun
+
+
+def _split(j, leaves, sizes, axis):
+    """Split axis `axis` (0 or -1) of j into one block per leaf, shaped like the leaf."""
+    out, start = [], 0
+    for leaf, n in zip(leaves, sizes):
+        ax = axis % len(j.shape)
+        block = j if n == j.shape[ax] else lax.slice_in_dim(j, start, start + n, 1, ax)
+        shape = tuple(block.shape)
+        if axis == 0:
+            out.append(lax.reshape(block, tuple(leaf.shape) + shape[1:]))
+        else:
+            out.append(lax.reshape(block, shape[:-1] + tuple(leaf.shape)))
+        start += n
+    return out
+
+
+def hessian(fun, argnums=0, has_aux=False):
+    """The Hessian: jacfwd of jacrev."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
