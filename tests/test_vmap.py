@@ -145,18 +145,23 @@ def test_in_axes_pytree_prefix_mismatch_is_an_error(rng):
         fgrad.vmap(lambda p: p["a"], in_axes=(dict(b=0),))(dict(a=x))
 
 
-def test_kwargs_pass_through_unbatched(xs):
+def test_kwargs_non_arrays_pass_through_arrays_map_over_axis_0(xs):
     def f(x, *, scale, mode):
         assert mode == "square"
         return fnp.sum(x * x) * scale
 
     out = fgrad.vmap(f)(xs, scale=3.0, mode="square")
     _close(out, 3.0 * np.sum(xs * xs, axis=1))
-    # An array keyword argument is passed as it is, not mapped (it broadcasts
-    # against each example). NB: JAX maps keyword arguments over axis 0.
-    offset = np.arange(3.0)
-    out = fgrad.vmap(lambda x, offset: x + offset)(xs, offset=offset)
-    _close(out, xs + offset)
+    # As in JAX, an array keyword argument is mapped over its leading axis.
+    out = fgrad.vmap(lambda x, y=None: x * y)(xs, y=xs)
+    _close(out, xs * xs)
+    with pytest.raises(ValueError, match="keyword argument"):
+        fgrad.vmap(lambda x, y: x + y)(xs, y=np.ones((len(xs) + 1, 3)))
+
+
+def test_in_axes_dict_for_all_arguments_is_a_clear_error(xs):
+    with pytest.raises(TypeError, match="in_axes must be an int, None, or a tuple"):
+        fgrad.vmap(lambda p: p["a"], in_axes={"a": 0})
 
 
 def test_integer_and_bool_inputs(rng):
@@ -589,6 +594,22 @@ def test_vmap_custom_vjp_values_and_gradients(rng):
     gx, gw = fgrad.grad(lambda xs, ws: fnp.sum(fgrad.vmap(f)(xs, ws)), argnums=(0, 1))(xs, ws)
     _close(gx, 6 * xs * ws)
     _close(gw, xs * xs)
+
+
+def test_custom_derivatives_with_nonzero_in_axes(rng):
+    xs, w = rng.standard_normal((3, 4)), rng.standard_normal(3)   # mapped along axis 1
+    f = lambda x, w: fnp.sum(scaled_sq(x, w))  # noqa: E731
+    loss = lambda xs, w: fnp.sum(fgrad.vmap(f, in_axes=(1, None))(xs, w))  # noqa: E731
+    gx, gw = fgrad.grad(loss, argnums=(0, 1))(xs, w)
+    _close(gx, 6 * xs * w[:, None])
+    _close(gw, np.sum(xs * xs, axis=1))
+    per = fgrad.vmap(fgrad.grad(f), in_axes=(1, None), out_axes=1)(xs, w)
+    _close(per, 6 * xs * w[:, None])
+    g = lambda x: fnp.sum(softclip(x) * x)  # noqa: E731
+    expected = 2 * _sig(xs) * xs + np.log1p(np.exp(xs))
+    _close(fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(g, in_axes=1)(xs)))(xs), expected)
+    _, t = fgrad.jvp(fgrad.vmap(g, in_axes=-1), (xs,), (np.ones_like(xs),))
+    _close(t, expected.sum(axis=0))
 
 
 def test_vmap_custom_vjp_batched_only_in_second_argument(rng):

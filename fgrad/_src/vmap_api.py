@@ -1,12 +1,16 @@
 """The public `vmap`: pytree in_axes/out_axes, axis checks and clear errors."""
 import functools
 
+import numpy as np
 import optree
 
 from . import core, tree_util
 from .batching import BatchTrace, BatchTracer, move_to_front, moveaxis
-from .core import check_live, full_lower, set_current_trace
+from .core import Array, Tracer, check_live, full_lower, set_current_trace
 from .errors import user_location
+
+
+_ARRAYS = (Array, Tracer, np.ndarray)
 
 
 def _name(f):
@@ -38,14 +42,18 @@ def broadcast_prefix(prefix, tree, what):
     return out
 
 
-def _arg_names(args):
-    """'argument 0', 'argument 1[\"w\"]', ... for each leaf of the arguments."""
-    paths, _, _ = optree.tree_flatten_with_path(tuple(args), none_is_leaf=False,
+def _arg_names(all_args):
+    """'argument 0', 'argument 1['w']', 'keyword argument ['scale']' for each leaf of
+    the positional arguments followed by the keyword-argument dict."""
+    paths, _, _ = optree.tree_flatten_with_path(tuple(all_args), none_is_leaf=False,
                                                 namespace=tree_util.NAMESPACE)
     names = []
     for path in paths:
         rest = "".join(f"[{p!r}]" for p in path[1:])
-        names.append(f"argument {path[0]}{rest}")
+        if path[0] == len(all_args) - 1:
+            names.append(f"keyword argument {rest}")
+        else:
+            names.append(f"argument {path[0]}{rest}")
     return names
 
 
@@ -54,27 +62,37 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
 
     in_axes: an int, None (not mapped), or a tuple with one entry per positional
     argument, each a pytree prefix of that argument; negative axes count from the end.
+    Array keyword arguments are mapped over axis 0; other keyword values pass through.
     out_axes: the same for the outputs. axis_size: needed only when nothing is mapped.
     """
     fname = _name(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
 
+    if not (in_axes is None or isinstance(in_axes, (int, tuple))):
+        raise TypeError(f"vmap of {fname}: in_axes must be an int, None, or a tuple with one "
+                        f"entry per positional argument, got {type(in_axes).__name__}")
+
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap of {fname}: in_axes has {len(in_axes)} entries but the "
                              f"function was called with {len(args)} positional arguments")
-        flat, in_tree = tree_util.flatten(args)
-        axes = broadcast_prefix(in_axes, args, "in_axes")
-        flat = [full_lower(x) for x in flat]
-        axes, size = _check_in_axes(fname, flat, axes, args, axis_size)
+        # Keyword arguments are mapped over axis 0 (as in JAX); non-array values pass through.
+        kw_axes = tree_util.map(lambda v: 0 if isinstance(v, _ARRAYS) else None, kwargs)
+        all_args = args + (kwargs,)
+        flat, in_tree = tree_util.flatten(all_args)
+        axes = (broadcast_prefix(in_axes, args, "in_axes")
+                + broadcast_prefix(kw_axes, kwargs, "in_axes"))
+        flat = [full_lower(x) if a is not None else x for x, a in zip(flat, axes)]
+        axes, size = _check_in_axes(fname, flat, axes, all_args, axis_size)
         trace = BatchTrace(core.current_trace(), size, f"vmap of {fname}")
         trace.mark_origin()
         tracers = [BatchTracer(trace, x, a) if a is not None else x for x, a in zip(flat, axes)]
         try:
             with set_current_trace(trace):
-                out = fun(*tree_util.unflatten(in_tree, tracers), **kwargs)
+                *new_args, new_kwargs = tree_util.unflatten(in_tree, tracers)
+                out = fun(*new_args, **new_kwargs)
             out_leaves, out_tree = tree_util.flatten(out)
             outs = broadcast_prefix(out_axes, out, "out_axes")
             return tree_util.unflatten(out_tree, [

@@ -80,7 +80,8 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
     k = math.prod(ls[d] for d in lc)
     a = lhs.transpose(lb + lf + lc).reshape(lhs_batch + (math.prod(lhs_free), k))
     b = rhs.transpose(rb + rc + rf).reshape(rhs_batch + (k, math.prod(rhs_free)))
-    out = np.matmul(a, b)
+    # An outer product (K = 1, e.g. per-example weight gradients) is faster broadcast.
+    out = a * b if k == 1 else np.matmul(a, b)
     return out.reshape(tuple(_batch_size(p, q) for p, q in zip(lhs_batch, rhs_batch))
                        + lhs_free + rhs_free)
 
