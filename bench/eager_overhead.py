@@ -9,25 +9,20 @@ bookkeeping per call. The target for fgrad's eager grad is <= 50 us per call.
 Optional peers (HIPS autograd, PyTorch, JAX) are timed when importable and
 listed as skipped otherwise; this script never installs anything.
 """
-import os
-import platform
 import statistics
 import sys
-import timeit
 from pathlib import Path
 
 import numpy as np
 
-try:
-    import fgrad
-except ImportError:  # a source checkout run without `make install`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import fgrad
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, main_for, per_call_seconds  # noqa: E402
+
+import fgrad  # noqa: E402
 import fgrad.numpy as fnp
 
 NAME = "eager_overhead"
 TITLE = "Eager per-call overhead: f(x) = sin(x)*x + 1, float32 scalar"
-RESULTS = Path(__file__).resolve().parent / "results" / f"{NAME}.md"
 TARGET_US = 50.0
 X = 0.5
 BASELINE = "NumPy f, 0-d array"
@@ -98,13 +93,8 @@ def _version(mod):
 
 
 def _time(fn, repeat, budget_s):
-    """Per-call times in us over `repeat` runs of n calls each (n sized to the budget)."""
-    fn()  # warm up (imports, caches)
-    timer = timeit.Timer(fn)
-    n, t = timer.autorange()  # smallest n from 1, 2, 5, 10, ... taking >= 0.2 s
-    n = max(1, int(n * budget_s / repeat / max(t, 1e-9)))
-    return [t / n * 1e6 for t in timer.repeat(repeat=repeat, number=n)], n
-
+    times, n = per_call_seconds(fn, repeat, budget_s)
+    return [t * 1e+06 for t in times], n
 
 def rows(repeat=15, budget_s=0.6):
     """One dict per row: label, min_us, median_us, calls (per repeat), note."""
@@ -137,11 +127,6 @@ def _ratio(r):
     return f"{r:.1f}×" if r < 10 else f"{r:.0f}×"
 
 
-def machine():
-    return (f"Python {platform.python_version()}, NumPy {np.__version__}, "
-            f"fgrad {fgrad.__version__}, {platform.machine()}, {os.cpu_count()} CPUs")
-
-
 def run(repeat=15, budget_s=0.6):
     """The benchmark's report as Markdown (title, machine, table, verdict)."""
     table = rows(repeat, budget_s)
@@ -156,12 +141,7 @@ def run(repeat=15, budget_s=0.6):
 
 
 def main():
-    report = run()
-    print(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(report)
-    print(f"(written to {RESULTS})")
-    return report
+    return main_for(NAME, run)
 
 
 if __name__ == "__main__":

@@ -14,25 +14,20 @@ issue in the notes column; nothing is installed or run for them here.
 """
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-try:
-    import fgrad
-except ImportError:  # a source checkout run without `make install`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import fgrad
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, main_for, per_call_seconds  # noqa: E402
+
+import fgrad  # noqa: E402
 import fgrad.nn as nn
 import fgrad.numpy as fnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eager_overhead import machine  # noqa: E402
 
 NAME = "per_example"
 TITLE = "Per-example gradients (vmap of grad) and a dense Hessian, eager"
-RESULTS = Path(__file__).resolve().parent / "results" / f"{NAME}.md"
 BATCH = 256
 HESS_N = 100
 
@@ -190,19 +185,8 @@ def _cases():
 
 
 def _time(fn, repeat, budget_s):
-    """Per-call times in ms: `repeat` runs of n calls each, n sized to the budget."""
-    start = time.perf_counter()
-    fn()  # warm up
-    once = time.perf_counter() - start
-    n = max(1, int(budget_s / repeat / max(once, 1e-9)))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        times.append((time.perf_counter() - t0) / n * 1e3)
-    return times, n
-
+    times, n = per_call_seconds(fn, repeat, budget_s)
+    return [t * 1000 for t in times], n
 
 def rows(budget_s=1.0):
     out = []
@@ -254,12 +238,7 @@ def run(budget_s=1.0):
 
 
 def main():
-    report = run()
-    print(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(report)
-    print(f"(written to {RESULTS})")
-    return report
+    return main_for(NAME, run)
 
 
 if __name__ == "__main__":

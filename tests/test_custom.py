@@ -73,8 +73,8 @@ def test_custom_jvp_rule_is_used_in_both_modes():
     assert float(fgrad.grad(f)(x)) == 7.0       # reverse mode transposes the rule
     _, pullback = fgrad.vjp(f, np.array([0.1, 0.2]))
     np.testing.assert_array_equal(np.asarray(pullback(np.array([1.0, 2.0]))[0]), [7.0, 14.0])
-    _, f_jvp = fgrad.linearize(f, x)
-    assert float(f_jvp(f64(1.0))) == 7.0
+    _, f_lin = fgrad.linearize(f, x)
+    assert float(f_lin(f64(1.0))) == 7.0
     assert len(calls) >= 4
     # Eager evaluation does not run the rule.
     before = len(calls)

@@ -433,7 +433,7 @@ def _custom_lin_impl(*args, **params):
 
 def _custom_lin_batch(vals, dims, *, num_res, bwd, out_avals):
     """Batch the residuals and tangents at dim 0 and the bwd rule with them."""
-    from .batching import axis_size_of, batch_flat, move_to_front, moveaxis
+    from .batching import axis_size_of, batch_flat, move_to_front
     size = axis_size_of(vals, dims)
     vals = [move_to_front(v, d, size) for v, d in zip(vals, dims)]
     n_cts = len(out_avals)

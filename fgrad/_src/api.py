@@ -6,8 +6,7 @@ import numpy as np
 
 from . import tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
-from .core import Array, ShapedArray, Tracer, current_trace, full_lower, get_aval
-from .errors import user_location
+from .core import Array, ShapedArray, Tracer, full_lower, get_aval
 from .lax import stop_gradient as _stop_gradient_array, zeros, zeros_like
 from .partial_eval import trace_to_jaxpr
 

@@ -10,8 +10,6 @@ and runs at the parent level. Rules keep a batch dimension where it is unless
 the operation needs it elsewhere. Custom-derivative calls are batched by
 batching their function and rules, so their custom derivatives survive vmap.
 """
-import numpy as np
-
 from . import core
 from .core import Tracer, check_live, get_aval, set_current_trace
 from .errors import FgradTypeError

@@ -7,8 +7,6 @@ and outvars. An equation applies one primitive with static params to atoms
 """
 import numpy as np
 
-from . import core
-from .core import ShapedArray
 
 
 class Var:

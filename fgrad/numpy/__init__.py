@@ -24,7 +24,8 @@ def _export(module):
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation):
     globals().update(_export(_m))
-del _m, getitem  # getitem is x[idx], not a NumPy function
+del _m
+globals().pop("getitem")  # x[idx], not a NumPy function
 
 ndarray = _util.ndarray
 result_type = _util.result_type

@@ -14,7 +14,7 @@ from ..ad import defjvp, defjvp_zero, is_undefined
 from ..batching import defbroadcasting, defvectorized
 from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
-from ._util import check_kinds, lift_scalars, nary_rule, shapes_str, unbroadcast, broadcast_shapes
+from ._util import broadcast_shapes, lift_scalars, nary_rule, unbroadcast
 
 _PY_SCALARS = (bool, int, float)
 
