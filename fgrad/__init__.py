@@ -5,6 +5,7 @@ from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
+from fgrad._src.jit.api import jit  # noqa: F401
 from fgrad._src.vmap_api import vmap  # noqa: F401
 from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa

@@ -275,15 +275,17 @@ class LinearFunction:
         return [next(got) if m else None for m in self.in_mask]
 
 
-def linearize_flat(fun, primals, description="linearize"):
-    """Returns (primal outputs, LinearFunction)."""
+def linearize_flat(fun, primals, description="linearize", in_mask=None):
+    """Returns (primal outputs, LinearFunction). `in_mask` says which inputs get a
+    tangent (default: the floating-point ones)."""
     parent = core.current_trace()
     trace = LinearizeTrace(parent, description)
     trace.mark_origin()
     pe = trace.rule_trace
     pe.origin = trace.origin
     in_avals = [get_aval(p) for p in primals]
-    in_mask = [a.dtype.kind == "f" for a in in_avals]
+    if in_mask is None:
+        in_mask = [a.dtype.kind == "f" for a in in_avals]
     args = [JVPTracer(trace, p, pe.new_arg(a)) if m else p
             for p, a, m in zip(primals, in_avals, in_mask)]
     state = core._state
@@ -367,6 +369,34 @@ def backward_pass(jaxpr, consts, cts_out):
 
 
 _UNKNOWN = object()
+
+
+def backward_pass_partial(jaxpr, consts, args, cts_out):
+    """Transpose a jaxpr some of whose inputs are known: `args` holds values for the
+    known inputs and UndefinedPrimal for the linear ones. Equations that use only
+    known values run forwards first; the rest is transposed by backward_pass.
+    Returns one cotangent (or None) per linear input."""
+    from .jaxpr import Jaxpr, Var
+    known = dict(zip(jaxpr.constvars, consts))
+    linear = set()
+    for v, a in zip(jaxpr.invars, args):
+        if type(a) is UndefinedPrimal:
+            linear.add(v)
+        else:
+            known[v] = a
+    linear_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(type(a) is Var and a in linear for a in eqn.invars):
+            linear_eqns.append(eqn)
+            linear.update(eqn.outvars)
+            continue
+        ins = [a.val if type(a) is Literal else known[a] for a in eqn.invars]
+        outs = eqn.primitive.bind(*ins, **eqn.params)
+        for v, o in zip(eqn.outvars, outs if eqn.primitive.multiple_results else [outs]):
+            known[v] = o
+    linear_in = [v for v, a in zip(jaxpr.invars, args) if type(a) is UndefinedPrimal]
+    restricted = Jaxpr(list(known), linear_in, linear_eqns, jaxpr.outvars)
+    return backward_pass(restricted, list(known.values()), cts_out)
 
 
 # ----------------------------------------------------------------------------

@@ -2,12 +2,20 @@
 import os
 
 
+def _flag(name):
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
+
+
 class Config:
     """Settings read by the library; change them with `update`."""
 
     def __init__(self):
         # Type-check every jaxpr that tracing or a transform builds (tests turn it on).
-        self.check_jaxprs = os.environ.get("FGRAD_CHECK_JAXPRS", "0") not in ("", "0")
+        self.check_jaxprs = _flag("FGRAD_CHECK_JAXPRS")
+        # Run jitted functions eagerly, op by op (for debugging).
+        self.disable_jit = _flag("FGRAD_DISABLE_JIT")
+        # Log every jit compile (what was traced, why, and how long it took).
+        self.log_compiles = _flag("FGRAD_LOG_COMPILES")
 
     def update(self, name, value):
         if not hasattr(self, name):

@@ -94,6 +94,7 @@ class Primitive:
         self.abstract_eval = None
         self.jvp = None
         self.jvp_rules = None  # set by ad.defjvp: one tangent rule per argument
+        self.out_weak_types = None  # params -> weak type per output, when inputs don't decide
         self.transpose = None
         self.batch = None
 
@@ -239,6 +240,8 @@ class EvalTrace(Trace):
         elif not args:
             weak = False
         if prim.multiple_results:
+            if prim.out_weak_types is not None:
+                return [Array(o, w) for o, w in zip(out, prim.out_weak_types(params))]
             return [Array(o, weak) for o in out]
         return Array(out, weak)
 

@@ -72,7 +72,7 @@ class Jaxpr:
 
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "__weakref__")
 
     def __init__(self, jaxpr, consts):
         self.jaxpr = jaxpr

@@ -11,6 +11,7 @@ import numpy as np
 from . import core
 from .config import config
 from .core import Tracer, TracerLevelError, check_live, get_aval, set_current_trace
+from .errors import ConcretizationError
 from .jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, check_jaxpr
 
 
@@ -33,8 +34,22 @@ class JaxprTracer(Tracer):
     def dtype(self):
         return self.var.aval.dtype
 
+    def _concrete(self, what):
+        names = self._trace.inputs_behind(self.var)
+        if not names:
+            return super()._concrete(what)
+        listed = ", ".join(repr(n) for n in names)
+        raise ConcretizationError(
+            f"{what} needs a concrete value, but this value ({self.aval.str_short()}) depends "
+            f"on the traced argument(s) {listed} of {self._trace.description}, whose values "
+            f"are not known while tracing.\n  hint: mark {listed} static "
+            f"(static_argnames=({listed},)) if it is a Python setting, or express the choice "
+            f"with fgrad.numpy.where, fgrad.lax.cond or fgrad.lax.while_loop.")
+
 
 class JaxprTrace(core.Trace):
+    arg_names = None
+
     def __init__(self, parent, description="tracing to a jaxpr"):
         self.parent = parent
         self.description = description
@@ -126,6 +141,24 @@ class JaxprTrace(core.Trace):
                           num_consts=len(closed.consts))
         return self._record(prim, atoms, inner.out_avals, new_params)
 
+    def inputs_behind(self, var):
+        """Names of the named inputs that `var` depends on (for error messages)."""
+        if not self.arg_names:
+            return []
+        producer = {v: e for e in self.eqns for v in e.outvars}
+        seen, stack, names = set(), [var], []
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.arg_names:
+                names.append(self.arg_names[v])
+            eqn = producer.get(v)
+            if eqn is not None:
+                stack.extend(a for a in eqn.invars if isinstance(a, Var))
+        return sorted(set(names), key=names.index)
+
     # -- result ----------------------------------------------------------------
     def to_jaxpr(self, outs):
         """Close the trace over `outs`; returns a ClosedJaxpr."""
@@ -136,11 +169,15 @@ class JaxprTrace(core.Trace):
         return ClosedJaxpr(jaxpr, self.consts)
 
 
-def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr"):
-    """Trace a flat function of arrays to a ClosedJaxpr at level `parent`."""
+def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr",
+                      arg_names=None):
+    """Trace a flat function of arrays to a ClosedJaxpr at level `parent`;
+    `arg_names` (one per input) are used in concretization errors."""
     trace = JaxprTrace(parent, description)
     trace.mark_origin()
     args = [trace.new_arg(a) for a in in_avals]
+    if arg_names is not None:
+        trace.arg_names = {t.var: n for t, n in zip(args, arg_names)}
     try:
         with set_current_trace(trace):
             outs = fun(*args)
@@ -149,5 +186,5 @@ def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr"):
         trace.finish()
 
 
-def trace_to_jaxpr(fun, in_avals, description="tracing to a jaxpr"):
-    return trace_to_subjaxpr(fun, in_avals, core.current_trace(), description)
+def trace_to_jaxpr(fun, in_avals, description="tracing to a jaxpr", arg_names=None):
+    return trace_to_subjaxpr(fun, in_avals, core.current_trace(), description, arg_names)

@@ -1,0 +1,1 @@
+"""The compiler: backend-independent jaxpr passes (simplify), then fusion and backends."""

@@ -1,0 +1,406 @@
+"""Backend-independent simplification of closed jaxprs, run before fusion.
+
+`simplify` runs small passes to a (bounded) fixpoint:
+
+- `inline_calls`: nested `jit` equations are replaced by their bodies;
+- `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
+  replaced by their operand;
+- `fold_constants`: equations whose inputs are all known are evaluated with the
+  primitive's NumPy `impl` and become constants (0-d ones Literals);
+- `cse`: an equation identical to an earlier one reuses the earlier's outputs;
+- `dce`: equations whose outputs are unused, and unused constvars, are dropped.
+
+Every pass maps a ClosedJaxpr to a type-correct ClosedJaxpr, never mutates its
+input, is idempotent, and returns its input object itself when it has nothing
+to do (so `p(x) is x` means "no change"). Invars are never removed: the calling
+convention of the program is kept.
+"""
+import numpy as np
+
+from ..core import Array, Tracer
+from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr
+
+# Primitives with side effects: never folded, merged or dropped. None exist yet;
+# debug callbacks will go here.
+EFFECTFUL = set()
+
+# Call-like primitives whose `impl` cannot be run on their operands directly.
+NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
+
+MAX_FOLD_ELEMENTS = 1_000_000
+# An op whose result is bigger than its inputs (broadcast, iota, pad) is folded
+# only up to this size: a fused broadcast costs nothing, a big constant costs loads.
+MAX_EXPAND_ELEMENTS = 1024
+
+MAX_ROUNDS = 4
+
+# Binary primitives whose operands may be swapped (exactly, in IEEE arithmetic
+# too): cse treats mul(a, b) and mul(b, a) as the same expression.
+COMMUTATIVE = {"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"}
+
+
+def simplify(closed, max_rounds=MAX_ROUNDS):
+    """Inline nested calls, then forward trivial ops, fold constants, eliminate
+    common subexpressions and dead code until nothing changes (at most
+    `max_rounds` rounds)."""
+    closed = inline_calls(closed)
+    for _ in range(max_rounds):
+        start = closed
+        for p in (forward_trivial, fold_constants, cse, dce):
+            closed = p(closed)
+        if closed is start:
+            break
+    return closed
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+
+def _is_jit(eqn):
+    return eqn.primitive.name == "jit" and isinstance(eqn.params.get("jaxpr"), ClosedJaxpr)
+
+
+def _is_effectful(eqn):
+    return eqn.primitive.name in EFFECTFUL
+
+
+def _reader(env):
+    def read(a):
+        return env.get(a, a) if type(a) is Var else a
+    return read
+
+
+def _with_invars(eqn, invars):
+    if all(a is b for a, b in zip(invars, eqn.invars)):
+        return eqn
+    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params)
+
+
+def _rebuilt(closed, constvars, consts, eqns, outvars):
+    return ClosedJaxpr(Jaxpr(constvars, closed.jaxpr.invars, eqns, outvars), consts)
+
+
+def _size(aval):
+    return int(np.prod(aval.shape, dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------
+# inline_calls
+
+def inline_calls(closed):
+    """Replace every `jit` equation by its body, recursively. Inner variables are
+    renamed (a body inlined twice gets fresh variables each time); the body's
+    consts become consts of the outer program (shared by identity); the call's
+    outputs are replaced by whatever atoms the body returns."""
+    jaxpr = closed.jaxpr
+    if not any(_is_jit(e) for e in jaxpr.eqns):
+        return closed
+    constvars, consts = list(jaxpr.constvars), list(closed.consts)
+    const_vars_by_id = {(id(c), v.aval): v for v, c in zip(constvars, consts)}
+    eqns = []
+
+    def add_const(var, value):
+        key = (id(value), var.aval)
+        v = const_vars_by_id.get(key)
+        if v is None:
+            v = const_vars_by_id[key] = Var(var.aval)
+            constvars.append(v)
+            consts.append(value)
+        return v
+
+    def emit(eqn, invars, fresh):
+        """Append `eqn` (or its inlined body) on `invars`; returns its output atoms."""
+        if not _is_jit(eqn):
+            outvars = [Var(v.aval) for v in eqn.outvars] if fresh else list(eqn.outvars)
+            eqns.append(Eqn(eqn.primitive, invars, outvars, eqn.params))
+            return outvars
+        inner = eqn.params["jaxpr"]
+        env = {v: add_const(v, c) for v, c in zip(inner.jaxpr.constvars, inner.consts)}
+        env.update(zip(inner.jaxpr.invars, invars))
+        read = _reader(env)
+        for ie in inner.jaxpr.eqns:
+            env.update(zip(ie.outvars, emit(ie, [read(a) for a in ie.invars], True)))
+        return [read(a) for a in inner.jaxpr.outvars]
+
+    env = {}
+    read = _reader(env)
+    for eqn in jaxpr.eqns:
+        outs = emit(eqn, [read(a) for a in eqn.invars], False)
+        if _is_jit(eqn):
+            env.update(zip(eqn.outvars, outs))
+    return _rebuilt(closed, constvars, consts, eqns, [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# forward_trivial
+
+def _identity_perm(p):
+    return tuple(p) == tuple(range(len(p)))
+
+
+# primitive name -> (params -> index of the operand the result equals, or None)
+_TRIVIAL = {
+    "convert_element_type": lambda p: 0,  # the aval check below does the work
+    "reshape": lambda p: 0,
+    "broadcast_in_dim": lambda p: 0 if _identity_perm(p["broadcast_dimensions"]) else None,
+    "transpose": lambda p: 0 if _identity_perm(p["permutation"]) else None,
+    "squeeze": lambda p: None if p["dimensions"] else 0,
+    "expand_dims": lambda p: None if p["dimensions"] else 0,
+    "rev": lambda p: None if p["dimensions"] else 0,
+    "reduce_sum": lambda p: None if p["axes"] else 0,
+    "reduce_prod": lambda p: None if p["axes"] else 0,
+    "reduce_max": lambda p: None if p["axes"] else 0,
+    "reduce_min": lambda p: None if p["axes"] else 0,
+    "reduce_and": lambda p: None if p["axes"] else 0,
+    "reduce_or": lambda p: None if p["axes"] else 0,
+    "slice": lambda p: 0 if (not any(p["start_indices"])
+                             and all(s == 1 for s in p["strides"])) else None,
+    "pad": lambda p: None if any(v for c in p["padding_config"] for v in c) else 0,
+    "concatenate": lambda p: 0,  # trivial only with one operand (checked below)
+    "select_n": lambda p: 1,     # trivial only with one case (checked below)
+}
+_SINGLE_OPERAND = {"concatenate": 1, "select_n": 2}
+
+
+def _forwarded_operand(eqn):
+    rule = _TRIVIAL.get(eqn.primitive.name)
+    if rule is None or eqn.primitive.multiple_results or _is_effectful(eqn):
+        return None
+    n = _SINGLE_OPERAND.get(eqn.primitive.name)
+    if n is not None and len(eqn.invars) != n:
+        return None
+    try:
+        i = rule(eqn.params)
+    except (KeyError, TypeError):
+        return None
+    if i is None or i >= len(eqn.invars):
+        return None
+    # Same shape, dtype and weak type: the result is the operand itself.
+    return i if eqn.invars[i].aval == eqn.outvars[0].aval else None
+
+
+def forward_trivial(closed):
+    """Drop ops that return their operand unchanged (a conversion to the same
+    dtype and weak type, a reshape/broadcast to the same shape, an identity
+    transpose, an empty squeeze/rev/reduction, a full slice, a zero pad, a
+    one-operand concatenate, a one-case select_n): uses of the result read the
+    operand instead."""
+    jaxpr = closed.jaxpr
+    env = {}
+    read = _reader(env)
+    eqns = []
+    changed = False
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        i = _forwarded_operand(eqn)
+        if i is not None:
+            env[eqn.outvars[0]] = invars[i]
+            changed = True
+            continue
+        new = _with_invars(eqn, invars)
+        changed |= new is not eqn
+        eqns.append(new)
+    if not changed:
+        return closed
+    return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns,
+                    [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# fold_constants
+
+def _foldable(eqn):
+    prim = eqn.primitive
+    if prim.impl is None or prim.name in NO_FOLD or _is_effectful(eqn):
+        return False
+    return not any(isinstance(p, (ClosedJaxpr, Jaxpr)) for p in eqn.params.values())
+
+
+def _literal(value, aval):
+    return Literal(Array(np.asarray(value, aval.dtype), aval.weak_type), aval)
+
+
+def fold_constants(closed, max_elements=MAX_FOLD_ELEMENTS,
+                   max_expand_elements=MAX_EXPAND_ELEMENTS):
+    """Evaluate, with the primitive's NumPy `impl`, each equation whose inputs are
+    all known (Literals, or constvars whose values are concrete, not tracers).
+    Non-scalar results become constvars holding `Array(value, weak_type)`; 0-d
+    results (and 0-d concrete constvars) become Literals. An equation is kept
+    when its result would have more than `max_elements` elements, when it
+    expands its inputs to more than `max_expand_elements` elements, or when its
+    impl fails or disagrees with the equation's types."""
+    jaxpr = closed.jaxpr
+    known = {}  # Var -> concrete value (anything np.asarray accepts)
+    env = {}
+    read = _reader(env)
+    constvars, consts = [], []
+    changed = False
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        if not v.aval.shape and not isinstance(c, Tracer):
+            env[v] = _literal(c, v.aval)
+            changed = True
+            continue
+        constvars.append(v)
+        consts.append(c)
+        if not isinstance(c, Tracer):
+            known[v] = c
+
+    def value_of(a):
+        return np.asarray(a.val if type(a) is Literal else known[a], a.aval.dtype)
+
+    eqns = []
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        outs = None
+        if all(type(a) is Literal or a in known for a in invars) and _foldable(eqn):
+            outs = _try_fold(eqn, invars, value_of, max_elements, max_expand_elements)
+        if outs is None:
+            new = _with_invars(eqn, invars)
+            changed |= new is not eqn
+            eqns.append(new)
+            continue
+        changed = True
+        for v, val in zip(eqn.outvars, outs):
+            if v.aval.shape:
+                known[v] = val = Array(val, v.aval.weak_type)
+                constvars.append(v)  # the defining variable becomes a constvar
+                consts.append(val)
+            else:
+                env[v] = _literal(val, v.aval)
+    if not changed:
+        return closed
+    return _rebuilt(closed, constvars, consts, eqns, [read(a) for a in jaxpr.outvars])
+
+
+def _try_fold(eqn, invars, value_of, max_elements, max_expand_elements):
+    out_size = sum(_size(v.aval) for v in eqn.outvars)
+    in_size = sum(_size(a.aval) for a in invars)
+    if out_size > max_elements or (out_size > in_size and out_size > max_expand_elements):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            outs = eqn.primitive.impl(*[value_of(a) for a in invars], **eqn.params)
+    except Exception:  # noqa: BLE001 -- a rule that cannot run now runs later
+        return None
+    if not eqn.primitive.multiple_results:
+        outs = [outs]
+    outs = list(outs)
+    if len(outs) != len(eqn.outvars):
+        return None
+    result = []
+    for v, o in zip(eqn.outvars, outs):
+        o = np.asarray(o)
+        if o.shape != v.aval.shape or o.dtype.kind != np.dtype(v.aval.dtype).kind:
+            return None
+        result.append(np.asarray(o, v.aval.dtype))
+    return result
+
+
+# ----------------------------------------------------------------------------
+# cse
+
+def _param_key(v):
+    if isinstance(v, (ClosedJaxpr, Jaxpr)):
+        return ("id", id(v))
+    if isinstance(v, float):  # repr tells -0.0 from 0.0
+        return ("float", repr(v))
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_param_key(x) for x in v)
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    return (type(v), v)
+
+
+def _atom_key(a):
+    if type(a) is Literal:
+        val = np.asarray(a.val, a.aval.dtype)
+        return ("lit", a.aval, val.tobytes())
+    return a
+
+
+def _order(key):
+    return (0, id(key), b"") if type(key) is Var else (1, 0, repr(key).encode())
+
+
+def _operands_key(eqn, invars):
+    keys = tuple(_atom_key(a) for a in invars)
+    if eqn.primitive.name in COMMUTATIVE and len(keys) == 2:
+        keys = tuple(sorted(keys, key=_order))
+    return keys
+
+
+def cse(closed):
+    """Common-subexpression elimination: an equation with the same primitive,
+    equal params (sub-jaxprs by identity), the same inputs (variables by
+    identity, Literals by value and type; in either order for COMMUTATIVE
+    primitives) and the same output types as an earlier one is dropped and its outputs replaced by the earlier's.
+    Constvars holding the same object are merged the same way. Effectful
+    primitives are never merged."""
+    jaxpr = closed.jaxpr
+    env = {}
+    read = _reader(env)
+    changed = False
+    constvars, consts, by_id = [], [], {}
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        prev = by_id.setdefault((id(c), v.aval), v)
+        if prev is not v:
+            env[v] = prev
+            changed = True
+        else:
+            constvars.append(v)
+            consts.append(c)
+    seen = {}
+    eqns = []
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        key = None
+        if not _is_effectful(eqn):
+            key = (eqn.primitive,
+                   tuple(sorted((k, _param_key(p)) for k, p in eqn.params.items())),
+                   _operands_key(eqn, invars),
+                   tuple(v.aval for v in eqn.outvars))
+            prev = seen.get(key)
+            if prev is not None:
+                env.update(zip(eqn.outvars, prev.outvars))
+                changed = True
+                continue
+        new = _with_invars(eqn, invars)
+        changed |= new is not eqn
+        eqns.append(new)
+        if key is not None:
+            seen[key] = new
+    if not changed:
+        return closed
+    return _rebuilt(closed, constvars, consts, eqns, [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# dce
+
+def dce(closed):
+    """Drop equations none of whose outputs is used (by a later equation or the
+    program's outputs) and constvars nothing uses. Effectful equations stay."""
+    jaxpr = closed.jaxpr
+    if any(_is_effectful(e) for e in jaxpr.eqns):
+        eqns = _live_eqns_keeping_effects(jaxpr)
+    else:
+        eqns = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars)).eqns
+    used = {a for e in eqns for a in e.invars if type(a) is Var}
+    used.update(a for a in jaxpr.outvars if type(a) is Var)
+    kept = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if v in used]
+    if len(eqns) == len(jaxpr.eqns) and len(kept) == len(jaxpr.constvars):
+        return closed
+    return _rebuilt(closed, [v for v, _ in kept], [c for _, c in kept], eqns,
+                    jaxpr.outvars)
+
+
+def _live_eqns_keeping_effects(jaxpr):
+    live = {a for a in jaxpr.outvars if type(a) is Var}
+    eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if _is_effectful(eqn) or any(v in live for v in eqn.outvars):
+            eqns.append(eqn)
+            live.update(a for a in eqn.invars if type(a) is Var)
+    return eqns[::-1]

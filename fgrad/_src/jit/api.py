@@ -1,0 +1,303 @@
+"""`fgrad.jit`: trace once per cache key, then run the compiled program.
+
+The cache key is the tree structure of the dynamic arguments, the static
+argument values and each leaf's (shape, dtype, weak type). Called at the top
+level, a cache hit runs the compiled program directly; under a transform the
+call binds the `jit` primitive, whose rules transform the traced program.
+"""
+import functools
+import inspect
+from typing import NamedTuple
+
+import numpy as np
+import optree
+
+from .. import core, tree_util
+from ..config import config
+from ..core import Array, Tracer, full_lower
+from ..jaxpr import ClosedJaxpr, Jaxpr
+from ..partial_eval import trace_to_jaxpr
+from .log import log_trace
+from .primitive import compile_jaxpr, jit_p
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    entries: int
+
+
+class _Entry:
+    """A traced program: its jaxpr (inputs: hoisted tracer constants, then the flat
+    dynamic arguments), the output tree, and the hoisted values."""
+    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable")
+
+    def __init__(self, jaxpr, out_tree, hoisted):
+        self.jaxpr, self.out_tree, self.hoisted = jaxpr, out_tree, hoisted
+        self.executable = None
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
+    """Compile `fun`; usable as @jit or @jit(static_argnames=...).
+
+    static_argnums/static_argnames: arguments that are Python values baked into the
+    program (hashable; a new value compiles again). donate_argnums is accepted for
+    compatibility: outputs are always fresh arrays, so donation changes nothing yet.
+    """
+    if fun is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums)
+    return Jitted(fun, static_argnums, static_argnames)
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+
+class Jitted:
+    """A jit-compiled function; see `jit`."""
+
+    def __init__(self, fun, static_argnums, static_argnames):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self._name = getattr(fun, "__name__", type(fun).__name__)
+        try:
+            self._params = list(inspect.signature(fun).parameters.values())
+        except (TypeError, ValueError):
+            self._params = []
+        positional = [p.name for p in self._params
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        nums = set(_as_tuple(static_argnums))
+        names = set(_as_tuple(static_argnames))
+        nums |= {positional.index(n) for n in names if n in positional}
+        names |= {positional[i] for i in nums if 0 <= i < len(positional)}
+        self._static_nums, self._static_names = nums, names
+        self._positional = positional
+        self._cache = {}
+        self._hits = self._misses = 0
+        self._miss_log = []
+
+    # -- calling ---------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if config.disable_jit:
+            return self.fun(*args, **kwargs)
+        if not kwargs and not self._static_nums and core.current_trace() is core.eval_trace:
+            # The fast path: concrete arrays only, no static arguments.
+            leaves, tree = tree_util.flatten((args, _NO_KWARGS))  # the general path's tree
+            raw, key = _raw_leaves(leaves)
+            if raw is not None:
+                entry = self._cache.get((tree, (), key))
+                if entry is not None:
+                    self._hits += 1
+                    return self._run(entry, raw)
+        entry, flat = self._lookup(args, kwargs)
+        if core.current_trace() is core.eval_trace and not entry.hoisted:
+            return self._run(entry, [x._value if type(x) is Array else x for x in flat])
+        outs = jit_p.bind(*entry.hoisted, *flat, jaxpr=entry.jaxpr, name=self._name)
+        return tree_util.unflatten(entry.out_tree, outs)
+
+    def _run(self, entry, raw):
+        exe = entry.executable
+        if exe is None:
+            exe = entry.executable = compile_jaxpr(entry.jaxpr, self._name)
+        outs = [Array(o, w) for o, w in zip(exe(*raw), exe.out_weak)]
+        return tree_util.unflatten(entry.out_tree, outs)
+
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        static_nums = {i % nargs for i in self._static_nums if -nargs <= i < nargs}
+        statics = []
+        for i in sorted(static_nums):
+            statics.append(("arg", i, _check_hashable(self._describe(i), args[i])))
+        for k in sorted(kwargs):
+            if k in self._static_names:
+                statics.append(("kw", k, _check_hashable(f"argument {k!r}", kwargs[k])))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_names}
+        return tuple(statics), static_nums, dyn_args, dyn_kwargs
+
+    def _lookup(self, args, kwargs):
+        statics, static_nums, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, tree = tree_util.flatten((dyn_args, dyn_kwargs))
+        flat = [_as_array(x, self._name) for x in leaves]
+        key = (tree, statics, tuple(_leaf_key(x) for x in flat))
+        entry = self._cache.get(key)
+        if entry is not None:
+            self._hits += 1
+            return entry, flat
+        self._misses += 1
+        reason = self._explain_miss(key, dyn_args, dyn_kwargs)
+        self._miss_log.append(reason)
+        log_trace(self._name, reason)
+        entry = self._trace(args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs)
+        if not entry.hoisted:
+            self._cache[key] = entry
+        return entry, flat
+
+    def _trace(self, args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs):
+        out_tree = []
+
+        def flat_fun(*xs):
+            d_args, d_kwargs = tree_util.unflatten(tree, xs)
+            it = iter(d_args)
+            full = [args[i] if i in static_nums else next(it) for i in range(len(args))]
+            merged = {k: (kwargs[k] if k in self._static_names else d_kwargs[k]) for k in kwargs}
+            out_leaves, t = tree_util.flatten(self.fun(*full, **merged))
+            out_tree.append(t)
+            return [full_lower(x) for x in out_leaves]
+
+        names = self._leaf_names(dyn_args, dyn_kwargs, static_nums)
+        closed = trace_to_jaxpr(flat_fun, [x.aval if isinstance(x, Tracer) else
+                                           core.get_aval(x) for x in flat],
+                                f"jit of {self._name}", arg_names=names)
+        jaxpr, hoisted = _hoist_traced_consts(closed)
+        return _Entry(jaxpr, out_tree[0], hoisted)
+
+    # -- introspection ---------------------------------------------------------
+    def lower(self, *args, **kwargs):
+        """Trace (without running) for these arguments; see Lowered."""
+        entry, _ = self._lookup(args, kwargs)
+        return Lowered(self, entry)
+
+    def cache_info(self):
+        """Hits, misses and cached programs of this function."""
+        return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    def cache_misses(self):
+        """Why each miss traced again (a list of sentences, oldest first)."""
+        return list(self._miss_log)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+    def _describe(self, i):
+        if i < len(self._positional):
+            return f"argument {self._positional[i]!r}"
+        return f"argument {i}"
+
+    def _leaf_names(self, dyn_args, dyn_kwargs, static_nums):
+        """A readable name per dynamic leaf, e.g. "params['w']" or "x"."""
+        positions = [i for i in range(len(dyn_args) + len(static_nums)) if i not in static_nums]
+        paths, _, _ = optree.tree_flatten_with_path((dyn_args, dyn_kwargs), none_is_leaf=False,
+                                                    namespace=tree_util.NAMESPACE)
+        names = []
+        for path in paths:
+            if path[0] == 0:
+                i = positions[path[1]]
+                head = self._positional[i] if i < len(self._positional) else f"args[{i}]"
+                rest = path[2:]
+            else:
+                head, rest = str(path[1]), path[2:]
+            names.append(head + "".join(f"[{p!r}]" for p in rest))
+        return names
+
+    def _explain_miss(self, key, dyn_args, dyn_kwargs):
+        if not self._cache:
+            return "first call"
+        tree, statics, avals = key
+        same_tree = [k for k in self._cache if k[0] == tree]
+        if not same_tree:
+            return (f"the arguments' structure changed: {tree} (cached: "
+                    f"{next(iter(self._cache))[0]})")
+        same_statics = [k for k in same_tree if k[1] == statics]
+        if not same_statics:
+            old = dict(((kind, k), v) for kind, k, v in same_tree[-1][1])
+            changes = [f"{'argument ' + repr(k) if kind == 'kw' else self._describe(k)} "
+                       f"{old.get((kind, k), '<absent>')!r} -> {v!r}" for kind, k, v in statics
+                       if old.get((kind, k), object()) != v]
+            return "a new static value: " + ", ".join(changes or ["static arguments changed"])
+        previous = same_statics[-1][2]
+        names = self._leaf_names(dyn_args, dyn_kwargs, self._static_nums)
+        changes = [f"{n}: {_fmt(o)} -> {_fmt(a)}" for n, o, a in zip(names, previous, avals)
+                   if o != a]
+        return "new shapes/dtypes: " + ", ".join(changes)
+
+
+class Lowered:
+    """A traced jitted function: `.jaxpr`, `.as_text()` (the compiled program) and
+    `.compile()`."""
+
+    def __init__(self, jitted, entry):
+        self._jitted, self._entry = jitted, entry
+        self.jaxpr = entry.jaxpr
+
+    def compile(self):
+        if self._entry.executable is None:
+            self._entry.executable = compile_jaxpr(self._entry.jaxpr, self._jitted._name)
+        return self._jitted
+
+    def as_text(self):
+        return compile_jaxpr(self._entry.jaxpr, self._jitted._name).as_text()
+
+
+def _fmt(leaf_key):
+    shape, dtype, weak = leaf_key
+    from ..dtypes import short_name
+    return f"{short_name(dtype)}[{','.join(map(str, shape))}]" + (" (weak)" if weak else "")
+
+
+_SUPPORTED = None
+_NO_KWARGS = {}
+
+
+def _raw_leaves(leaves):
+    """(NumPy values, cache-key part) when every leaf is a concrete array of a
+    supported dtype; (None, None) otherwise (the general path handles the rest)."""
+    global _SUPPORTED
+    if _SUPPORTED is None:
+        from ..dtypes import SUPPORTED
+        _SUPPORTED = SUPPORTED
+    raw, key = [], []
+    for x in leaves:
+        t = type(x)
+        if t is Array:
+            v = x._value
+            raw.append(v)
+            key.append((v.shape, v.dtype, x.weak_type))
+        elif t is np.ndarray and x.dtype in _SUPPORTED:
+            raw.append(x)
+            key.append((x.shape, x.dtype, False))
+        else:
+            return None, None
+    return raw, tuple(key)
+
+
+def _leaf_key(x):
+    if type(x) is Array:
+        v = x._value
+        return (v.shape, v.dtype, x.weak_type)
+    a = x.aval
+    return (a.shape, a.dtype, a.weak_type)
+
+
+def _check_hashable(what, value):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"jit: static {what} must be hashable, got a {type(value).__name__}: "
+                        f"{value!r}\n  hint: pass a tuple instead of a list, or make the "
+                        f"argument dynamic (an array)") from None
+    return value
+
+
+def _as_array(x, fname):
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
+        return full_lower(x)
+    raise TypeError(
+        f"jit of {fname}: an argument holds a {type(x).__name__} ({x!r:.60}), which is "
+        f"not an array.\n  hint: mark that argument static (static_argnums / "
+        f"static_argnames) so its value is part of the compiled program")
+
+
+def _hoist_traced_consts(closed):
+    """Constants that are tracers of enclosing transforms become leading inputs."""
+    jaxpr = closed.jaxpr
+    keep = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if not isinstance(c, Tracer)]
+    hoist = [(v, c) for v, c in zip(jaxpr.constvars, closed.consts) if isinstance(c, Tracer)]
+    new = Jaxpr([v for v, _ in keep], [v for v, _ in hoist] + jaxpr.invars, jaxpr.eqns,
+                jaxpr.outvars)
+    return ClosedJaxpr(new, [c for _, c in keep]), [c for _, c in hoist]

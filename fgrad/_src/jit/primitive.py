@@ -1,0 +1,162 @@
+"""The `jit` primitive: a call of a closed jaxpr that is compiled when it runs.
+
+Its rules transform the inner jaxpr and call `jit` again on the result, so jit
+composes with every transform in both directions:
+- jvp: the inner program is linearized once (per pattern of nonzero tangents)
+  into a primal program that also returns residuals and a linear program from
+  residuals and tangents to output tangents; under `linearize` only the linear
+  call is recorded, so reverse mode transposes a single equation;
+- transpose: the linear program transposed (known inputs run forwards first);
+- batch: the inner program vectorized.
+Derived programs are cached on the jaxpr they came from.
+"""
+import time
+import weakref
+
+from .. import core
+from ..ad import backward_pass_partial, is_undefined, linearize_flat, UndefinedPrimal
+from ..batching import axis_size_of, batch_flat
+from ..core import Primitive
+from ..jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from ..partial_eval import trace_to_subjaxpr
+from .executable import Executable, inline_custom_calls
+from .log import log_compile
+
+jit_p = Primitive("jit", multiple_results=True)
+jit_p.abstract_eval = lambda *avals, jaxpr, name: jaxpr.out_avals
+jit_p.out_weak_types = lambda params: [a.weak_type for a in params["jaxpr"].out_avals]
+
+# ClosedJaxpr -> {key: derived object}; entries die with their jaxpr.
+_derived = weakref.WeakKeyDictionary()
+
+
+def _memo(jaxpr, key, make):
+    table = _derived.setdefault(jaxpr, {})
+    if key not in table:
+        table[key] = make()
+    return table[key]
+
+
+# ----------------------------------------------------------------------------
+# Compiling and running
+
+def compile_jaxpr(closed, name):
+    """The Executable for a closed jaxpr (compiled once per jaxpr object)."""
+    def make():
+        start = time.perf_counter()
+        program = simplify(inline_custom_calls(closed))
+        exe = Executable(program, name)
+        log_compile(name, closed, exe, time.perf_counter() - start)
+        return exe
+    return _memo(closed, "executable", make)
+
+
+def simplify(closed):
+    try:
+        from ..compiler.simplify import simplify as run
+    except ImportError:  # the simplifier is optional until it lands
+        return closed
+    return run(closed)
+
+
+def _jit_impl(*args, jaxpr, name):
+    return compile_jaxpr(jaxpr, name)(*args)
+
+
+jit_p.impl = _jit_impl
+
+
+# ----------------------------------------------------------------------------
+# Forward mode and linearization
+
+def _split_jvp(closed, nonzero):
+    """(primal program -> outputs + residuals, linear program (residuals, tangents)
+    -> tangent outputs, number of residuals, which outputs have tangents)."""
+    box = {}
+
+    def primal_and_residuals(*primals):
+        outs, lin = linearize_flat(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs),
+                                   list(primals), "jit", in_mask=list(nonzero))
+        box["lin"] = lin
+        return list(outs) + list(lin.consts)
+
+    avals = closed.in_avals
+    known = trace_to_subjaxpr(primal_and_residuals, avals, core.eval_trace, "jit (primal)")
+    lin = box["lin"]
+    linear = ClosedJaxpr(Jaxpr([], lin.jaxpr.constvars + lin.jaxpr.invars, lin.jaxpr.eqns,
+                               lin.jaxpr.outvars), [])
+    return known, linear, len(lin.consts), tuple(lin.out_mask)
+
+
+def _jit_jvp(primals, tangents, *, jaxpr, name):
+    nonzero = tuple(t is not None for t in tangents)
+    known, linear, n_res, out_mask = _memo(jaxpr, ("jvp", nonzero),
+                                           lambda: _split_jvp(jaxpr, nonzero))
+    both = jit_p.bind(*primals, jaxpr=known, name=name)
+    n_out = len(both) - n_res
+    outs, residuals = both[:n_out], both[n_out:]
+    touts = iter(jit_p.bind(*residuals, *[t for t in tangents if t is not None],
+                            jaxpr=linear, name=f"{name}_jvp"))
+    return outs, [next(touts) if m else None for m in out_mask]
+
+
+jit_p.jvp = _jit_jvp
+
+
+# ----------------------------------------------------------------------------
+# Transposition
+
+def _transposed(closed, linear_mask, ct_mask):
+    """A program from (known inputs, nonzero output cotangents) to the cotangents of
+    the linear inputs (zeros where none flows)."""
+    from ..lax import zeros
+    in_avals = closed.in_avals
+    known_avals = [a for a, m in zip(in_avals, linear_mask) if not m]
+    ct_avals = [a for a, m in zip(closed.out_avals, ct_mask) if m]
+    n_known = len(known_avals)
+
+    def transposed(*xs):
+        known, cts = iter(xs[:n_known]), iter(xs[n_known:])
+        args = [UndefinedPrimal(a) if m else next(known) for a, m in zip(in_avals, linear_mask)]
+        cts_out = [next(cts) if m else None for m in ct_mask]
+        cts_in = backward_pass_partial(closed.jaxpr, closed.consts, args, cts_out)
+        lin_avals = [a for a, m in zip(in_avals, linear_mask) if m]
+        return [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts_in, lin_avals)]
+
+    return trace_to_subjaxpr(transposed, known_avals + ct_avals, core.eval_trace,
+                             "jit (transpose)")
+
+
+def _jit_transpose(cts, *args, jaxpr, name):
+    linear_mask = tuple(is_undefined(a) for a in args)
+    ct_mask = tuple(c is not None for c in cts)
+    program = _memo(jaxpr, ("transpose", linear_mask, ct_mask),
+                    lambda: _transposed(jaxpr, linear_mask, ct_mask))
+    known = [a for a in args if not is_undefined(a)]
+    outs = iter(jit_p.bind(*known, *[c for c in cts if c is not None], jaxpr=program,
+                           name=f"{name}_transpose"))
+    return [next(outs) if m else None for m in linear_mask]
+
+
+jit_p.transpose = _jit_transpose
+
+
+# ----------------------------------------------------------------------------
+# Vectorization
+
+def _batched(closed, dims, size):
+    fun = batch_flat(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs), dims, size)
+    avals = [core.ShapedArray(a.shape[:d] + (size,) + a.shape[d:], a.dtype, a.weak_type)
+             if d is not None else a for a, d in zip(closed.in_avals, dims)]
+    return trace_to_subjaxpr(fun, avals, core.eval_trace, "jit (vmap)")
+
+
+def _jit_batch(vals, dims, *, jaxpr, name):
+    size = axis_size_of(vals, dims)
+    key = ("batch", tuple(dims), size)
+    program = _memo(jaxpr, key, lambda: _batched(jaxpr, list(dims), size))
+    outs = jit_p.bind(*vals, jaxpr=program, name=name)
+    return outs, [0] * len(outs)
+
+
+jit_p.batch = _jit_batch
