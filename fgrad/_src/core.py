@@ -95,6 +95,7 @@ class Primitive:
         self.jvp = None
         self.jvp_rules = None  # set by ad.defjvp: one tangent rule per argument
         self.out_weak_types = None  # params -> weak type per output, when inputs don't decide
+        self.elementwise = False  # out[i] depends only on the (broadcast) inputs at i
         self.transpose = None
         self.batch = None
 

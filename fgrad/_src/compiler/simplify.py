@@ -56,8 +56,17 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
 # ----------------------------------------------------------------------------
 # Helpers
 
-def _is_jit(eqn):
-    return eqn.primitive.name == "jit" and isinstance(eqn.params.get("jaxpr"), ClosedJaxpr)
+def _callee(eqn):
+    """(body, n) for a call equation whose body can be inlined: `jit`, and the
+    custom-derivative calls (their rules matter only to differentiation, which is
+    over once a program is compiled). The first n operands feed the body's
+    constvars; with n = 0 the body carries its own consts. None otherwise."""
+    name = eqn.primitive.name
+    if name == "jit" and isinstance(eqn.params.get("jaxpr"), ClosedJaxpr):
+        return eqn.params["jaxpr"], 0
+    if name in ("custom_jvp_call", "custom_vjp_call"):
+        return eqn.params["call_jaxpr"], eqn.params["num_consts"]
+    return None
 
 
 def _is_effectful(eqn):
@@ -88,12 +97,13 @@ def _size(aval):
 # inline_calls
 
 def inline_calls(closed):
-    """Replace every `jit` equation by its body, recursively. Inner variables are
+    """Replace every call equation (`jit`, custom_jvp_call, custom_vjp_call) by its
+    body, recursively. Inner variables are
     renamed (a body inlined twice gets fresh variables each time); the body's
     consts become consts of the outer program (shared by identity); the call's
     outputs are replaced by whatever atoms the body returns."""
     jaxpr = closed.jaxpr
-    if not any(_is_jit(e) for e in jaxpr.eqns):
+    if not any(_callee(e) is not None for e in jaxpr.eqns):
         return closed
     constvars, consts = list(jaxpr.constvars), list(closed.consts)
     const_vars_by_id = {(id(c), v.aval): v for v, c in zip(constvars, consts)}
@@ -110,12 +120,17 @@ def inline_calls(closed):
 
     def emit(eqn, invars, fresh):
         """Append `eqn` (or its inlined body) on `invars`; returns its output atoms."""
-        if not _is_jit(eqn):
+        callee = _callee(eqn)
+        if callee is None:
             outvars = [Var(v.aval) for v in eqn.outvars] if fresh else list(eqn.outvars)
             eqns.append(Eqn(eqn.primitive, invars, outvars, eqn.params))
             return outvars
-        inner = eqn.params["jaxpr"]
-        env = {v: add_const(v, c) for v, c in zip(inner.jaxpr.constvars, inner.consts)}
+        inner, n = callee
+        if n:
+            env = dict(zip(inner.jaxpr.constvars, invars[:n]))
+            invars = invars[n:]
+        else:
+            env = {v: add_const(v, c) for v, c in zip(inner.jaxpr.constvars, inner.consts)}
         env.update(zip(inner.jaxpr.invars, invars))
         read = _reader(env)
         for ie in inner.jaxpr.eqns:
@@ -126,7 +141,7 @@ def inline_calls(closed):
     read = _reader(env)
     for eqn in jaxpr.eqns:
         outs = emit(eqn, [read(a) for a in eqn.invars], False)
-        if _is_jit(eqn):
+        if _callee(eqn) is not None:
             env.update(zip(eqn.outvars, outs))
     return _rebuilt(closed, constvars, consts, eqns, [read(a) for a in jaxpr.outvars])
 

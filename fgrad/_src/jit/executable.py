@@ -9,49 +9,7 @@ steps are which, so nothing falls back unannounced.
 import numpy as np
 
 from ..core import Array
-from ..jaxpr import ClosedJaxpr, Jaxpr, Literal, Var, pretty_print
-
-# Call primitives whose body is inlined before planning (their custom rules only
-# matter to differentiation, which has already happened when a program is compiled).
-_INLINED_CALLS = ("custom_jvp_call", "custom_vjp_call")
-
-
-def inline_custom_calls(closed):
-    """Replace custom_jvp_call / custom_vjp_call equations by their bodies."""
-    jaxpr = closed.jaxpr
-    if not any(e.primitive.name in _INLINED_CALLS for e in jaxpr.eqns):
-        return closed
-    consts = list(closed.consts)
-    constvars = list(jaxpr.constvars)
-    eqns = []
-    rename = {}
-
-    def read(a):
-        return rename.get(a, a) if type(a) is Var else a
-
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name not in _INLINED_CALLS:
-            eqns.append(_with_inputs(eqn, [read(a) for a in eqn.invars]))
-            continue
-        inner = inline_custom_calls(eqn.params["call_jaxpr"])
-        body = inner.jaxpr
-        for v, c in zip(body.constvars, inner.consts):
-            constvars.append(v)
-            consts.append(c)
-        sub = dict(zip(body.invars, [read(a) for a in eqn.invars]))
-        for e in body.eqns:
-            ins = [sub.get(a, a) if type(a) is Var else a for a in e.invars]
-            eqns.append(_with_inputs(e, ins))
-        for v, o in zip(eqn.outvars, body.outvars):
-            rename[v] = sub.get(o, o) if type(o) is Var else o
-    outvars = [read(a) for a in jaxpr.outvars]
-    return ClosedJaxpr(Jaxpr(constvars, jaxpr.invars, eqns, outvars), consts)
-
-
-def _with_inputs(eqn, invars):
-    from ..jaxpr import Eqn
-    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params)
-
+from ..jaxpr import Literal, pretty_print
 
 def _raw(value):
     return value._value if type(value) is Array else np.asarray(value)

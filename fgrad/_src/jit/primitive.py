@@ -19,7 +19,8 @@ from ..batching import axis_size_of, batch_flat
 from ..core import Primitive
 from ..jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from ..partial_eval import trace_to_subjaxpr
-from .executable import Executable, inline_custom_calls
+from ..compiler.simplify import simplify
+from .executable import Executable
 from .log import log_compile
 
 jit_p = Primitive("jit", multiple_results=True)
@@ -44,19 +45,11 @@ def compile_jaxpr(closed, name):
     """The Executable for a closed jaxpr (compiled once per jaxpr object)."""
     def make():
         start = time.perf_counter()
-        program = simplify(inline_custom_calls(closed))
+        program = simplify(closed)
         exe = Executable(program, name)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe
     return _memo(closed, "executable", make)
-
-
-def simplify(closed):
-    try:
-        from ..compiler.simplify import simplify as run
-    except ImportError:  # the simplifier is optional until it lands
-        return closed
-    return run(closed)
 
 
 def _jit_impl(*args, jaxpr, name):

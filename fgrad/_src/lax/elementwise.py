@@ -39,6 +39,7 @@ def _prim(name, impl, kinds, out_dtype=None, quiet=False):
     p = Primitive(name)
     p.impl = _quiet(impl) if quiet else impl
     p.abstract_eval = nary_rule(name, kinds, out_dtype)
+    p.elementwise = True
     defbroadcasting(p)
     return p
 
@@ -200,6 +201,7 @@ integer_pow_p = Primitive("integer_pow")
 integer_pow_p.impl = _quiet(_integer_pow_impl)
 integer_pow_p.abstract_eval = nary_rule("integer_pow", NUM)
 defvectorized(integer_pow_p)
+integer_pow_p.elementwise = True
 
 
 def integer_pow(x, y):
@@ -241,6 +243,7 @@ round_p = Primitive("round")
 round_p.impl = _round_impl
 round_p.abstract_eval = nary_rule("round", FLOAT)
 defvectorized(round_p)
+round_p.elementwise = True
 defjvp_zero(round_p)
 
 
@@ -377,6 +380,7 @@ select_n_p = Primitive("select_n", weak_args=range(1, 1 << 30))  # the cases
 select_n_p.impl = _select_n_impl
 select_n_p.abstract_eval = _select_n_abstract_eval
 defbroadcasting(select_n_p)
+select_n_p.elementwise = True
 
 
 def select_n(which, *cases):
@@ -429,6 +433,7 @@ convert_element_type_p = Primitive("convert_element_type")
 convert_element_type_p.impl = _quiet(_convert_impl)
 convert_element_type_p.abstract_eval = _convert_abstract_eval
 defvectorized(convert_element_type_p)
+convert_element_type_p.elementwise = True
 
 
 def convert_element_type(x, new_dtype, weak_type=False):
@@ -464,6 +469,7 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.asarray(x).view(new_dtype)
 bitcast_convert_type_p.abstract_eval = _bitcast_abstract_eval
 defvectorized(bitcast_convert_type_p)
+bitcast_convert_type_p.elementwise = True
 defjvp_zero(bitcast_convert_type_p)
 
 
@@ -541,6 +547,7 @@ stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.impl = lambda x: x
 stop_gradient_p.abstract_eval = lambda x: x
 defvectorized(stop_gradient_p)
+stop_gradient_p.elementwise = True
 defjvp_zero(stop_gradient_p)
 
 
