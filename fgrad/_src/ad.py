@@ -275,9 +275,10 @@ class LinearFunction:
         return [next(got) if m else None for m in self.in_mask]
 
 
-def linearize_flat(fun, primals, description="linearize", in_mask=None):
+def linearize_flat(fun, primals, description="linearize", in_mask=None, tangent_avals=None):
     """Returns (primal outputs, LinearFunction). `in_mask` says which inputs get a
-    tangent (default: the floating-point ones)."""
+    tangent (default: the floating-point ones); `tangent_avals` their types (default:
+    the primals')."""
     parent = core.current_trace()
     trace = LinearizeTrace(parent, description)
     trace.mark_origin()
@@ -286,8 +287,9 @@ def linearize_flat(fun, primals, description="linearize", in_mask=None):
     in_avals = [get_aval(p) for p in primals]
     if in_mask is None:
         in_mask = [a.dtype.kind == "f" for a in in_avals]
-    args = [JVPTracer(trace, p, pe.new_arg(a)) if m else p
-            for p, a, m in zip(primals, in_avals, in_mask)]
+    t_avals = in_avals if tangent_avals is None else tangent_avals
+    args = [JVPTracer(trace, p, pe.new_arg(t)) if m else p
+            for p, t, m in zip(primals, t_avals, in_mask)]
     state = core._state
     state.trace = trace
     try:

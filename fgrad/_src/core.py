@@ -432,7 +432,11 @@ class Array(ArrayMethods):
         v = np.asarray(self._value)
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
-        return v.copy() if copy else v
+        if copy:
+            return v.copy()
+        v = v.view()
+        v.flags.writeable = False  # Arrays are immutable: NumPy gets a read-only view
+        return v
 
     def __bool__(self):
         return bool(self._value)

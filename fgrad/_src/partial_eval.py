@@ -35,16 +35,20 @@ class JaxprTracer(Tracer):
         return self.var.aval.dtype
 
     def _concrete(self, what):
-        names = self._trace.inputs_behind(self.var)
-        if not names:
+        found = self._trace.inputs_behind(self.var)
+        if not found:
             return super()._concrete(what)
-        listed = ", ".join(repr(n) for n in names)
+        listed = ", ".join(repr(display) for display, _ in found)
+        names = tuple(dict.fromkeys(h for _, h in found if isinstance(h, str)))
+        nums = tuple(dict.fromkeys(h for _, h in found if isinstance(h, int)))
+        static = " and ".join(([f"static_argnames={names!r}"] if names else [])
+                              + ([f"static_argnums={nums!r}"] if nums else []))
         raise ConcretizationError(
             f"{what} needs a concrete value, but this value ({self.aval.str_short()}) depends "
             f"on the traced argument(s) {listed} of {self._trace.description}, whose values "
-            f"are not known while tracing.\n  hint: mark {listed} static "
-            f"(static_argnames=({listed},)) if it is a Python setting, or express the choice "
-            f"with fgrad.numpy.where, fgrad.lax.cond or fgrad.lax.while_loop.")
+            f"are not known while tracing.\n  hint: make the argument static ({static}) if "
+            f"it is a Python setting, or express the choice with fgrad.numpy.where, "
+            f"fgrad.lax.cond or fgrad.lax.while_loop.")
 
 
 class JaxprTrace(core.Trace):
@@ -142,7 +146,8 @@ class JaxprTrace(core.Trace):
         return self._record(prim, atoms, inner.out_avals, new_params)
 
     def inputs_behind(self, var):
-        """Names of the named inputs that `var` depends on (for error messages)."""
+        """(display name, static hint) of the named inputs `var` depends on; the hint is
+        a parameter name for static_argnames or a position for static_argnums."""
         if not self.arg_names:
             return []
         producer = {v: e for e in self.eqns for v in e.outvars}
@@ -172,7 +177,8 @@ class JaxprTrace(core.Trace):
 def trace_to_subjaxpr(fun, in_avals, parent, description="tracing to a jaxpr",
                       arg_names=None):
     """Trace a flat function of arrays to a ClosedJaxpr at level `parent`;
-    `arg_names` (one per input) are used in concretization errors."""
+    `arg_names` (one (display name, static hint) pair per input) are used in
+    concretization errors."""
     trace = JaxprTrace(parent, description)
     trace.mark_origin()
     args = [trace.new_arg(a) for a in in_avals]

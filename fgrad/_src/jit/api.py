@@ -71,6 +71,7 @@ class Jitted:
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         nums = set(_as_tuple(static_argnums))
         names = set(_as_tuple(static_argnames))
+        self._check_static_spec(nums, names)
         nums |= {positional.index(n) for n in names if n in positional}
         names |= {positional[i] for i in nums if 0 <= i < len(positional)}
         self._static_nums, self._static_names = nums, names
@@ -78,6 +79,25 @@ class Jitted:
         self._cache = {}
         self._hits = self._misses = 0
         self._miss_log = []
+
+    def _check_static_spec(self, nums, names):
+        """Static arguments must exist (when the signature says what exists)."""
+        kinds = {p.kind for p in self._params}
+        if not self._params:
+            return
+        positional = [p for p in self._params
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if inspect.Parameter.VAR_POSITIONAL not in kinds:
+            bad = sorted(i for i in nums if not -len(positional) <= i < len(positional))
+            if bad:
+                raise ValueError(f"jit of {self._name}: static_argnums {bad} out of range for "
+                                 f"a function with {len(positional)} positional parameters")
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            known = {p.name for p in self._params if p.kind != p.VAR_POSITIONAL}
+            bad = sorted(n for n in names if n not in known)
+            if bad:
+                raise ValueError(f"jit of {self._name}: static_argnames {bad} name no "
+                                 f"parameter; its parameters are {sorted(known)}")
 
     # -- calling ---------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -128,7 +148,7 @@ class Jitted:
             self._hits += 1
             return entry, flat
         self._misses += 1
-        reason = self._explain_miss(key, dyn_args, dyn_kwargs)
+        reason = self._explain_miss(key, dyn_args, dyn_kwargs, static_nums)
         self._miss_log.append(reason)
         log_trace(self._name, reason)
         entry = self._trace(args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs)
@@ -178,22 +198,28 @@ class Jitted:
         return f"argument {i}"
 
     def _leaf_names(self, dyn_args, dyn_kwargs, static_nums):
-        """A readable name per dynamic leaf, e.g. "params['w']" or "x"."""
+        """Per dynamic leaf: (a readable name such as "params['w']", and how to make it
+        static: a parameter name for static_argnames or a position for static_argnums)."""
         positions = [i for i in range(len(dyn_args) + len(static_nums)) if i not in static_nums]
+        varargs = next((p.name for p in self._params if p.kind == p.VAR_POSITIONAL), "args")
         paths, _, _ = optree.tree_flatten_with_path((dyn_args, dyn_kwargs), none_is_leaf=False,
                                                     namespace=tree_util.NAMESPACE)
         names = []
         for path in paths:
             if path[0] == 0:
                 i = positions[path[1]]
-                head = self._positional[i] if i < len(self._positional) else f"args[{i}]"
+                if i < len(self._positional):
+                    head = hint = self._positional[i]
+                else:
+                    head, hint = f"{varargs}[{i - len(self._positional)}]", i
                 rest = path[2:]
             else:
-                head, rest = str(path[1]), path[2:]
-            names.append(head + "".join(f"[{p!r}]" for p in rest))
+                head = hint = str(path[1])
+                rest = path[2:]
+            names.append((head + "".join(f"[{p!r}]" for p in rest), hint))
         return names
 
-    def _explain_miss(self, key, dyn_args, dyn_kwargs):
+    def _explain_miss(self, key, dyn_args, dyn_kwargs, static_nums):
         if not self._cache:
             return "first call"
         tree, statics, avals = key
@@ -209,8 +235,8 @@ class Jitted:
                        if old.get((kind, k), object()) != v]
             return "a new static value: " + ", ".join(changes or ["static arguments changed"])
         previous = same_statics[-1][2]
-        names = self._leaf_names(dyn_args, dyn_kwargs, self._static_nums)
-        changes = [f"{n}: {_fmt(o)} -> {_fmt(a)}" for n, o, a in zip(names, previous, avals)
+        names = self._leaf_names(dyn_args, dyn_kwargs, static_nums)
+        changes = [f"{n}: {_fmt(o)} -> {_fmt(a)}" for (n, _), o, a in zip(names, previous, avals)
                    if o != a]
         return "new shapes/dtypes: " + ", ".join(changes)
 

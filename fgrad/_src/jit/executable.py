@@ -61,6 +61,10 @@ class Executable:
                                        [slot_of(v) for v in eqn.outvars], eqn.params,
                                        prim.multiple_results, f"numpy:{prim.name}"))
         self.out_refs = [ref(a) for a in jaxpr.outvars]
+        # Outputs are fresh arrays owned by the caller: copy those that would otherwise
+        # alias an input or one of the program's constants.
+        computed = {i for k in self.kernels for i in k.outs}
+        self.out_copy = [i not in computed for i in self.out_refs]
         self.out_weak = [a.aval.weak_type for a in jaxpr.outvars]
         self.out_dtypes = [a.aval.dtype for a in jaxpr.outvars]
         self.template = template
@@ -76,7 +80,8 @@ class Executable:
                     env[i] = r
             else:
                 env[k.outs[0]] = result
-        return [env[i] for i in self.out_refs]
+        return [np.array(env[i]) if copy else env[i]
+                for i, copy in zip(self.out_refs, self.out_copy)]
 
     def as_text(self):
         counts = {}

@@ -62,14 +62,19 @@ jit_p.impl = _jit_impl
 # ----------------------------------------------------------------------------
 # Forward mode and linearization
 
-def _split_jvp(closed, nonzero):
+def _split_jvp(closed, tangent_weak):
     """(primal program -> outputs + residuals, linear program (residuals, tangents)
-    -> tangent outputs, number of residuals, which outputs have tangents)."""
+    -> tangent outputs, number of residuals, which outputs have tangents).
+    tangent_weak: per input, None (zero tangent) or the tangent's weak type."""
     box = {}
+    nonzero = [w is not None for w in tangent_weak]
+    t_avals = [core.ShapedArray(a.shape, a.dtype, bool(w)) for a, w in
+               zip(closed.in_avals, tangent_weak)]
 
     def primal_and_residuals(*primals):
         outs, lin = linearize_flat(lambda *xs: eval_jaxpr(closed.jaxpr, closed.consts, *xs),
-                                   list(primals), "jit", in_mask=list(nonzero))
+                                   list(primals), "jit", in_mask=nonzero,
+                                   tangent_avals=t_avals)
         box["lin"] = lin
         return list(outs) + list(lin.consts)
 
@@ -82,9 +87,9 @@ def _split_jvp(closed, nonzero):
 
 
 def _jit_jvp(primals, tangents, *, jaxpr, name):
-    nonzero = tuple(t is not None for t in tangents)
-    known, linear, n_res, out_mask = _memo(jaxpr, ("jvp", nonzero),
-                                           lambda: _split_jvp(jaxpr, nonzero))
+    weak = tuple(None if t is None else core.is_weak(t) for t in tangents)
+    known, linear, n_res, out_mask = _memo(jaxpr, ("jvp", weak),
+                                           lambda: _split_jvp(jaxpr, weak))
     both = jit_p.bind(*primals, jaxpr=known, name=name)
     n_out = len(both) - n_res
     outs, residuals = both[:n_out], both[n_out:]
@@ -99,13 +104,16 @@ jit_p.jvp = _jit_jvp
 # ----------------------------------------------------------------------------
 # Transposition
 
-def _transposed(closed, linear_mask, ct_mask):
+def _transposed(closed, linear_mask, ct_weak):
     """A program from (known inputs, nonzero output cotangents) to the cotangents of
-    the linear inputs (zeros where none flows)."""
+    the linear inputs (zeros where none flows). ct_weak: per output, None (zero
+    cotangent) or the cotangent's weak type."""
     from ..lax import zeros
     in_avals = closed.in_avals
+    ct_mask = [w is not None for w in ct_weak]
     known_avals = [a for a, m in zip(in_avals, linear_mask) if not m]
-    ct_avals = [a for a, m in zip(closed.out_avals, ct_mask) if m]
+    ct_avals = [core.ShapedArray(a.shape, a.dtype, w) for a, w in zip(closed.out_avals, ct_weak)
+                if w is not None]
     n_known = len(known_avals)
 
     def transposed(*xs):
@@ -122,9 +130,9 @@ def _transposed(closed, linear_mask, ct_mask):
 
 def _jit_transpose(cts, *args, jaxpr, name):
     linear_mask = tuple(is_undefined(a) for a in args)
-    ct_mask = tuple(c is not None for c in cts)
-    program = _memo(jaxpr, ("transpose", linear_mask, ct_mask),
-                    lambda: _transposed(jaxpr, linear_mask, ct_mask))
+    ct_weak = tuple(None if c is None else core.is_weak(c) for c in cts)
+    program = _memo(jaxpr, ("transpose", linear_mask, ct_weak),
+                    lambda: _transposed(jaxpr, linear_mask, ct_weak))
     known = [a for a in args if not is_undefined(a)]
     outs = iter(jit_p.bind(*known, *[c for c in cts if c is not None], jaxpr=program,
                            name=f"{name}_transpose"))
