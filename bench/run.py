@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 # In the order they run; add a module name here when adding a benchmark.
-BENCHMARKS = ["eager_overhead", "per_example"]
+BENCHMARKS = ["eager_overhead", "per_example", "jit_cpu"]
 
 
 def main(argv=None):
