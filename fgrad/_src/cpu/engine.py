@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -132,7 +132,6 @@ class CompileStats:
     object_bytes: int = 0
     cache_path: str | None = None
     cache_error: str | None = None  # why a cache file was ignored / not written
-    notes: list[str] = field(default_factory=list)
 
 
 class _Entry:
@@ -212,7 +211,10 @@ def _parse(text: str):
     try:
         mod = llvm.parse_assembly(text)
     except RuntimeError as e:
-        raise CompileError(f"LLVM IR parse error: {str(e).strip()}") from None
+        msg = str(e).strip()
+        if msg.startswith("LLVM IR parsing error"):
+            msg = msg[len("LLVM IR parsing error"):].strip()
+        raise CompileError(f"LLVM IR parse error: {msg}") from None
     try:
         mod.verify()
     except RuntimeError as e:
@@ -307,7 +309,8 @@ def _engine_from_object(payload: bytes, opt: int):
     mod = llvm.parse_assembly("")
     _set_target(mod, tm)
     engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.set_object_cache(None, lambda _m: payload)
+    pending = [payload]          # handed over once, not kept alive by the engine
+    engine.set_object_cache(None, lambda _m: pending.pop() if pending else None)
     engine.finalize_object()
     return engine
 
@@ -375,5 +378,6 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
             if err:
                 stats.cache_error = err
             stats.cache_write_ms = (time.perf_counter() - t3) * 1e3
+        objects.clear()
         stats.total_ms = (time.perf_counter() - t_start) * 1e3
         return cm

@@ -1,15 +1,28 @@
 """Executables: a simplified jaxpr turned into a fixed plan of kernel calls.
 
 Every variable gets a slot in a flat environment; constants and literals are
-placed once when the plan is built, so a call only runs the kernels. Each step
-is a `Kernel`: a native kernel from a backend where one exists, otherwise the
-primitive's NumPy implementation. `as_text()` lists the plan and says which
-steps are which, so nothing falls back unannounced.
+placed once when the plan is built, so a call only runs the kernels. The plan
+comes from `compiler.fusion.plan`: runs of element-wise equations the CPU
+backend can lower (`cpu.fused.can_fuse`) become `Fused` groups, all compiled
+together into one LLVM module (one native kernel per group, labelled
+'native:<primitives>'); every other equation is a step running the primitive's
+NumPy implementation (labelled 'numpy:<primitive>'). `as_text()` lists the plan,
+says which steps are which (so nothing falls back unannounced) and shows the
+module's LLVM IR. A group that cannot be compiled is an error, never a silent
+NumPy fallback.
 """
 import numpy as np
 
+from ..compiler.fusion import Fused, plan
 from ..core import Array
 from ..jaxpr import Literal, pretty_print
+
+
+def _backend():
+    """The CPU backend's fused-kernel module (imported on first use)."""
+    from ..cpu import fused
+    return fused
+
 
 def _raw(value):
     return value._value if type(value) is Array else np.asarray(value)
@@ -50,16 +63,40 @@ class Executable:
                 return len(template) - 1
             return slot_of(a)
 
-        self.kernels = []
-        for eqn in jaxpr.eqns:
-            prim = eqn.primitive
-            if prim.impl is None:
+        fused = _backend()
+        steps = plan(jaxpr, fused.can_fuse)
+        groups = [s for s in steps if type(s) is Fused]
+        for eqn in steps:
+            if type(eqn) is not Fused and eqn.primitive.impl is None:
                 raise NotImplementedError(
-                    f"jit cannot compile {prim.name}: it has no implementation to run "
-                    f"(in {name})")
+                    f"jit cannot compile {eqn.primitive.name}: it has no implementation to "
+                    f"run (in {name})")
+        self.llvm_ir = None
+        natives = iter(())
+        if groups:
+            # raises FusedCompileError (naming the group and the cause) on failure
+            fns = fused.compile_groups(groups, name)
+            self.llvm_ir = fns[0].llvm_ir
+            natives = iter(fns)
+        self.kernels = []
+        for step in steps:
+            if type(step) is Fused:
+                label = "native:" + "+".join(e.primitive.name for e in step.eqns)
+                self.kernels.append(Kernel(next(natives),
+                                           [ref(a) for a in step.inputs if type(a) is not Literal],
+                                           [slot_of(v) for v in step.outputs], {}, True, label))
+                continue
+            eqn = step
+            prim = eqn.primitive
             self.kernels.append(Kernel(prim.impl, [ref(a) for a in eqn.invars],
                                        [slot_of(v) for v in eqn.outvars], eqn.params,
                                        prim.multiple_results, f"numpy:{prim.name}"))
+        # Constants read by native kernels are made C-contiguous once, not per call.
+        for k in self.kernels:
+            if k.label.startswith("native:"):
+                for i in k.ins:
+                    if type(template[i]) is np.ndarray and not template[i].flags.c_contiguous:
+                        template[i] = np.ascontiguousarray(template[i])
         self.out_refs = [ref(a) for a in jaxpr.outvars]
         # Outputs are fresh arrays owned by the caller: copy those that would otherwise
         # alias an input or one of the program's constants.
@@ -90,8 +127,12 @@ class Executable:
             counts[kind] = counts.get(kind, 0) + 1
         summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no"
         lines = [f"// program {self.name}: {len(self.kernels)} steps ({summary} kernels)",
-                 "// steps marked numpy: run the primitive's NumPy implementation "
-                 "(native lowering pending)"]
+                 "// steps marked native: are fused loops compiled to machine code; steps "
+                 "marked numpy: run the primitive's NumPy implementation (no native "
+                 "lowering for that primitive and dtype)"]
         lines += [f"// {i}: {k.label}" for i, k in enumerate(self.kernels)]
         lines += ["", pretty_print(self.jaxpr.jaxpr)]
+        if self.llvm_ir is not None:
+            lines += ["", "; LLVM IR of the native kernels (as emitted, before optimisation)",
+                      self.llvm_ir]
         return "\n".join(lines)

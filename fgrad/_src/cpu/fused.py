@@ -1,0 +1,824 @@
+"""Native loop nests for fused element-wise groups (the CPU backend's kernels).
+
+`compile_groups(groups, name)` emits every `Fused` group of one program into a
+single llvmlite module (one LLVM compile per program, cached on disk by
+`engine`) and returns one Python callable per group. Group i becomes
+
+    void <name>_k<i>(i64* args)
+
+whose argument table holds the group's non-Literal input arrays and then its
+output arrays (plus, for a group with an integer `select_n`, one slot the
+kernel sets when a selector is out of range); Literals are IR constants. A
+slot holds the ndarray's object address and the kernel reads the data pointer
+from the object (NumPy's ABI: `PyArrayObject_fields.data` follows the object
+header; the offset is verified at import), which costs `id(a)` per array in
+Python instead of ~1 us for `a.ctypes.data` / `__array_interface__`; if the
+offset cannot be verified, slots hold data pointers instead.
+
+The loop nest walks the group's output shape. Every input is C-contiguous (the
+callable copies the rare one that is not) and is read with NumPy broadcasting:
+by the flat index when it has the domain's size, as one hoisted scalar when it
+has one element, otherwise through per-dimension strides (0 on broadcast
+dimensions). Dimensions of extent 1 are dropped and adjacent dimensions every
+operand walks contiguously are merged, so the inner loop is unit-stride (or
+invariant) for each operand and LLVM's loop vectoriser handles it. The loop
+body lives in an internal `alwaysinline` function whose pointer parameters are
+`noalias` (outputs are fresh arrays; inputs are only read), so no runtime alias
+checks are needed; GEPs are `inbounds`.
+
+Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
+bool results are bit-for-bit equal, float results equal to a few ulp. Float
+add/sub/mul carry the fast-math flags `nsz arcp contract afn` (so a*b + c may
+become one fma); never `nnan`/`ninf`, and not `reassoc`, which lets LLVM fold
+(x + 1) - x to 1 even for x = inf or NaN. Division is emitted with `contract`
+only (no `nsz`: 1 / -0.0 stays -inf) and square roots, negation, rounding and
+remainders without flags, so they stay exact / correctly rounded. The transcendental functions
+come from `mathlib` (a couple of ulp; tan = sin / cos). `can_fuse(eqn)` says
+which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
+steps.
+
+Deliberate gaps (can_fuse says False): float16 anywhere, atan2, erf_inv,
+bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy
+impl raises). Float -> uint32 conversions of NaN or values outside
+[-2**31, 2**32) are unspecified (NumPy itself answers differently for small
+and large arrays); every other float -> int conversion matches NumPy on x86
+(NaN and out-of-range values give what cvttss2si/cvttsd2si give).
+"""
+import math
+import re
+
+import numpy as np
+
+from ..jaxpr import Literal
+
+__all__ = ["can_fuse", "compile_groups", "emit_module", "FusedCompileError"]
+
+
+class FusedCompileError(RuntimeError):
+    """A fused group could not be turned into native code."""
+
+
+# ----------------------------------------------------------------------------
+# What has an emitter
+
+_BOOL = np.dtype(bool)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_INTS = tuple(np.dtype(f"{k}int{b}") for k in ("", "u") for b in (8, 16, 32, 64))
+_FLOATS = (_F32, _F64)
+_ALL = frozenset((_BOOL,) + _INTS + _FLOATS)
+
+_F = frozenset(_FLOATS)
+_NUM = frozenset(_INTS + _FLOATS)
+_SIGNED = frozenset(d for d in _NUM if d.kind in "if")
+_INT = frozenset(_INTS)
+_INT_BOOL = frozenset(_INTS + (_BOOL,))
+
+# primitive name -> dtypes its operands may have (checked on the first operand,
+# or on the cases for select_n; the shared-dtype rule is the primitive's own)
+_OPERAND_DTYPES = {
+    "add": _NUM, "sub": _NUM, "mul": _NUM, "div": _NUM, "rem": _NUM,
+    "max": _NUM, "min": _NUM, "sign": _NUM, "integer_pow": _NUM,
+    "neg": _SIGNED, "abs": _SIGNED,
+    "pow": _F, "floor": _F, "ceil": _F, "round": _F, "exp": _F, "log": _F,
+    "log1p": _F, "expm1": _F, "sin": _F, "cos": _F, "tan": _F, "tanh": _F,
+    "sqrt": _F, "rsqrt": _F, "logistic": _F, "erf": _F, "is_finite": _F,
+    "eq": _ALL, "ne": _ALL, "lt": _ALL, "le": _ALL, "gt": _ALL, "ge": _ALL,
+    "select_n": _ALL, "convert_element_type": _ALL, "bitcast_convert_type": _ALL,
+    "stop_gradient": _ALL,
+    "and": _INT_BOOL, "or": _INT_BOOL, "xor": _INT_BOOL, "not": _INT_BOOL,
+    "shift_left": _INT, "shift_right_logical": _INT, "shift_right_arithmetic": _INT,
+    "population_count": _INT,
+}
+
+
+def can_fuse(eqn):
+    """Whether this backend has a loop-body emitter for `eqn` (primitive and dtypes)."""
+    name = eqn.primitive.name
+    allowed = _OPERAND_DTYPES.get(name)
+    if allowed is None or not eqn.primitive.elementwise:
+        return False
+    if any(a.aval.dtype not in _ALL for a in eqn.invars):
+        return False
+    if any(v.aval.dtype not in _ALL for v in eqn.outvars):
+        return False
+    operands = eqn.invars[1:] if name == "select_n" else eqn.invars
+    if not operands or operands[0].aval.dtype not in allowed:
+        return False
+    if name == "select_n":
+        return eqn.invars[0].aval.dtype.kind in "biu"
+    if name == "integer_pow":
+        return eqn.params["y"] >= 0 or operands[0].aval.dtype.kind == "f"
+    if name == "bitcast_convert_type":
+        return _BOOL not in (operands[0].aval.dtype, eqn.outvars[0].aval.dtype)
+    return True
+
+
+# ----------------------------------------------------------------------------
+# IR helpers
+
+# Fast-math flags on float add/sub/mul. Never nnan/ninf. Not `reassoc` either:
+# with it LLVM folds (x + 1) - x to 1, which is wrong for x = inf or NaN, and
+# element-wise loops (no loop-carried float values) gain nothing from it.
+# `contract` lets a*b + c become an fma (one rounding instead of two).
+_FAST = ("nsz", "arcp", "contract", "afn")
+# Division: no reciprocal tricks (correctly rounded) and no nsz (1 / -0.0 is -inf).
+_EXACT = ("contract",)
+
+
+def _ir():
+    from llvmlite import ir
+    return ir
+
+
+def _bits(dt):
+    return dt.itemsize * 8
+
+
+class _Cx:
+    """What an emitter needs: the builder, the module and type helpers."""
+
+    def __init__(self, ir, module, builder):
+        self.ir, self.module, self.b = ir, module, builder
+        self.i1 = ir.IntType(1)
+        self.i64 = ir.IntType(64)
+        self.errors = []          # i1 values: a selector was out of range
+
+    def ty(self, dt):
+        """Register type of a dtype (bool is i1)."""
+        ir = self.ir
+        if dt.kind == "b":
+            return ir.IntType(1)
+        if dt.kind == "f":
+            return ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+        return ir.IntType(_bits(dt))
+
+    def mem_ty(self, dt):
+        """Memory type of a dtype (bool is one byte)."""
+        return self.ir.IntType(8) if dt.kind == "b" else self.ty(dt)
+
+    def const(self, dt, value):
+        ir = self.ir
+        if dt.kind == "b":
+            return ir.Constant(ir.IntType(1), int(bool(value)))
+        if dt.kind == "f":
+            v = float(np.asarray(value, dt))
+            return ir.Constant(self.ty(dt), v)
+        n = _bits(dt)
+        v = int(value) & ((1 << n) - 1)
+        if v >= 1 << (n - 1):
+            v -= 1 << n
+        return ir.Constant(self.ty(dt), v)
+
+    def intrinsic(self, name, ret, args):
+        fn = self.module.globals.get(name)
+        if fn is None:
+            fn = self.ir.Function(self.module, self.ir.FunctionType(ret, args), name)
+        return fn
+
+    def call_intr(self, base, dt, *args, flags=()):
+        t = self.ty(dt)
+        suffix = ("f32" if dt.itemsize == 4 else "f64") if dt.kind == "f" else f"i{_bits(dt)}"
+        fn = self.intrinsic(f"llvm.{base}.{suffix}", t, [a.type for a in args])
+        return self.b.call(fn, list(args), fastmath=flags)
+
+    def math(self, name, dt, *args):
+        from . import mathlib
+        fn = mathlib.emit(self.module, name, dt)
+        return self.b.call(fn, list(args))
+
+
+# ----------------------------------------------------------------------------
+# Emitters: fn(cx, args, in_dtypes, out_dtype, params) -> ir value
+
+def _arith(int_op, float_op, flags=_FAST):
+    def emit(cx, args, dts, out, params):
+        x, y = args
+        if dts[0].kind == "f":
+            return getattr(cx.b, float_op)(x, y, flags=flags)
+        return getattr(cx.b, int_op)(x, y)
+    return emit
+
+
+def _div(cx, args, dts, out, params):
+    b = cx.b
+    x, y = args
+    dt = dts[0]
+    if dt.kind == "f":
+        return b.fdiv(x, y, flags=_EXACT)
+    zero, one = cx.const(dt, 0), cx.const(dt, 1)
+    y0 = b.icmp_unsigned("==", y, zero)
+    if dt.kind == "u":
+        return b.select(y0, zero, b.udiv(x, b.select(y0, one, y)))
+    ym1 = b.icmp_signed("==", y, cx.const(dt, -1))
+    safe = b.select(b.or_(y0, ym1), one, y)
+    q = b.select(ym1, b.sub(zero, x), b.sdiv(x, safe))      # INT_MIN / -1 wraps
+    return b.select(y0, zero, q)
+
+
+def _rem(cx, args, dts, out, params):
+    b = cx.b
+    x, y = args
+    dt = dts[0]
+    if dt.kind == "f":
+        return b.frem(x, y)
+    zero, one = cx.const(dt, 0), cx.const(dt, 1)
+    bad = b.icmp_unsigned("==", y, zero)
+    if dt.kind == "u":
+        return b.urem(x, b.select(bad, one, y))   # x % 1 == 0 == NumPy's x % 0
+    bad = b.or_(bad, b.icmp_signed("==", y, cx.const(dt, -1)))
+    return b.srem(x, b.select(bad, one, y))       # x % -1 == 0 as well
+
+
+def _neg(cx, args, dts, out, params):
+    (x,) = args
+    if dts[0].kind == "f":
+        return cx.b.fneg(x)      # exact; no nsz, so neg(0.0) stays -0.0
+    return cx.b.sub(cx.const(dts[0], 0), x)
+
+
+def _abs(cx, args, dts, out, params):
+    (x,) = args
+    dt = dts[0]
+    if dt.kind == "f":
+        return cx.call_intr("fabs", dt, x)
+    neg = cx.b.icmp_signed("<", x, cx.const(dt, 0))
+    return cx.b.select(neg, cx.b.sub(cx.const(dt, 0), x), x)    # abs(INT_MIN) == INT_MIN
+
+
+def _sign(cx, args, dts, out, params):
+    b = cx.b
+    (x,) = args
+    dt = dts[0]
+    zero, one, m1 = cx.const(dt, 0), cx.const(dt, 1), cx.const(dt, -1)
+    if dt.kind == "f":   # NaN -> NaN, +-0 -> +0 (as np.sign)
+        z = b.select(b.fcmp_ordered("==", x, zero), zero, x)
+        return b.select(b.fcmp_ordered(">", x, zero), one,
+                        b.select(b.fcmp_ordered("<", x, zero), m1, z))
+    if dt.kind == "u":
+        return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+    return b.select(b.icmp_signed(">", x, zero), one,
+                    b.select(b.icmp_signed("<", x, zero), m1, zero))
+
+
+def _minmax(fbase, op):
+    def emit(cx, args, dts, out, params):
+        x, y = args
+        dt = dts[0]
+        if dt.kind == "f":   # NaN-propagating, as np.maximum / np.minimum
+            return cx.call_intr(fbase, dt, x, y)
+        cmp = cx.b.icmp_unsigned if dt.kind == "u" else cx.b.icmp_signed
+        return cx.b.select(cmp(op, x, y), x, y)
+    return emit
+
+
+def _pow(cx, args, dts, out, params):
+    return cx.math("pow", dts[0], *args)
+
+
+_MAX_UNROLLED_POW = 64
+
+
+def _integer_pow(cx, args, dts, out, params):
+    b = cx.b
+    (x,) = args
+    dt = dts[0]
+    y = params["y"]
+    n = abs(y)
+    if dt.kind == "f" and n > _MAX_UNROLLED_POW:
+        return cx.math("pow", dt, x, cx.const(dt, float(y)))
+
+    def mul(p, q):
+        return b.fmul(p, q, flags=_FAST) if dt.kind == "f" else b.mul(p, q)
+
+    # negative powers: the reciprocal first, so x**-n underflows only where the
+    # result does (1 / x**n would give 0 once x**n overflows)
+    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x, flags=_EXACT) if y < 0 else x)
+    while n:
+        if n & 1:
+            acc = base if acc is None else mul(acc, base)
+        n >>= 1
+        if n:
+            base = mul(base, base)
+    return cx.const(dt, 1) if acc is None else acc
+
+
+def _unary_intr(base, flags=()):
+    def emit(cx, args, dts, out, params):
+        return cx.call_intr(base, dts[0], args[0], flags=flags)
+    return emit
+
+
+def _round(cx, args, dts, out, params):
+    (x,) = args
+    dt = dts[0]
+    if params["rounding_method"] == "to_nearest_even":
+        return cx.call_intr("roundeven", dt, x)
+    # exactly the NumPy impl: sign(x) * floor(|x| + 0.5)
+    r = cx.call_intr("floor", dt, cx.b.fadd(cx.call_intr("fabs", dt, x), cx.const(dt, 0.5)))
+    return cx.b.fmul(_sign(cx, [x], dts, out, params), r)
+
+
+def _mathfn(name):
+    def emit(cx, args, dts, out, params):
+        return cx.math(name, dts[0], *args)
+    return emit
+
+
+def _tan(cx, args, dts, out, params):
+    (x,) = args
+    dt = dts[0]
+    return cx.b.fdiv(cx.math("sin", dt, x), cx.math("cos", dt, x))
+
+
+def _sqrt(cx, args, dts, out, params):
+    return cx.call_intr("sqrt", dts[0], args[0])
+
+
+def _rsqrt(cx, args, dts, out, params):
+    dt = dts[0]
+    return cx.b.fdiv(cx.const(dt, 1.0), cx.call_intr("sqrt", dt, args[0]))
+
+
+def _compare(op):
+    def emit(cx, args, dts, out, params):
+        x, y = args
+        dt = dts[0]
+        if dt.kind == "f":
+            if op == "!=":
+                return cx.b.fcmp_unordered(op, x, y)   # NaN != anything
+            return cx.b.fcmp_ordered(op, x, y)
+        if dt.kind == "i":
+            return cx.b.icmp_signed(op, x, y)
+        return cx.b.icmp_unsigned(op, x, y)          # unsigned ints and bool
+    return emit
+
+
+def _is_finite(cx, args, dts, out, params):
+    dt = dts[0]
+    return cx.b.fcmp_ordered("<", cx.call_intr("fabs", dt, args[0]), cx.const(dt, math.inf))
+
+
+def _select_n(cx, args, dts, out, params):
+    b = cx.b
+    which, cases = args[0], args[1:]
+    wdt = dts[0]
+    if len(cases) == 1:
+        return cases[0]
+    if wdt.kind == "b":
+        return b.select(which, cases[1], cases[0])
+    # np.choose raises on an out-of-range selector: flag it (the caller raises)
+    cx.errors.append(b.icmp_unsigned(">=", which, cx.const(wdt, len(cases))))
+    result = cases[-1]
+    for k in range(len(cases) - 2, -1, -1):
+        result = b.select(b.icmp_unsigned("==", which, cx.const(wdt, k)), cases[k], result)
+    return result
+
+
+def _float_to_int(cx, x, src, dst):
+    """x86/NumPy float -> int: truncation; NaN and out-of-range give what
+    cvtt*2si gives (the minimum integer of the 32- or 64-bit conversion)."""
+    b = cx.b
+    ir = cx.ir
+
+    def cvtt(v, bits):   # in range ? fptosi : INT_MIN
+        it = ir.IntType(bits)
+        lo, hi = cx.const(src, -2.0 ** (bits - 1)), cx.const(src, 2.0 ** (bits - 1))
+        ok = b.and_(b.fcmp_ordered(">=", v, lo), b.fcmp_ordered("<", v, hi))
+        return b.select(ok, b.fptosi(v, it), ir.Constant(it, -(1 << (bits - 1))))
+
+    bits = _bits(dst)
+    if dst.kind == "i" and bits == 64:
+        return cvtt(x, 64)
+    if dst.kind == "u" and bits == 64:
+        big = cx.const(src, 2.0 ** 63)
+        small = b.fcmp_unordered("<", x, big)          # NaN takes this branch
+        high = b.xor(cvtt(b.fsub(x, big), 64), ir.Constant(ir.IntType(64), -(1 << 63)))
+        return b.select(small, cvtt(x, 64), high)
+    if dst.kind == "u" and bits == 32:
+        return b.trunc(cvtt(x, 64), ir.IntType(32))
+    v = cvtt(x, 32)
+    return v if bits == 32 else b.trunc(v, ir.IntType(bits))
+
+
+def _convert(cx, args, dts, out, params):
+    b = cx.b
+    (x,) = args
+    src, dst = dts[0], out
+    t = cx.ty(dst)
+    if src == dst:
+        return x
+    if dst.kind == "b":
+        if src.kind == "f":
+            return b.fcmp_unordered("!=", x, cx.const(src, 0))
+        return b.icmp_unsigned("!=", x, cx.const(src, 0))
+    if src.kind == "b":
+        return b.uitofp(x, t) if dst.kind == "f" else b.zext(x, t)
+    if src.kind == "f":
+        if dst.kind == "f":
+            return b.fpext(x, t) if dst.itemsize > src.itemsize else b.fptrunc(x, t)
+        return _float_to_int(cx, x, src, dst)
+    if dst.kind == "f":
+        return b.sitofp(x, t) if src.kind == "i" else b.uitofp(x, t)
+    if dst.itemsize == src.itemsize:
+        return x
+    if dst.itemsize < src.itemsize:
+        return b.trunc(x, t)
+    return b.sext(x, t) if src.kind == "i" else b.zext(x, t)
+
+
+def _bitcast(cx, args, dts, out, params):
+    (x,) = args
+    t = cx.ty(out)
+    return x if x.type == t else cx.b.bitcast(x, t)
+
+
+def _bitop(op):
+    def emit(cx, args, dts, out, params):
+        return getattr(cx.b, op)(*args)
+    return emit
+
+
+def _not(cx, args, dts, out, params):
+    return cx.b.not_(args[0])
+
+
+def _shift(kind):
+    def emit(cx, args, dts, out, params):
+        b = cx.b
+        x, y = args
+        dt = dts[0]
+        n = _bits(dt)
+        ok = b.icmp_unsigned("<", y, cx.const(dt, n))   # negative amounts are huge unsigned
+        zero = cx.const(dt, 0)
+        if kind == "shl":
+            return b.select(ok, b.shl(x, b.select(ok, y, zero)), zero)
+        if kind == "lshr":
+            return b.select(ok, b.lshr(x, b.select(ok, y, zero)), zero)
+        return b.ashr(x, b.select(ok, y, cx.const(dt, n - 1)))
+    return emit
+
+
+def _popcount(cx, args, dts, out, params):
+    return cx.call_intr("ctpop", dts[0], args[0])
+
+
+def _identity(cx, args, dts, out, params):
+    return args[0]
+
+
+EMITTERS = {
+    "add": _arith("add", "fadd"), "sub": _arith("sub", "fsub"), "mul": _arith("mul", "fmul"),
+    "div": _div, "rem": _rem, "neg": _neg, "abs": _abs, "sign": _sign,
+    "max": _minmax("maximum", ">"), "min": _minmax("minimum", "<"),
+    "pow": _pow, "integer_pow": _integer_pow,
+    "floor": _unary_intr("floor"), "ceil": _unary_intr("ceil"), "round": _round,
+    "exp": _mathfn("exp"), "log": _mathfn("log"), "log1p": _mathfn("log1p"),
+    "expm1": _mathfn("expm1"), "sin": _mathfn("sin"), "cos": _mathfn("cos"),
+    "tan": _tan, "tanh": _mathfn("tanh"), "logistic": _mathfn("logistic"),
+    "erf": _mathfn("erf"), "sqrt": _sqrt, "rsqrt": _rsqrt,
+    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"),
+    "le": _compare("<="), "gt": _compare(">"), "ge": _compare(">="),
+    "is_finite": _is_finite, "select_n": _select_n,
+    "convert_element_type": _convert, "bitcast_convert_type": _bitcast,
+    "and": _bitop("and_"), "or": _bitop("or_"), "xor": _bitop("xor"), "not": _not,
+    "shift_left": _shift("shl"), "shift_right_logical": _shift("lshr"),
+    "shift_right_arithmetic": _shift("ashr"),
+    "population_count": _popcount, "stop_gradient": _identity,
+}
+assert set(EMITTERS) == set(_OPERAND_DTYPES)
+
+
+# ----------------------------------------------------------------------------
+# Loop nests
+
+def _c_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
+
+
+def _layout(domain, in_shapes):
+    """Collapsed loop extents and, per input, ('flat'|'scalar', None) or
+    ('strided', element strides over the collapsed loops)."""
+    size = math.prod(domain)
+    rank = len(domain)
+    kinds, strided = [], []
+    for s in in_shapes:
+        n = math.prod(s)
+        if n == 1:
+            kinds.append("scalar")
+        elif n == size:
+            kinds.append("flat")
+        else:
+            kinds.append("strided")
+            pad = (1,) * (rank - len(s)) + tuple(s)
+            st = _c_strides(pad)
+            strided.append([0 if pad[d] == 1 else st[d] for d in range(rank)])
+    keep = [d for d in range(rank) if domain[d] != 1]
+    dims = [domain[d] for d in keep]
+    strs = [[st[d] for d in keep] for st in strided]
+    # merge dimension j into j-1 where every strided operand walks them as one
+    j = len(dims) - 1
+    while j > 0:
+        if all(st[j - 1] == st[j] * dims[j] for st in strs):
+            dims[j - 1] *= dims[j]
+            del dims[j]
+            for st in strs:
+                del st[j - 1]      # the merged dimension keeps the inner stride
+        j -= 1
+    out, it = [], iter(strs)
+    for k in kinds:
+        out.append((k, next(it)) if k == "strided" else (k, None))
+    return dims, out
+
+
+def _emit_group(ir, module, fname, group):
+    domain = tuple(group.shape)
+    ins = [a for a in group.inputs if type(a) is not Literal]
+    outs = list(group.outputs)
+    n_in, n_out = len(ins), len(outs)
+    ptr = ir.PointerType()
+    i64 = ir.IntType(64)
+
+    # body(ptr noalias in..., ptr noalias out...) -> i1 (selector out of range)
+    body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out))
+    body = ir.Function(module, body_ty, fname + "_body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")
+    body.attributes.add("nounwind")
+    for k, a in enumerate(body.args):
+        a.add_attribute("noalias")
+        a.name = f"in{k}" if k < n_in else f"out{k - n_in}"
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+    cx = _Cx(ir, module, b)
+    dims, layout = _layout(domain, [v.aval.shape for v in ins])
+
+    def load(k, index):
+        dt = ins[k].aval.dtype
+        mt = cx.mem_ty(dt)
+        p = b.gep(body.args[k], [index], inbounds=True, source_etype=mt)
+        v = b.load(p, typ=mt)
+        return b.icmp_unsigned("!=", v, ir.Constant(mt, 0)) if dt.kind == "b" else v
+
+    zero = ir.Constant(i64, 0)
+    hoisted = {k: load(k, zero) for k, (kind, _) in enumerate(layout) if kind == "scalar"}
+    err_slot = None
+    if any(e.primitive.name == "select_n" and len(e.invars) > 2
+           and e.invars[0].aval.dtype.kind != "b" for e in group.eqns):
+        err_slot = b.alloca(ir.IntType(1), name="err")
+        b.store(ir.Constant(ir.IntType(1), 0), err_slot)
+    stride_keys = {}
+    for k, (kind, st) in enumerate(layout):
+        if kind == "strided":
+            stride_keys.setdefault(tuple(st), len(stride_keys))
+    strides = list(stride_keys)
+
+    def emit_body(flat, offs):
+        vals = {}
+        for k, v in enumerate(ins):
+            kind, st = layout[k]
+            if kind == "scalar":
+                vals[v] = hoisted[k]
+            elif kind == "flat":
+                vals[v] = load(k, flat)
+            else:
+                vals[v] = load(k, offs[stride_keys[tuple(st)]])
+
+        def read(a):
+            if type(a) is Literal:
+                return cx.const(a.aval.dtype, a.val)
+            return vals[a]
+
+        for eqn in group.eqns:
+            args = [read(a) for a in eqn.invars]
+            dts = [a.aval.dtype for a in eqn.invars]
+            out_dt = eqn.outvars[0].aval.dtype
+            vals[eqn.outvars[0]] = EMITTERS[eqn.primitive.name](cx, args, dts, out_dt,
+                                                                eqn.params)
+        for j, v in enumerate(outs):
+            dt = v.aval.dtype
+            mt = cx.mem_ty(dt)
+            x = vals[v]
+            if dt.kind == "b":
+                x = b.zext(x, mt)
+            p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
+            b.store(x, p)
+        if cx.errors:
+            acc = b.load(err_slot, typ=ir.IntType(1))
+            for e in cx.errors:
+                acc = b.or_(acc, e)
+            b.store(acc, err_slot)
+            cx.errors.clear()
+
+    def emit_loops(level, flat, offs):
+        if level == len(dims):
+            emit_body(flat if flat is not None else zero, offs)
+            return
+        n = dims[level]
+        pre = b.block
+        loop = body.append_basic_block(f"loop{level}")
+        done = body.append_basic_block(f"done{level}")
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i64, name=f"i{level}")
+        i.add_incoming(zero, pre)
+        flat2 = i if flat is None else b.add(b.mul(flat, ir.Constant(i64, n), flags=("nuw", "nsw")),
+                                             i, flags=("nuw", "nsw"))
+        offs2 = []
+        for s, off in zip(strides, offs):
+            step = s[level]
+            if step == 0:
+                offs2.append(off)
+            else:
+                inc = i if step == 1 else b.mul(i, ir.Constant(i64, step), flags=("nuw", "nsw"))
+                offs2.append(inc if off is zero else b.add(off, inc, flags=("nuw", "nsw")))
+        emit_loops(level + 1, flat2, offs2)
+        nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, n)), loop, done)
+        b.position_at_end(done)
+
+    if math.prod(domain) > 0:
+        emit_loops(0, None, [zero] * len(strides))
+    b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
+          else ir.Constant(ir.IntType(1), 0))
+
+    # the entry: void fname(i64* args)
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), fname)
+    entry.args[0].add_attribute("noalias")
+    entry.args[0].name = "args"
+    eb = ir.IRBuilder(entry.append_basic_block("entry"))
+    ptrs = []
+    for k in range(n_in + n_out):
+        slot = eb.gep(entry.args[0], [ir.Constant(i64, k)], inbounds=True, source_etype=i64)
+        p = eb.inttoptr(eb.load(slot, typ=i64), ptr)
+        if _DATA_OFFSET is not None:   # the slot holds the ndarray object: read its data
+            field = eb.gep(p, [ir.Constant(i64, _DATA_OFFSET)], inbounds=True,
+                           source_etype=ir.IntType(8))
+            p = eb.load(field, typ=ptr)
+        ptrs.append(p)
+    err = eb.call(body, ptrs)
+    if err_slot is not None:
+        slot = eb.gep(entry.args[0], [ir.Constant(i64, n_in + n_out)], inbounds=True,
+                      source_etype=i64)
+        eb.store(eb.zext(err, i64), slot)
+    eb.ret_void()
+    return err_slot is not None
+
+
+def _sanitize(name):
+    name = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return name if name and not name[0].isdigit() else "f_" + name
+
+
+def _describe(group):
+    return "+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
+
+
+def emit_module(groups, name):
+    """(LLVM IR text, entry names, which entries report a selector error)."""
+    try:
+        ir = _ir()
+    except ImportError as e:
+        raise FusedCompileError(
+            f"jit of {name}: the native CPU backend needs llvmlite, which could not be "
+            f"imported ({e}), to compile the fused group(s) "
+            f"[{'; '.join(_describe(g) for g in groups)}]") from e
+    module = ir.Module(name=_sanitize(name))
+    base = "fgrad_" + _sanitize(name)
+    names, checks = [], []
+    for i, g in enumerate(groups):
+        fname = f"{base}_k{i}"
+        try:
+            checks.append(_emit_group(ir, module, fname, g))
+        except Exception as e:
+            raise FusedCompileError(
+                f"jit of {name}: could not emit native code for fused group {i} "
+                f"({_describe(g)}): {type(e).__name__}: {e}") from e
+        names.append(fname)
+    return str(module), names, checks
+
+
+# ----------------------------------------------------------------------------
+# Compiling and calling
+
+def compile_groups(groups, name):
+    """One callable per `Fused` group, all compiled in one LLVM module.
+
+    Each callable takes the NumPy values of the group's non-Literal inputs (in
+    order) and returns the list of its outputs (fresh arrays). Each carries
+    `llvm_ir` (the module's unoptimised IR text), `entry_name` and `module`.
+    """
+    if not groups:
+        return []
+    text, names, checks = emit_module(groups, name)
+    try:
+        from . import engine
+        module = engine.compile_module(text, names)
+    except Exception as e:
+        raise FusedCompileError(
+            f"jit of {name}: compiling native code for fused groups "
+            f"[{'; '.join(_describe(g) for g in groups)}] failed: "
+            f"{type(e).__name__}: {e}") from e
+    fns = []
+    for g, entry_name, check in zip(groups, names, checks):
+        fn = _make_caller(g, module.entry(entry_name).cfunc, check, entry_name)
+        fn.llvm_ir = text
+        fn.entry_name = entry_name
+        fn.module = module
+        fns.append(fn)
+    return fns
+
+
+_ndarray = np.ndarray
+
+
+def _find_data_offset():
+    """Offset of the data pointer inside an ndarray object (NumPy's C ABI:
+    PyArrayObject_fields.data follows PyObject_HEAD), verified on a few arrays;
+    None if it cannot be confirmed (then callers pass data pointers)."""
+    import ctypes
+    probes = [np.arange(5.0), np.arange(6, dtype=np.int8)[1:], np.zeros((2, 3), np.float32).T,
+              np.empty(0), np.array(3, np.uint16)]
+    for off in (16, 24, 32):
+        try:
+            if all(ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data
+                   for a in probes):
+                return off
+        except (ValueError, OSError):  # pragma: no cover
+            pass
+    return None  # pragma: no cover
+
+
+_DATA_OFFSET = _find_data_offset()
+
+
+def _make_caller(group, cfunc, check_selector, entry_name):
+    """The Python side of one kernel: check inputs, allocate outputs, fill the
+    argument table (object addresses, or data pointers when the ndarray layout
+    is unknown), call."""
+    ins = [a for a in group.inputs if type(a) is not Literal]
+    in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
+    out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in group.outputs]
+    n_in, n_out = len(ins), len(out_specs)
+    size = math.prod(group.shape)
+    n_slots = n_in + n_out + (1 if check_selector else 0)
+    err = n_in + n_out
+    # argument tables: one per concurrent call (ctypes releases the GIL), reused
+    tables = []
+
+    def new_table():
+        t = np.zeros(n_slots, np.int64)
+        return t, t.ctypes.data
+
+    tables.append(new_table())
+    empty = np.empty
+    if _DATA_OFFSET is not None:
+        address = id
+    else:  # pragma: no cover
+        def address(a):
+            return a.__array_interface__["data"][0]
+
+    def prepare(k, x):
+        """x as a C-contiguous array of the expected dtype and shape (slow path)."""
+        dt, shape = in_specs[k]
+        a = np.asarray(x)
+        if a.dtype != dt and np.can_cast(a.dtype, dt, casting="equiv"):
+            a = a.astype(dt)          # e.g. another byte order
+        if a.dtype != dt or a.shape != shape:
+            raise TypeError(f"native kernel {entry_name}: input {k} is {a.dtype}{list(a.shape)}, "
+                            f"expected {dt}{list(shape)}")
+        return np.ascontiguousarray(a)
+
+    in_dtypes = [dt for dt, _ in in_specs]
+    in_shapes = [shape for _, shape in in_specs]
+
+    def run(*xs):
+        outs = [empty(shape, dt) for shape, dt in out_specs]
+        if size == 0:
+            return outs
+        table, table_addr = tables.pop() if tables else new_table()
+        keep = None
+        k = 0
+        for x in xs:
+            if type(x) is not _ndarray or x.dtype is not in_dtypes[k] \
+                    or x.shape != in_shapes[k] or not x.flags.c_contiguous:
+                x = prepare(k, x)
+                keep = [x] if keep is None else keep + [x]
+            table[k] = address(x)
+            k += 1
+        for o in outs:
+            table[k] = address(o)
+            k += 1
+        cfunc(table_addr)
+        if check_selector and table[err]:
+            table[err] = 0
+            tables.append((table, table_addr))
+            raise ValueError("invalid entry in choice array")
+        tables.append((table, table_addr))
+        return outs
+
+    run.__name__ = entry_name
+    return run

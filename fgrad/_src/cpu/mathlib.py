@@ -1,0 +1,1202 @@
+"""Vectorisable math functions emitted as LLVM IR (float32 and float64).
+
+`emit(module, name, dtype)` declares ``fgrad_<name>_f32`` / ``_f64`` in an
+llvmlite `ir.Module` on first use (and returns the existing function after)
+and returns it: a function taking and returning scalars (`pow` takes two).
+Call it from a loop and the loop vectoriser does the rest, which it does not
+for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
+
+* exp, log, log1p, expm1, tanh, erf, logistic, pow are ``internal`` +
+  ``alwaysinline``: branch-free straight-line code (selects; no calls but the
+  ``llvm.fmuladd``/``fma``/``fabs``/``copysign`` intrinsics) that the loop
+  vectoriser vectorises once inlined.
+* sin, cos are ``internal`` + ``noinline`` scalar functions carrying the
+  ``vector-function-abi-variant`` attribute, with explicit vector variants
+  ``fgrad_sin_f64_v2/_v4/_v8`` (float32: ``_v4/_v8/_v16``; ``weak_odr`` so
+  they survive until the vectoriser runs and modules can be linked).  A variant runs the vectorised fast
+  path and, only when some lane is huge (or inf/NaN), a scalar Payne-Hanek
+  reduction per lane; its table loads thus stay out of the caller's loop,
+  where they would defeat the runtime alias checks, and cost nothing for
+  ordinary arguments.  Callers get one call per vector of results.
+
+Nothing uses fast-math flags, so results do not depend on the caller's flags
+(callers must not set function-wide "unsafe-fp-math"-style attributes on
+functions these get inlined into).  Methods:
+
+* exp, expm1: Cody-Waite reduction x = n ln2 + r (ln2 in two parts, the first
+  with 32 significant bits so n*ln2_hi is exact), a minimax polynomial for
+  expm1(r) on |r| <= ln2/2 and the rounding error of r fed back as a
+  correction; 2^n applied as two factors so subnormal results round once.
+* log, log1p: exponent/mantissa split through bitcasts (subnormals prescaled),
+  m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + s(f^2/2 + R(s^2)),
+  s = f/(2+f) (fdlibm's scheme with our own minimax R); log1p adds the
+  rounding error of 1+x as a first-order correction.
+* sin, cos: |x| <= 2^20: three-stage Cody-Waite reduction by pi/2 (33-bit
+  pieces, ~118 bits of pi/2) giving r as a double-double; larger |x|:
+  Payne-Hanek with integer arithmetic on 32-bit limbs against a table of 2/pi
+  bits (192 bits per binary exponent for float64, 128 for float32); then
+  fdlibm-style kernels on (r_hi, r_lo).  float32 reduces and evaluates the
+  kernels in double precision.
+* tanh = t/(t+2) with t = expm1(2|x|); logistic = 1/(1+e^-x) or
+  e^x/(1+e^x) by sign; erf: odd minimax polynomial on |x| < 1, piecewise
+  minimax polynomials for erfc on [1, 6) (float32: [1, 4)), 1 beyond.
+* pow: C99/NumPy special cases by selects; float64 computes log|x| as a
+  double-double (~2^-66 relative), y*log|x| as a double-double and exp of it
+  with the low part as a correction (exact products by FMA where the host has
+  it, else Dekker's splitting); float32 works in double precision.
+
+Polynomial coefficients are weighted minimax (Remez) fits made with mpmath at
+60 digits and rounded to the target precision.  The pi-related constants and
+the 2/pi table are computed here exactly with integer arithmetic.
+
+Accuracy (tests/test_mathlib.py): at most 2 ulp for every function and dtype
+over the whole range against NumPy/libm (float64) or the correctly rounded
+float64 result (float32); ±0, ±inf and NaN give exactly NumPy's results.
+"""
+from __future__ import annotations
+
+import functools
+from decimal import Decimal, getcontext
+from fractions import Fraction
+
+from llvmlite import ir
+
+__all__ = ["FUNCTIONS", "ARITY", "emit", "function_name"]
+
+FUNCTIONS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf",
+             "logistic", "pow")
+ARITY = {name: (2 if name == "pow" else 1) for name in FUNCTIONS}
+
+_F32 = ir.FloatType()
+_F64 = ir.DoubleType()
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+
+# Minimax coefficients (lowest degree first), as exact hex floats.  Fits
+# (Remez exchange in mpmath, 60 digits; max error after rounding in brackets):
+#   expq:  (e^r - 1 - r)/r^2 on |r| <= ln2/2               [2^-58.4 / 2^-27.8]
+#   logP:  (2 atanh(s) - 2s)/s^3 in z = s^2, s <= 0.1716   [2^-51.5 / 2^-25.4]
+#   logQ:  (2 atanh(s) - 2s - 2s^3/3)/s^5 in z = s^2       [2^-55.3]
+#   sinS:  (sin r - r)/r^3 in z = r^2, |r| <= pi/4         [2^-56.6 / 2^-27.6]
+#   cosC:  (cos r - 1 + z/2)/z^2, z = r^2                  [2^-58.6 / 2^-29.6]
+#   erfA:  erf(x)/x - 1 in z = x^2, |x| < 1                 [2^-55.7 / 2^-26.0]
+#   erfBk: erfc(x) in t = x - mid on [1,2],[2,3],[3,4],[4,6] (f64)
+#          and [1,2],[2,4] (f32), absolute          [<= 2^-58.3 / 2^-26.7]
+# (f64 / f32 errors are absolute errors of the fitted function.)
+_COEFFS = {
+    "expq_f64": (
+        '0x1.0000000000000p-1', '0x1.5555555555557p-3', '0x1.5555555555558p-5',
+        '0x1.11111111100d8p-7', '0x1.6c16c16c151f7p-10', '0x1.a01a01abe9f2ep-13',
+        '0x1.a01a01acfcd72p-16', '0x1.71de022b703fcp-19', '0x1.27e4ccc909da1p-22',
+        '0x1.af4df63014592p-26', '0x1.1f8b549826b14p-29',
+    ),
+    "expq_f32": (
+        '0x1.0000000000000p-1', '0x1.5555560000000p-3', '0x1.5554e80000000p-5',
+        '0x1.1110ac0000000p-7', '0x1.6d43380000000p-10', '0x1.a17e1e0000000p-13',
+    ),
+    "logP_f64": (
+        '0x1.5555555555558p-1', '0x1.99999999951bfp-2', '0x1.2492492e0f030p-2',
+        '0x1.c71c62c21809fp-3', '0x1.7462be2caad05p-3', '0x1.39fd33f7c7c28p-3',
+        '0x1.2b662bd638363p-3',
+    ),
+    "logP_f32": (
+        '0x1.5555560000000p-1', '0x1.9999ec0000000p-2', '0x1.245bf20000000p-2',
+        '0x1.ddde500000000p-3',
+    ),
+    "logQ_f64": (
+        '0x1.999999999999ap-2', '0x1.2492492492491p-2', '0x1.c71c71c71cffbp-3',
+        '0x1.745d17451101bp-3', '0x1.3b13b1bdbb125p-3', '0x1.1110df4d61e43p-3',
+        '0x1.e1f81997e2158p-4', '0x1.ac47e76cc5d04p-4', '0x1.b8eb5934a4dd9p-4',
+    ),
+    "sinS_f64": (
+        '-0x1.5555555555555p-3', '0x1.1111111111110p-7', '-0x1.a01a01a019938p-13',
+        '0x1.71de3a546091ep-19', '-0x1.ae645412baa0bp-26', '0x1.61217f0053b44p-33',
+        '-0x1.ab17cc211a6c3p-41',
+    ),
+    "cosC_f64": (
+        '0x1.5555555555555p-5', '-0x1.6c16c16c16967p-10', '0x1.a01a019f4eb44p-16',
+        '-0x1.27e4fa17db6c2p-22', '0x1.1eeb68e764238p-29', '-0x1.907da02fc4a17p-37',
+    ),
+    "sinS_f32": (
+        '-0x1.5555560000000p-3', '0x1.11110e0000000p-7', '-0x1.a013a80000000p-13',
+        '0x1.6dbe300000000p-19',
+    ),
+    "cosC_f32": (
+        '0x1.5555560000000p-5', '-0x1.6c16c00000000p-10', '0x1.a015c40000000p-16',
+        '-0x1.2524620000000p-22',
+    ),
+    "erfA_f64": (
+        '0x1.06eba8214db69p-3', '-0x1.812746b0379e6p-2', '0x1.ce2f21a042b34p-4',
+        '-0x1.b82ce31284f28p-6', '0x1.565bcd0dbd695p-8', '-0x1.c02db3db41e0cp-11',
+        '0x1.f9a321e3d38c5p-14', '-0x1.f4d1e423010f6p-17', '0x1.b9df2f72391b1p-20',
+        '-0x1.5f1f38fd5cf4dp-23', '0x1.f7b945294eb72p-27', '-0x1.38ab0a72622e3p-30',
+        '0x1.06245149ddf02p-34',
+    ),
+    "erfA_f32": (
+        '0x1.06eba80000000p-3', '-0x1.81273e0000000p-2', '0x1.ce2d200000000p-4',
+        '-0x1.b7fbb00000000p-6', '0x1.5419ce0000000p-8', '-0x1.a484b80000000p-11',
+        '0x1.4ae14e0000000p-14',
+    ),
+    "erfB0_f64": (
+        '0x1.15aaa8ec85205p-5', '-0x1.e723726b824aap-4', '0x1.6d5a95d0a1b7ep-3',
+        '-0x1.1c2a02beb6a4ep-3', '0x1.6d5a95d0a1c03p-5', '0x1.e723726b65332p-7',
+        '-0x1.3ca3d72c4af23p-6', '0x1.36d73a6926e20p-8', '0x1.35ae4e3bacf41p-9',
+        '-0x1.c0380e34fbf56p-10', '0x1.85b5f122b25a6p-14', '0x1.0acf49947d262p-12',
+        '-0x1.45dae45db4b62p-14', '-0x1.2d5cc51c6cd64p-16', '0x1.d8d733623d821p-17',
+        '-0x1.31251989edb84p-21', '-0x1.9ad10d5a9a3d9p-20', '0x1.2d6b68f4ce9c4p-22',
+        '0x1.b0774d8f2df26p-24',
+    ),
+    "erfB1_f64": (
+        '0x1.aab859b20ac9ep-12', '-0x1.1d83170fbf6fep-9', '0x1.64e3dcd3af4b7p-8',
+        '-0x1.119da0c46cc26p-7', '0x1.1a89b97cead40p-7', '-0x1.90e81283ff7bap-8',
+        '0x1.6ecdbf67bf890p-9', '-0x1.1c610bc6c93f2p-11', '-0x1.11551debdda84p-12',
+        '0x1.0671781f6435dp-12', '-0x1.4a8449ff09899p-14', '-0x1.58bb5fccb6ccbp-18',
+        '0x1.d872d608c4a23p-17', '-0x1.3ad84b8904c1ep-18', '-0x1.861137b1380d2p-23',
+        '0x1.597e187749a98p-21', '-0x1.7f075110bcf52p-23', '-0x1.872cc3356e6bfp-26',
+        '0x1.7d936c5ae531fp-26',
+    ),
+    "erfB2_f64": (
+        '0x1.8ef2a9a18d85bp-21', '-0x1.6a597219a93a2p-18', '0x1.3d0e43d674107p-16',
+        '-0x1.62ccea63cb73ep-15', '0x1.1c07721ac8a3dp-14', '-0x1.586bafc9ab4bbp-14',
+        '0x1.46153fb96af9cp-14', '-0x1.e827fafe303aep-15', '0x1.1f6304e3d72d7p-15',
+        '-0x1.0135257d1f461p-16', '0x1.3774113add0eap-18', '-0x1.dd80729145917p-22',
+        '-0x1.dc7e528021bd7p-22', '0x1.43f1cb5bbdae0p-22', '-0x1.8c9a43dc84a90p-24',
+        '0x1.83253f8eadd18p-28', '0x1.1ec98c879c722p-27', '-0x1.08546df185060p-28',
+        '0x1.30c9457f9413fp-31',
+    ),
+    "erfB3_f64": (
+        '0x1.b0c1b8bc8ea1fp-40', '-0x1.13af2729895bap-36', '0x1.589af1bbe10c7p-34',
+        '-0x1.196e3571487fep-32', '0x1.516df50b4e96ap-31', '-0x1.3c4f472829042p-30',
+        '0x1.e2314bec8dc6ep-30', '-0x1.32d130531c46fp-29', '0x1.4bdb5661c8e44p-29',
+        '-0x1.34db4b4f7f697p-29', '0x1.f3ba4a5fccee6p-30', '-0x1.624d34e354327p-30',
+        '0x1.b7099017edea5p-31', '-0x1.d4f1e01d5ad9ap-32', '0x1.b6807d74be62bp-33',
+        '-0x1.7893f95746a06p-34', '0x1.099f69a544056p-35', '-0x1.8914cfa25532fp-38',
+        '-0x1.330b8217aa4f4p-45',
+    ),
+    "erfB0_f32": (
+        '0x1.15aaa80000000p-5', '-0x1.e723720000000p-4', '0x1.6d5a960000000p-3',
+        '-0x1.1c2a1e0000000p-3', '0x1.6d5aea0000000p-5', '0x1.e749960000000p-7',
+        '-0x1.3cae000000000p-6', '0x1.34193c0000000p-8', '0x1.37edc80000000p-9',
+        '-0x1.93d4720000000p-10', '0x1.28a3b60000000p-15',
+    ),
+    "erfB1_f32": (
+        '0x1.72a4440000000p-16', '-0x1.23d2420000000p-13', '0x1.b5f4ee0000000p-12',
+        '-0x1.9ecc060000000p-11', '0x1.12086a0000000p-10', '-0x1.0769d80000000p-10',
+        '0x1.80f2be0000000p-11', '-0x1.b618ea0000000p-12', '0x1.29cac80000000p-13',
+        '0x1.d8c2e60000000p-17', '-0x1.78eb8c0000000p-16',
+    ),
+}
+
+
+def _c(name):
+    return [float.fromhex(h) for h in _COEFFS[name]]
+
+
+# --------------------------------------------------------------------------
+# Exact constants
+
+@functools.lru_cache(maxsize=None)
+def _pi_fixed(bits: int) -> int:
+    """floor(pi * 2**bits) (Machin's formula in integer arithmetic)."""
+    guard = 64
+    one = 1 << (bits + guard)
+
+    def arctan_inv(n):
+        total = term = one // n
+        n2, k, sign = n * n, 1, -1
+        while term:
+            term //= n2
+            total += sign * (term // (2 * k + 1))
+            sign, k = -sign, k + 1
+        return total
+
+    return (16 * arctan_inv(5) - 4 * arctan_inv(239)) >> guard
+
+
+def _pi_fraction(bits: int = 400) -> Fraction:
+    return Fraction(_pi_fixed(bits), 1 << bits)
+
+
+@functools.lru_cache(maxsize=None)
+def _ln2_fraction() -> Fraction:
+    getcontext().prec = 80
+    return Fraction(Decimal(2).ln())
+
+
+def _trunc_bits(x: Fraction, bits: int) -> float:
+    """x truncated to `bits` significant bits (exact as a float)."""
+    if x == 0:
+        return 0.0
+    sign = -1 if x < 0 else 1
+    x = abs(x)
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if Fraction(2) ** e > x:
+        e -= 1
+    scale = Fraction(2) ** (bits - 1 - e)
+    return sign * float(Fraction(int(x * scale)) / scale)
+
+
+def _round32(v: float) -> float:
+    import struct
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _split(x: Fraction, hi_bits: int, f32: bool = False) -> tuple[float, float]:
+    hi = _trunc_bits(x, hi_bits)
+    lo = float(x - Fraction(hi))
+    if f32:
+        lo = _round32(lo)
+    return hi, lo
+
+
+@functools.lru_cache(maxsize=None)
+def _consts(f64: bool):
+    """Per-precision constants (a plain namespace)."""
+    class C:
+        pass
+    c = C()
+    ln2 = _ln2_fraction()
+    pi = _pi_fraction()
+    if f64:
+        c.ln2hi, c.ln2lo = _split(ln2, 32)
+        c.log2e = float(1 / ln2)
+        c.exp_lo, c.exp_hi = -746.0, 710.0
+        c.expm1_lo, c.expm1_mid = -45.0, 56
+        c.tanh_clamp = 20.0
+        c.mant, c.bias, c.sqrth_bits = 52, 1023, 0x3FE6A09E667F3BCD
+        c.min_normal = 2.0 ** -1022
+        c.expq = _c("expq_f64")
+        c.logP = _c("logP_f64")
+        c.erfA = _c("erfA_f64")
+        c.erfB_edges = (2.0, 3.0, 4.0)
+        c.erfB_mids = (1.5, 2.5, 3.5, 5.0)
+        c.erfB = [_c("erfB%d_f64" % i) for i in range(4)]
+        c.erf_one = 6.0
+    else:
+        c.ln2hi, c.ln2lo = _split(ln2, 16, f32=True)
+        c.log2e = _round32(float(1 / ln2))
+        c.exp_lo, c.exp_hi = -104.0, 89.0
+        c.expm1_lo, c.expm1_mid = -20.0, 27
+        c.tanh_clamp = 10.0
+        c.mant, c.bias, c.sqrth_bits = 23, 127, 0x3F3504F3
+        c.min_normal = 2.0 ** -126
+        c.expq = _c("expq_f32")
+        c.logP = _c("logP_f32")
+        c.erfA = _c("erfA_f32")
+        c.erfB_edges = (2.0,)
+        c.erfB_mids = (1.5, 3.0)
+        c.erfB = [_c("erfB%d_f32" % i) for i in range(2)]
+        c.erf_one = 4.0
+    c.bits = 64 if f64 else 32
+    c.magic = 1.5 * 2.0 ** c.mant
+    # Trig (always double precision constants).
+    pio2 = pi / 2
+    c.twoopi = float(2 / pi)
+    p1 = _trunc_bits(pio2, 33)
+    rem = pio2 - Fraction(p1)
+    p1t = float(rem)
+    p2 = _trunc_bits(rem, 33)
+    rem -= Fraction(p2)
+    p2t = float(rem)
+    p3 = _trunc_bits(rem, 33)
+    rem -= Fraction(p3)
+    p3t = float(rem)
+    c.pio2_1, c.pio2_1t, c.pio2_2, c.pio2_2t, c.pio2_3, c.pio2_3t = p1, p1t, p2, p2t, p3, p3t
+    c.pio2_hi = float(pio2)
+    c.pio2_lo = float(pio2 - Fraction(c.pio2_hi))
+    c.two3_hi = float(Fraction(2, 3))
+    c.two3_lo = float(Fraction(2, 3) - Fraction(c.two3_hi))
+    return c
+
+
+# Payne-Hanek tables: for each binary exponent E (x = M * 2^E, M the integer
+# significand), C_E = floor((2/pi) * 2^E * 2^F) mod 2^(32 n): 2 integer bits
+# (the quadrant) and F = 32 n - 2 fraction bits, as n 32-bit words, least
+# significant first.
+_PH = {
+    # f64: |x| > 2^20 -> E in [-32, 971] (+ inf/nan at 972, clamped)
+    True: dict(words=6, emin=-32, emax=972),
+    # f32: |x| >= 2^20 -> E in [-3, 104] (+ inf/nan at 105)
+    False: dict(words=4, emin=-3, emax=105),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _ph_table(f64: bool) -> list[int]:
+    p = _PH[f64]
+    n, emin, emax = p["words"], p["emin"], p["emax"]
+    frac_bits = 32 * n - 2
+    bits = emax + frac_bits + 128
+    pi = _pi_fixed(bits + 8)
+    twoopi = (1 << (2 * bits + 9)) // pi          # floor(2/pi * 2^bits) (within 1)
+    out = []
+    for e in range(emin, emax + 1):
+        shift = bits - e - frac_bits
+        v = (twoopi >> shift) & ((1 << (32 * n)) - 1)
+        out.extend((v >> (32 * j)) & 0xFFFFFFFF for j in range(n))
+    return out
+
+
+# --------------------------------------------------------------------------
+# A tiny emitter over llvmlite's IRBuilder
+
+def _intrinsic_suffix(ty) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{ty.element.intrinsic_name}"
+    return ty.intrinsic_name
+
+
+def _signed(v: int, bits: int) -> int:
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+class _Em:
+    """Arithmetic helpers for one floating type (float or double).
+
+    Plain Python numbers are turned into constants of the emitter's types.
+    No fast-math flags are used: the algorithms rely on exact rounding
+    behaviour (error-free transformations, Cody-Waite reduction).
+    """
+
+    def __init__(self, b: ir.IRBuilder, ty, fma_hw: bool):
+        self.b = b
+        self.ty = ty
+        self.lanes = ty.count if isinstance(ty, ir.VectorType) else None
+        elem = ty.element if self.lanes else ty
+        self.f64 = isinstance(elem, ir.DoubleType)
+        self.bits = 64 if self.f64 else 32
+        self.ity = self.vec(ir.IntType(self.bits))
+        self.fma_hw = fma_hw
+        self.C = _consts(self.f64)
+
+    def vec(self, elem):
+        """`elem`, or a vector of it with this emitter's lane count."""
+        return ir.VectorType(elem, self.lanes) if self.lanes else elem
+
+    def other(self, elem) -> "_Em":
+        """An emitter for another element type with the same lane count."""
+        return _Em(self.b, self.vec(elem), self.fma_hw)
+
+    # constants
+    def k(self, v):
+        return v if isinstance(v, ir.Value) else ir.Constant(self.ty, float(v))
+
+    def ik(self, v):
+        return v if isinstance(v, ir.Value) else ir.Constant(self.ity, _signed(int(v), self.bits))
+
+    # intrinsics
+    def _intr(self, name, nargs, ty=None):
+        ty = ty or self.ty
+        full = f"{name}.{_intrinsic_suffix(ty)}"
+        mod = self.b.module
+        fn = mod.globals.get(full)
+        if fn is None:
+            fn = ir.Function(mod, ir.FunctionType(ty, [ty] * nargs), full)
+        return fn
+
+    # float arithmetic
+    def add(self, a, b):
+        return self.b.fadd(self.k(a), self.k(b))
+
+    def sub(self, a, b):
+        return self.b.fsub(self.k(a), self.k(b))
+
+    def mul(self, a, b):
+        return self.b.fmul(self.k(a), self.k(b))
+
+    def div(self, a, b):
+        return self.b.fdiv(self.k(a), self.k(b))
+
+    def neg(self, a):
+        return self.b.fneg(self.k(a))
+
+    def fmuladd(self, a, b, c):
+        """a*b + c, fused where the target has FMA (either is fine)."""
+        return self.b.call(self._intr("llvm.fmuladd", 3), [self.k(a), self.k(b), self.k(c)])
+
+    def fma(self, a, b, c):
+        return self.b.call(self._intr("llvm.fma", 3), [self.k(a), self.k(b), self.k(c)])
+
+    def abs(self, a):
+        return self.b.call(self._intr("llvm.fabs", 1), [self.k(a)])
+
+    def copysign(self, mag, sgn):
+        return self.b.call(self._intr("llvm.copysign", 2), [self.k(mag), self.k(sgn)])
+
+    def poly(self, x, coeffs):
+        """Horner: coeffs[0] + x*(coeffs[1] + ...)."""
+        acc = self.k(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fmuladd(acc, x, c)
+        return acc
+
+    # comparisons (ordered: false for NaN) and selects
+    def lt(self, a, b):
+        return self.b.fcmp_ordered("<", self.k(a), self.k(b))
+
+    def le(self, a, b):
+        return self.b.fcmp_ordered("<=", self.k(a), self.k(b))
+
+    def gt(self, a, b):
+        return self.b.fcmp_ordered(">", self.k(a), self.k(b))
+
+    def ge(self, a, b):
+        return self.b.fcmp_ordered(">=", self.k(a), self.k(b))
+
+    def eq(self, a, b):
+        return self.b.fcmp_ordered("==", self.k(a), self.k(b))
+
+    def isnan(self, a):
+        return self.b.fcmp_unordered("uno", self.k(a), self.k(a))
+
+    def not_finite(self, a):
+        """|a| is inf or NaN."""
+        return self.b.fcmp_unordered(">=", self.abs(a), self.k(float("inf")))
+
+    def sel(self, c, a, b):
+        if not isinstance(a, ir.Value) and not isinstance(b, ir.Value):
+            a = self.k(a)
+        if isinstance(a, ir.Value) and not isinstance(b, ir.Value):
+            b = self.k(b) if not isinstance(a.type, ir.IntType) else ir.Constant(a.type, b)
+        if isinstance(b, ir.Value) and not isinstance(a, ir.Value):
+            a = self.k(a) if not isinstance(b.type, ir.IntType) else ir.Constant(b.type, a)
+        return self.b.select(c, a, b)
+
+    def and_(self, a, b):
+        return self.b.and_(a, b)
+
+    def or_(self, a, b):
+        return self.b.or_(a, b)
+
+    def not_(self, a):
+        return self.b.not_(a)
+
+    def clamp(self, x, lo, hi):
+        """min(max(x, lo), hi), NaN -> lo (so later integer conversions stay defined)."""
+        x = self.sel(self.gt(x, lo), x, lo)
+        return self.sel(self.lt(x, hi), x, hi)
+
+    # integers of the same width
+    def bits_of(self, a):
+        return self.b.bitcast(self.k(a), self.ity)
+
+    def from_bits(self, i):
+        return self.b.bitcast(i, self.ty)
+
+    def iadd(self, a, b):
+        return self.b.add(self.ik(a), self.ik(b))
+
+    def isub(self, a, b):
+        return self.b.sub(self.ik(a), self.ik(b))
+
+    def iand(self, a, b):
+        return self.b.and_(self.ik(a), self.ik(b))
+
+    def ior(self, a, b):
+        return self.b.or_(self.ik(a), self.ik(b))
+
+    def ixor(self, a, b):
+        return self.b.xor(self.ik(a), self.ik(b))
+
+    def shl(self, a, n):
+        return self.b.shl(self.ik(a), self.ik(n))
+
+    def lshr(self, a, n):
+        return self.b.lshr(self.ik(a), self.ik(n))
+
+    def ashr(self, a, n):
+        return self.b.ashr(self.ik(a), self.ik(n))
+
+    def icmp(self, op, a, b):
+        return self.b.icmp_signed(op, self.ik(a), self.ik(b))
+
+    def itof(self, i):
+        return self.b.sitofp(i, self.ty)
+
+    # helpers
+    def rint(self, x):
+        """(n as float, n as int) with n = round-to-nearest(x), |x| < 2^(mant-1)."""
+        magic = self.C.magic
+        t = self.add(x, magic)
+        nf = self.sub(t, magic)
+        ni = self.isub(self.bits_of(t), self.bits_of(self.k(magic)))
+        return nf, ni
+
+    def pow2(self, n):
+        """2^n for integer n in the normal exponent range."""
+        return self.from_bits(self.shl(self.iadd(n, self.C.bias), self.C.mant))
+
+    def scale2(self, x, n):
+        """x * 2^n as two exact power-of-two factors (one final rounding)."""
+        n1 = self.ashr(n, 1)
+        n2 = self.isub(n, n1)
+        return self.mul(self.mul(x, self.pow2(n1)), self.pow2(n2))
+
+    def flip_sign_like(self, v, x):
+        """v with its sign flipped where x is negative (sin is odd)."""
+        sign = self.iand(self.bits_of(x), 1 << (self.bits - 1))
+        return self.from_bits(self.ixor(self.bits_of(v), sign))
+
+    # error-free transformations (double-double arithmetic)
+    def fast_two_sum(self, a, b):
+        """s + e == a + b exactly, if exponent(a) >= exponent(b) or a == 0."""
+        s = self.add(a, b)
+        e = self.sub(b, self.sub(s, a))
+        return s, e
+
+    def two_sum(self, a, b):
+        s = self.add(a, b)
+        bb = self.sub(s, a)
+        e = self.add(self.sub(a, self.sub(s, bb)), self.sub(b, bb))
+        return s, e
+
+    def _split_dekker(self, a):
+        c = self.mul(a, float(2 ** 27 + 1) if self.f64 else float(2 ** 12 + 1))
+        ah = self.sub(c, self.sub(c, a))
+        return ah, self.sub(a, ah)
+
+    def two_prod(self, a, b):
+        """p + e == a * b exactly (FMA if the host has it, else Dekker)."""
+        p = self.mul(a, b)
+        if self.fma_hw:
+            return p, self.fma(a, b, self.neg(p))
+        ah, al = self._split_dekker(a)
+        bh, bl = self._split_dekker(b)
+        e = self.add(self.add(self.add(self.sub(self.mul(ah, bh), p),
+                                       self.mul(ah, bl)), self.mul(al, bh)),
+                     self.mul(al, bl))
+        return p, e
+
+    def dd_add(self, ah, al, bh, bl):
+        s, e = self.two_sum(ah, bh)
+        e = self.add(e, self.add(al, bl))
+        return self.fast_two_sum(s, e)
+
+    def dd_add_d(self, ah, al, b):
+        s, e = self.two_sum(ah, b)
+        return self.fast_two_sum(s, self.add(e, al))
+
+    def dd_mul(self, ah, al, bh, bl):
+        p, e = self.two_prod(ah, bh)
+        e = self.add(e, self.add(self.mul(ah, bl), self.mul(al, bh)))
+        return self.fast_two_sum(p, e)
+
+
+# --------------------------------------------------------------------------
+# exp / expm1
+
+def _exp_reduce(em: _Em, x, lo_clamp):
+    """x = n*ln2 + r + c; returns (n int, r, c) for x clamped to
+    [lo_clamp, exp_hi] (NaN -> lo_clamp)."""
+    C = em.C
+    xc = em.clamp(x, lo_clamp, C.exp_hi)
+    nf, ni = em.rint(em.mul(xc, C.log2e))
+    hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
+    lo = em.mul(nf, C.ln2lo)
+    r, c = em.fast_two_sum(hi, em.neg(lo))
+    return ni, r, c, xc
+
+
+def _expm1_kernel(em: _Em, r, c):
+    """expm1(r + c) for |r| <= ln2/2, c tiny."""
+    p = em.fmuladd(em.mul(r, r), em.poly(r, em.C.expq), r)
+    return em.fmuladd(c, em.add(p, 1.0), p)
+
+
+def _exp_core(em: _Em, x, extra_lo=None):
+    """exp(x [+ extra_lo]) without NaN handling (NaN gives 0)."""
+    ni, r, c, xc = _exp_reduce(em, x, em.C.exp_lo)
+    if extra_lo is not None:
+        clamped = em.b.fcmp_unordered("!=", xc, x)
+        c = em.add(c, em.sel(clamped, 0.0, extra_lo))
+    p = _expm1_kernel(em, r, c)
+    return em.scale2(em.add(p, 1.0), ni)
+
+
+def _exp(em: _Em, x):
+    res = _exp_core(em, x)
+    return em.sel(em.isnan(x), x, res)
+
+
+def _expm1_core(em: _Em, x):
+    C = em.C
+    ni, r, c, _ = _exp_reduce(em, x, C.expm1_lo)
+    p = _expm1_kernel(em, r, c)
+    big = em.icmp(">", ni, C.expm1_mid)
+    nm = em.sel(big, ir.Constant(em.ity, C.expm1_mid), ni)
+    t = em.pow2(nm)
+    mid = em.fmuladd(t, p, em.sub(t, 1.0))        # 2^n expm1(r) + (2^n - 1)
+    large = em.scale2(em.add(p, 1.0), ni)
+    return em.sel(big, large, mid)
+
+
+def _expm1(em: _Em, x):
+    res = _expm1_core(em, x)
+    res = em.sel(em.eq(x, 0.0), x, res)            # keeps -0
+    return em.sel(em.isnan(x), x, res)
+
+
+# --------------------------------------------------------------------------
+# log / log1p
+
+def _log_split(em: _Em, x):
+    """x > 0 finite -> (k int, f) with x = 2^k (1 + f), 1 + f in [sqrt(1/2), sqrt(2))."""
+    C = em.C
+    sub = em.lt(x, C.min_normal)
+    pre = C.mant + 2
+    xs = em.sel(sub, em.mul(x, 2.0 ** pre), x)
+    kb = em.sel(sub, ir.Constant(em.ity, -pre), ir.Constant(em.ity, 0))
+    one_bits = C.bias << C.mant
+    ix = em.iadd(em.bits_of(xs), one_bits - C.sqrth_bits)
+    k = em.iadd(em.isub(em.ashr(ix, C.mant), C.bias), kb)
+    m = em.from_bits(em.iadd(em.iand(ix, (1 << C.mant) - 1), C.sqrth_bits))
+    return k, em.sub(m, 1.0)
+
+
+def _log_kernel(em: _Em, kf, f, c):
+    """k ln2 + log(1 + f) + c  (fdlibm's arrangement)."""
+    C = em.C
+    hfsq = em.mul(em.mul(f, f), 0.5)
+    s = em.div(f, em.add(f, 2.0))
+    z = em.mul(s, s)
+    R = em.mul(z, em.poly(z, C.logP))
+    inner = em.fmuladd(s, em.add(hfsq, R), em.fmuladd(kf, C.ln2lo, c))
+    return em.sub(em.mul(kf, C.ln2hi), em.sub(em.sub(hfsq, inner), f))
+
+
+def _log(em: _Em, x):
+    k, f = _log_split(em, x)
+    res = _log_kernel(em, em.itof(k), f, em.k(0.0))
+    inf = float("inf")
+    res = em.sel(em.lt(x, 0.0), float("nan"), res)
+    res = em.sel(em.eq(x, 0.0), -inf, res)
+    res = em.sel(em.eq(x, inf), inf, res)
+    return em.sel(em.isnan(x), x, res)
+
+
+def _log1p(em: _Em, x):
+    u = em.add(x, 1.0)
+    k, fu = _log_split(em, u)
+    kzero = em.icmp("==", k, 0)
+    # rounding error of u = fl(1 + x) (Fast2Sum with the larger operand first)
+    err = em.sel(em.gt(x, 1.0), em.sub(1.0, em.sub(u, x)), em.sub(x, em.sub(u, 1.0)))
+    c = em.sel(kzero, 0.0, em.div(err, u))
+    f = em.sel(kzero, x, fu)
+    res = _log_kernel(em, em.itof(k), f, c)
+    inf = float("inf")
+    res = em.sel(em.lt(x, -1.0), float("nan"), res)
+    res = em.sel(em.eq(x, -1.0), -inf, res)
+    res = em.sel(em.eq(x, inf), inf, res)
+    res = em.sel(em.eq(x, 0.0), x, res)
+    return em.sel(em.isnan(x), x, res)
+
+
+# --------------------------------------------------------------------------
+# tanh / logistic / erf
+
+def _tanh(em: _Em, x):
+    ax = em.abs(x)
+    ax = em.sel(em.lt(ax, em.C.tanh_clamp), ax, em.C.tanh_clamp)
+    t = _expm1_core(em, em.mul(ax, 2.0))
+    res = em.copysign(em.div(t, em.add(t, 2.0)), x)
+    return em.sel(em.isnan(x), x, res)
+
+
+def _logistic(em: _Em, x):
+    e = _exp_core(em, em.neg(em.abs(x)))
+    d = em.add(e, 1.0)
+    res = em.sel(em.ge(x, 0.0), em.div(1.0, d), em.div(e, d))
+    return em.sel(em.isnan(x), x, res)
+
+
+def _erf(em: _Em, x):
+    C = em.C
+    ax = em.abs(x)
+    # |x| < 1: erf = x + x P(x^2)
+    small = em.fmuladd(ax, em.poly(em.mul(ax, ax), C.erfA), ax)
+    # 1 <= |x| < erf_one: erf = 1 - erfc, erfc piecewise polynomial in |x| - mid
+    conds = [em.lt(ax, edge) for edge in C.erfB_edges]
+
+    def pick(values):
+        v = em.k(values[-1])
+        for cond, val in reversed(list(zip(conds, values[:-1]))):
+            v = em.sel(cond, em.k(val), v)
+        return v
+
+    t = em.sub(ax, pick(C.erfB_mids))
+    ncoef = len(C.erfB[0])
+    acc = pick([cs[-1] for cs in C.erfB])
+    for i in range(ncoef - 2, -1, -1):
+        acc = em.fmuladd(acc, t, pick([cs[i] for cs in C.erfB]))
+    large = em.sub(1.0, acc)
+    res = em.sel(em.lt(ax, 1.0), small, em.sel(em.lt(ax, C.erf_one), large, 1.0))
+    res = em.copysign(res, x)
+    return em.sel(em.isnan(x), x, res)
+
+
+# --------------------------------------------------------------------------
+# sin / cos
+
+def _ph_table_global(module, f64: bool):
+    name = "fgrad_2opi_bits_f64" if f64 else "fgrad_2opi_bits_f32"
+    g = module.globals.get(name)
+    if g is None:
+        vals = _ph_table(f64)
+        aty = ir.ArrayType(_I32, len(vals))
+        g = ir.GlobalVariable(module, aty, name)
+        g.global_constant = True
+        g.linkage = "internal"
+        g.unnamed_addr = True
+        g.align = 16
+        g.initializer = ir.Constant(aty, [_signed(v, 32) for v in vals])
+    return g
+
+
+def _payne_hanek(em64: _Em, M, E, f64: bool):
+    """x = M 2^E (M < 2^53 integer, i64), returns (q i64, V_hi, V_lo, neg) with
+    x*2/pi = q + (-1)^neg V (mod 4), V in [0, 1/2] as a double-double."""
+    b = em64.b
+    p = _PH[f64]
+    n, emin, emax = p["words"], p["emin"], p["emax"]
+    table = _ph_table_global(b.module, f64)
+    idx = em64.isub(E, emin)
+    idx = em64.sel(em64.icmp("<", idx, 0), ir.Constant(_I64, 0), idx)
+    idx = em64.sel(em64.icmp(">", idx, emax - emin), ir.Constant(_I64, emax - emin), idx)
+    base = b.mul(idx, ir.Constant(_I64, n))
+    zero = ir.Constant(_I64, 0)
+    cw = []
+    for j in range(n):
+        ptr = b.gep(table, [ir.Constant(_I64, 0), em64.iadd(base, j)], inbounds=True)
+        cw.append(b.zext(b.load(ptr), _I64))
+    mask = 0xFFFFFFFF
+    mw = [em64.iand(M, mask), em64.lshr(M, 32)] if f64 else [M]
+    # partial products split in 32-bit halves, column sums with carries
+    lo_terms = [[] for _ in range(n)]
+    hi_terms = [[] for _ in range(n + 1)]
+    for i, m in enumerate(mw):
+        for j, cj in enumerate(cw):
+            kcol = i + j
+            if kcol >= n:
+                continue
+            prod = b.mul(m, cj)
+            lo_terms[kcol].append(em64.iand(prod, mask))
+            hi_terms[kcol + 1].append(em64.lshr(prod, 32))
+    words = []
+    carry = zero
+    for kcol in range(n):
+        acc = carry
+        for t in lo_terms[kcol] + hi_terms[kcol]:
+            acc = b.add(acc, t)
+        words.append(em64.iand(acc, mask))
+        carry = em64.lshr(acc, 32)
+
+    def w(i):
+        return words[i] if i >= 0 else zero
+
+    quad = em64.lshr(w(n - 1), 30)
+    hi = em64.ior(em64.ior(em64.shl(w(n - 1), 34), em64.shl(w(n - 2), 2)), em64.lshr(w(n - 3), 30))
+    lo = em64.ior(em64.ior(em64.shl(w(n - 3), 34), em64.shl(w(n - 4), 2)), em64.lshr(w(n - 5), 30))
+    neg = em64.icmp("<", hi, 0)                     # fraction >= 1/2: round up
+    q = em64.iand(em64.iadd(quad, b.zext(neg, _I64)), 3)
+    nlo = em64.isub(0, lo)
+    nhi = em64.iadd(em64.ixor(hi, -1), b.zext(em64.b.icmp_unsigned("==", lo, zero), _I64))
+    hi = em64.sel(neg, nhi, hi)
+    lo = em64.sel(neg, nlo, lo)
+
+    def u32_to_f64(v):   # exact for 0 <= v < 2^52
+        t = em64.from_bits(em64.ior(v, 0x4330000000000000))
+        return em64.sub(t, 2.0 ** 52)
+
+    d1 = em64.mul(u32_to_f64(em64.lshr(hi, 32)), 2.0 ** -32)
+    d2 = em64.mul(u32_to_f64(em64.iand(hi, mask)), 2.0 ** -64)
+    d3 = em64.mul(u32_to_f64(em64.lshr(lo, 32)), 2.0 ** -96)
+    d4 = em64.mul(u32_to_f64(em64.iand(lo, mask)), 2.0 ** -128)
+    t, te = em64.fast_two_sum(d1, d2)
+    vh, vl = em64.fast_two_sum(t, em64.add(te, em64.add(d3, d4)))
+    return q, vh, vl, neg
+
+
+_TRIG_HUGE = 2.0 ** 20       # fast-path bound on |x| (float64: <=, float32: <)
+
+
+def _trig_select(em64: _Em, q, ks, kc, is_cos):
+    """sin or cos of q pi/2 + r from the kernels ks = sin r, kc = cos r."""
+    odd = em64.icmp("!=", em64.iand(q, 1), 0)
+    if is_cos:
+        v = em64.sel(odd, ks, kc)
+        negate = em64.icmp("!=", em64.iand(em64.iadd(q, 1), 2), 0)
+    else:
+        v = em64.sel(odd, kc, ks)
+        negate = em64.icmp("!=", em64.iand(q, 2), 0)
+    return em64.sel(negate, em64.neg(v), v)
+
+
+def _ksin64(em: _Em, x, y):
+    """sin(x + y), |x| <= pi/4, |y| <~ ulp(x)."""
+    S = _c("sinS_f64")
+    z = em.mul(x, x)
+    v = em.mul(z, x)
+    r = em.poly(z, S[1:])
+    # x + S1 x^3 + x^5 r + y (1 - x^2/2)
+    return em.sub(x, em.sub(em.sub(em.mul(z, em.sub(em.mul(y, 0.5), em.mul(v, r))), y),
+                            em.mul(v, S[0])))
+
+
+def _kcos64(em: _Em, x, y):
+    """cos(x + y), |x| <= pi/4, |y| <~ ulp(x)."""
+    Cc = _c("cosC_f64")
+    z = em.mul(x, x)
+    r = em.mul(z, em.poly(z, Cc))
+    hz = em.mul(z, 0.5)
+    w = em.sub(1.0, hz)
+    return em.add(w, em.add(em.sub(em.sub(1.0, w), hz), em.sub(em.mul(z, r), em.mul(x, y))))
+
+
+def _trig_huge_mask(em: _Em, ax):
+    """Lanes the fast path cannot do: |x| beyond the bound, inf or NaN."""
+    op = ">" if em.f64 else ">="
+    return em.b.fcmp_unordered(op, ax, em.k(_TRIG_HUGE))
+
+
+def _trig_fast_f64(em: _Em, x, is_cos: bool):
+    """Three-stage Cody-Waite (fdlibm's __ieee754_rem_pio2 medium case, every
+    stage always done).  Lanes with |x| > 2^20 or non-finite give garbage."""
+    C = em.C
+    ax = em.abs(x)
+    axm = em.sel(_trig_huge_mask(em, ax), 0.0, ax)
+    nf, ni = em.rint(em.mul(axm, C.twoopi))
+    r = em.sub(axm, em.mul(nf, C.pio2_1))               # exact
+    t = r
+    w = em.mul(nf, C.pio2_2)
+    r = em.sub(t, w)
+    w = em.sub(em.mul(nf, C.pio2_2t), em.sub(em.sub(t, r), w))
+    t = r
+    w = em.mul(nf, C.pio2_3)
+    r = em.sub(t, w)
+    w = em.sub(em.mul(nf, C.pio2_3t), em.sub(em.sub(t, r), w))
+    y0 = em.sub(r, w)
+    y1 = em.sub(em.sub(r, y0), w)
+    res = _trig_select(em, ni, _ksin64(em, y0, y1), _kcos64(em, y0, y1), is_cos)
+    return res if is_cos else em.flip_sign_like(res, x)
+
+
+def _trig_slow_f64(em: _Em, x, is_cos: bool):
+    """Payne-Hanek for |x| > 2^20 (scalar); NaN for inf/NaN."""
+    C = em.C
+    ax = em.abs(x)
+    ib = em.bits_of(ax)
+    E = em.isub(em.lshr(ib, 52), 1075)
+    M = em.ior(em.iand(ib, (1 << 52) - 1), 1 << 52)
+    q, vh, vl, neg = _payne_hanek(em, M, E, True)
+    p, pe = em.two_prod(vh, C.pio2_hi)
+    pe = em.add(pe, em.fmuladd(vh, C.pio2_lo, em.mul(vl, C.pio2_hi)))
+    rh, rl = em.fast_two_sum(p, pe)
+    rh = em.sel(neg, em.neg(rh), rh)
+    rl = em.sel(neg, em.neg(rl), rl)
+    res = _trig_select(em, q, _ksin64(em, rh, rl), _kcos64(em, rh, rl), is_cos)
+    if not is_cos:
+        res = em.flip_sign_like(res, x)
+    return em.sel(em.not_finite(x), em.sub(x, x), res)
+
+
+def _trig_kernels_f32(em64: _Em, q, r, is_cos):
+    """float32 kernels evaluated in double precision."""
+    z = em64.mul(r, r)
+    ks = em64.fmuladd(em64.mul(r, z), em64.poly(z, _c("sinS_f32")), r)
+    kc = em64.fmuladd(em64.mul(z, z), em64.poly(z, _c("cosC_f32")),
+                      em64.fmuladd(z, -0.5, 1.0))
+    return _trig_select(em64, q, ks, kc, is_cos)
+
+
+def _trig_fast_f32(em: _Em, x, is_cos: bool):
+    """Two-constant Cody-Waite in double precision for |x| < 2^20."""
+    b = em.b
+    em64 = em.other(_F64)
+    C = em64.C
+    ax = em.abs(x)
+    axd = b.fpext(em.sel(_trig_huge_mask(em, ax), 0.0, ax), em64.ty)
+    nf, ni = em64.rint(em64.mul(axd, C.twoopi))
+    r = em64.sub(em64.sub(axd, em64.mul(nf, C.pio2_1)), em64.mul(nf, C.pio2_1t))
+    res = b.fptrunc(_trig_kernels_f32(em64, ni, r, is_cos), em.ty)
+    return res if is_cos else em.flip_sign_like(res, x)
+
+
+def _trig_slow_f32(em: _Em, x, is_cos: bool):
+    b = em.b
+    em64 = em.other(_F64)
+    C = em64.C
+    ax = em.abs(x)
+    ib = em.bits_of(ax)
+    E = b.sext(em.isub(em.lshr(ib, 23), 150), _I64)
+    M = b.zext(em.ior(em.iand(ib, (1 << 23) - 1), 1 << 23), _I64)
+    q, vh, _vl, neg = _payne_hanek(em64, M, E, False)
+    r = em64.mul(vh, C.pio2_hi)
+    r = em64.sel(neg, em64.neg(r), r)
+    res = b.fptrunc(_trig_kernels_f32(em64, q, r, is_cos), em.ty)
+    if not is_cos:
+        res = em.flip_sign_like(res, x)
+    return em.sel(em.not_finite(x), em.sub(x, x), res)
+
+
+def _trig_fast(em, x, is_cos):
+    return (_trig_fast_f64 if em.f64 else _trig_fast_f32)(em, x, is_cos)
+
+
+def _trig_slow(em, x, is_cos):
+    return (_trig_slow_f64 if em.f64 else _trig_slow_f32)(em, x, is_cos)
+
+
+# Vector widths for which sin/cos get explicit vector variants.
+_TRIG_WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}
+
+
+class _VariantAttributes(ir.values.FunctionAttributes):
+    """Function attributes plus LLVM string attributes (llvmlite only knows
+    the enumerated ones)."""
+
+    def __init__(self, strings: dict[str, str]):
+        super().__init__()
+        self._strings = strings
+
+    def __bool__(self):
+        return True
+
+    def _to_list(self, ret_type):
+        return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self._strings.items()]
+
+
+def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir.Function:
+    """sin/cos as three pieces:
+
+    * ``<fname>_ph``: Payne-Hanek for |x| beyond the fast path (and NaN for
+      inf/NaN), scalar, not inlined;
+    * ``<fname>``: the scalar function (fast path, or a call to ``_ph``
+      behind a branch), not inlined, carrying the
+      ``vector-function-abi-variant`` attribute;
+    * ``<fname>_v<N>``: explicit vector variants: the vectorised fast path
+      and, only if some lane needs it, ``_ph`` on each lane.
+
+    The loop vectoriser replaces calls to the scalar function by calls to a
+    variant, so the Payne-Hanek table loads never enter the vectorised loop
+    (where they would defeat its runtime alias checks) and cost nothing
+    unless a huge argument shows up.  ``_ph`` carries no variant attribute,
+    so the SLP vectoriser cannot turn a variant's lane calls back into a
+    call of the variant itself."""
+    suffix = fname.rsplit("_", 1)[1]
+    widths = _TRIG_WIDTHS[suffix]
+
+    ph = ir.Function(module, ir.FunctionType(ty, [ty]), fname + "_ph")
+    ph.linkage = "internal"
+    for attr in ("noinline", "nounwind", "readonly"):
+        ph.attributes.add(attr)
+    b = ir.IRBuilder(ph.append_basic_block("entry"))
+    b.ret(_trig_slow(_Em(b, ty, fma), ph.args[0], is_cos))
+
+    variants = ",".join(f"_ZGV_LLVM_N{n}v_{fname}({fname}_v{n})" for n in widths)
+    fn = ir.Function(module, ir.FunctionType(ty, [ty]), fname)
+    fn.linkage = "internal"
+    fn.attributes = _VariantAttributes({"vector-function-abi-variant": variants})
+    for attr in ("noinline", "nounwind", "readonly"):
+        fn.attributes.add(attr)
+    x = fn.args[0]
+    x.name = "x"
+    entry = fn.append_basic_block("entry")
+    fast_bb = fn.append_basic_block("fast")
+    slow_bb = fn.append_basic_block("slow")
+    b = ir.IRBuilder(entry)
+    em = _Em(b, ty, fma)
+    b.cbranch(_trig_huge_mask(em, em.abs(x)), slow_bb, fast_bb)
+    b.position_at_end(fast_bb)
+    b.ret(_trig_fast(em, x, is_cos))
+    b.position_at_end(slow_bb)
+    b.ret(b.call(ph, [x]))
+
+    for n in widths:
+        vty = ir.VectorType(ty, n)
+        vf = ir.Function(module, ir.FunctionType(vty, [vty]), f"{fname}_v{n}")
+        # weak_odr keeps the variant alive until the vectoriser has used it
+        # (an unused internal or linkonce function would be deleted first)
+        # and lets modules that each define it be linked together.
+        vf.linkage = "weak_odr"
+        vf.attributes.add("nounwind")
+        vf.attributes.add("readonly")
+        vx = vf.args[0]
+        vx.name = "x"
+        entry = vf.append_basic_block("entry")
+        slow_bb = vf.append_basic_block("slow")
+        done_bb = vf.append_basic_block("done")
+        b = ir.IRBuilder(entry)
+        emv = _Em(b, vty, fma)
+        res = _trig_fast(emv, vx, is_cos)
+        huge = _trig_huge_mask(emv, emv.abs(vx))
+        any_huge = b.icmp_unsigned("!=", b.bitcast(huge, ir.IntType(n)),
+                                   ir.Constant(ir.IntType(n), 0))
+        b.cbranch(any_huge, slow_bb, done_bb)
+        b.position_at_end(slow_bb)
+        v = res
+        for i in range(n):
+            lane = ir.Constant(_I32, i)
+            v = b.insert_element(v, b.call(ph, [b.extract_element(vx, lane)]), lane)
+        v = b.select(huge, v, res)
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+        phi = b.phi(vty)
+        phi.add_incoming(res, entry)
+        phi.add_incoming(v, slow_bb)
+        b.ret(phi)
+    return fn
+
+
+# --------------------------------------------------------------------------
+# pow
+
+def _log_dd(em: _Em, ax):
+    """log(ax) as a double-double (relative error ~2^-66), ax > 0 finite."""
+    C = em.C
+    k, f = _log_split(em, ax)
+    m = em.add(f, 1.0)
+    dh, dl = em.fast_two_sum(1.0, m)                # 1 + m
+    sh = em.div(f, dh)
+    p, pe = em.two_prod(sh, dh)
+    rem = em.sub(em.sub(em.sub(f, p), pe), em.mul(sh, dl))
+    sl = em.div(rem, dh)
+    sh, sl = em.fast_two_sum(sh, sl)
+    # z = s^2
+    zh, zl = em.dd_mul(sh, sl, sh, sl)
+    # (2/3) s^3
+    s3h, s3l = em.dd_mul(zh, zl, sh, sl)
+    t2h, t2l = em.dd_mul(s3h, s3l, C.two3_hi, C.two3_lo)
+    # s^5 Q(z)
+    t3 = em.mul(em.mul(em.mul(zh, zh), sh), em.poly(zh, _c("logQ_f64")))
+    kf = em.itof(k)
+    lh, ll = em.fast_two_sum(em.mul(kf, C.ln2hi), em.mul(kf, C.ln2lo))
+    lh, ll = em.dd_add(lh, ll, em.mul(sh, 2.0), em.mul(sl, 2.0))
+    lh, ll = em.dd_add(lh, ll, t2h, t2l)
+    return em.dd_add_d(lh, ll, t3)
+
+
+def _pow_special(em: _Em, x, y, general):
+    """Apply C99 / NumPy special cases to `general` = |x|^y (sign fixed up here)."""
+    inf = float("inf")
+    nan = float("nan")
+    C = em.C
+    ax = em.abs(x)
+    ay = em.abs(y)
+    two_m = 2.0 ** C.mant
+    # integer / odd-integer tests for finite y
+    small = em.lt(ay, two_m)
+    tb = em.sel(small, em.add(ay, two_m), ay)
+    yint = em.or_(em.not_(small), em.eq(em.sub(tb, two_m), ay))
+    low_bit = em.icmp("!=", em.iand(em.bits_of(tb), 1), 0)
+    yodd = em.and_(em.and_(yint, low_bit), em.lt(ay, 2 * two_m))
+    xneg = em.lt(x, 0.0)
+    sign_src = em.sel(yodd, x, 1.0)
+    res = em.copysign(general, sign_src)
+    res = em.sel(em.and_(xneg, em.not_(yint)), nan, res)
+    # x = +-inf / +-0
+    ypos = em.gt(y, 0.0)
+    res = em.sel(em.eq(ax, inf), em.copysign(em.sel(ypos, inf, 0.0), sign_src), res)
+    res = em.sel(em.eq(ax, 0.0), em.copysign(em.sel(ypos, 0.0, inf), sign_src), res)
+    # y = +-inf
+    yinf = em.sel(em.eq(ax, 1.0), 1.0, em.sel(em.b.icmp_unsigned("==", em.lt(ax, 1.0), ypos), 0.0, inf))
+    res = em.sel(em.eq(ay, inf), yinf, res)
+    res = em.sel(em.b.or_(em.isnan(x), em.isnan(y)), em.add(x, y), res)
+    res = em.sel(em.eq(x, 1.0), 1.0, res)
+    return em.sel(em.eq(y, 0.0), 1.0, res)
+
+
+def _pow(em: _Em, x, y):
+    if em.f64:
+        ax = em.abs(x)
+        lh, ll = _log_dd(em, ax)
+        wh, wl = em.two_prod(y, lh)
+        wl = em.fmuladd(y, ll, wl)       # (no renormalisation: wh may be +-inf)
+        general = _exp_core(em, wh, wl)
+        return _pow_special(em, x, y, general)
+    b = em.b
+    em64 = em.other(_F64)
+    xd = b.fpext(x, em64.ty)
+    yd = b.fpext(y, em64.ty)
+    axd = em64.abs(xd)
+    k, f = _log_split(em64, axd)
+    lg = _log_kernel(em64, em64.itof(k), f, em64.k(0.0))
+    general = _exp_core(em64, em64.mul(yd, lg))
+    return b.fptrunc(_pow_special(em64, xd, yd, general), em.ty)
+
+
+# --------------------------------------------------------------------------
+
+_BODIES = {
+    "exp": _exp, "log": _log, "log1p": _log1p, "expm1": _expm1,
+    "sin": None, "cos": None, "tanh": _tanh, "erf": _erf,
+    "logistic": _logistic, "pow": _pow,
+}
+
+
+def _dtype_suffix(dtype) -> str:
+    if isinstance(dtype, ir.FloatType):
+        return "f32"
+    if isinstance(dtype, ir.DoubleType):
+        return "f64"
+    s = str(getattr(dtype, "name", dtype)).lower()
+    if s in ("float32", "f32"):
+        return "f32"
+    if s in ("float64", "f64", "double"):
+        return "f64"
+    try:
+        import numpy as np
+        s = np.dtype(dtype).name
+    except TypeError:
+        pass
+    if s == "float32":
+        return "f32"
+    if s == "float64":
+        return "f64"
+    raise TypeError(f"mathlib supports float32 and float64, not {dtype!r}")
+
+
+def function_name(name: str, dtype) -> str:
+    """The IR name of `name` for `dtype`, e.g. ``fgrad_exp_f32``."""
+    if name not in _BODIES:
+        raise ValueError(f"unknown math function {name!r}; have {', '.join(FUNCTIONS)}")
+    return f"fgrad_{name}_{_dtype_suffix(dtype)}"
+
+
+@functools.lru_cache(maxsize=None)
+def _host_fma() -> bool:
+    from . import engine
+    return engine.host_has_feature("fma")
+
+
+def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.Function:
+    """Declare `name` for `dtype` in `module` (once) and return the function.
+
+    `dtype`: float32/float64 as a NumPy dtype (or anything ``np.dtype``
+    takes), ``"f32"``/``"f64"`` or an llvmlite float type.  The function
+    takes one scalar (two for ``pow``) of the dtype and returns one; it is
+    ``internal`` + ``alwaysinline``, except sin/cos, which are ``noinline``
+    with explicit vector variants (see the module docstring).  `fma` chooses
+    how exact products are formed (float64 pow, huge-argument sin/cos):
+    hardware FMA or Dekker's splitting; default: whatever the host has.
+    Results are correct either way.
+    """
+    fname = function_name(name, dtype)
+    existing = module.globals.get(fname)
+    if existing is not None:
+        return existing
+    ty = _F32 if fname.endswith("f32") else _F64
+    fma = _host_fma() if fma is None else bool(fma)
+    if name in ("sin", "cos"):
+        return _emit_trig(module, fname, ty, fma, name == "cos")
+    fnty = ir.FunctionType(ty, [ty] * ARITY[name])
+    fn = ir.Function(module, fnty, fname)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    for i, a in enumerate(fn.args):
+        a.name = "xy"[i] if ARITY[name] == 2 else "x"
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    em = _Em(builder, ty, fma)
+    builder.ret(_BODIES[name](em, *fn.args))
+    return fn

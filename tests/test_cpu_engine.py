@@ -1,0 +1,271 @@
+"""The LLVM side of the CPU backend: compile, call, disk cache, errors."""
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fgrad._src.cpu import engine
+
+REPO = Path(__file__).resolve().parent.parent
+
+# out[i] = x[i] * scale, with args = [n, x, out] and `scale` baked in.
+KERNEL = r"""
+define void @scale(ptr noalias %args) {
+entry:
+  %n = load i64, ptr %args
+  %p1 = getelementptr inbounds i64, ptr %args, i64 1
+  %xa = load i64, ptr %p1
+  %p2 = getelementptr inbounds i64, ptr %args, i64 2
+  %oa = load i64, ptr %p2
+  %x = inttoptr i64 %xa to ptr
+  %o = inttoptr i64 %oa to ptr
+  %nonempty = icmp sgt i64 %n, 0
+  br i1 %nonempty, label %loop, label %done
+loop:
+  %i = phi i64 [0, %entry], [%i2, %loop]
+  %px = getelementptr inbounds double, ptr %x, i64 %i
+  %v = load double, ptr %px
+  %w = fmul double %v, SCALE
+  %po = getelementptr inbounds double, ptr %o, i64 %i
+  store double %w, ptr %po
+  %i2 = add i64 %i, 1
+  %c = icmp slt i64 %i2, %n
+  br i1 %c, label %loop, label %done
+done:
+  ret void
+}
+"""
+
+
+def kernel(scale=2.0):
+    return KERNEL.replace("SCALE", repr(float(scale)))
+
+
+def run_scale(cm, x):
+    out = np.zeros_like(x)
+    args = np.array([x.size, x.ctypes.data, out.ctypes.data], np.int64)
+    cm.entry("scale")(args)
+    return out
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(d))
+    return d
+
+
+def test_initialize_is_idempotent():
+    engine.initialize()
+    engine.initialize()
+    name, features = engine.host_cpu()
+    assert name
+    tm1, tm2 = engine.host_target_machine(), engine.host_target_machine()
+    assert tm1 is not tm2
+
+
+def test_compile_and_call(cache_dir):
+    cm = engine.compile_module(kernel(3.0), ["scale"])
+    x = np.arange(37, dtype=np.float64)
+    np.testing.assert_array_equal(run_scale(cm, x), 3.0 * x)
+    # int address of the argument table, and the raw ctypes function
+    out = np.zeros_like(x)
+    args = np.array([x.size, x.ctypes.data, out.ctypes.data], np.int64)
+    cm.entry("scale")(int(args.ctypes.data))
+    np.testing.assert_array_equal(out, 3.0 * x)
+    out[:] = 0
+    cm.entry("scale").cfunc(args.ctypes.data)
+    np.testing.assert_array_equal(out, 3.0 * x)
+    assert cm.address("scale") == cm.entry("scale").address != 0
+    s = cm.stats
+    assert not s.cache_hit and s.optimize_ms > 0 and s.codegen_ms > 0 and s.object_bytes > 0
+
+
+def test_entry_argument_checks(cache_dir):
+    e = engine.compile_module(kernel(), ["scale"]).entry("scale")
+    with pytest.raises(TypeError):
+        e(np.zeros(3, np.int32))
+    with pytest.raises(TypeError):
+        e([0, 0, 0])
+
+
+def test_entry_keeps_engine_alive(cache_dir):
+    e = engine.compile_module(kernel(5.0), ["scale"], cache=False).entry("scale")
+    import gc
+    gc.collect()
+    x = np.ones(8)
+    out = np.zeros(8)
+    e(np.array([8, x.ctypes.data, out.ctypes.data], np.int64))
+    np.testing.assert_array_equal(out, 5.0)
+
+
+def test_disk_cache_hit(cache_dir):
+    text = kernel(7.0)
+    first = engine.compile_module(text, ["scale"])
+    assert not first.stats.cache_hit
+    path = Path(first.stats.cache_path)
+    assert path.is_file() and path.parent.parent == cache_dir
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp")]
+    second = engine.compile_module(text, ["scale"])
+    assert second.stats.cache_hit
+    assert second.stats.optimize_ms == 0 and second.stats.codegen_ms == 0
+    assert second.stats.total_ms < first.stats.total_ms / 2
+    x = np.linspace(-1, 1, 101)
+    np.testing.assert_array_equal(run_scale(second, x), 7.0 * x)
+    # both engines stay usable side by side
+    np.testing.assert_array_equal(run_scale(first, x), 7.0 * x)
+    # a different IR text is a different key
+    third = engine.compile_module(kernel(8.0), ["scale"])
+    assert not third.stats.cache_hit and third.stats.key != first.stats.key
+
+
+def test_explicit_cache_dir_and_disabled_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path / "env"))
+    d = tmp_path / "explicit"
+    cm = engine.compile_module(kernel(9.0), ["scale"], cache_dir=d)
+    assert Path(cm.stats.cache_path).parent.parent == d
+    assert not (tmp_path / "env").exists()
+    cm = engine.compile_module(kernel(10.0), ["scale"], cache=False)
+    assert cm.stats.cache_path is None and not (tmp_path / "env").exists()
+    monkeypatch.delenv("FGRAD_CACHE_DIR")
+    assert engine.default_cache_dir() == Path.home() / ".cache" / "fgrad"
+
+
+def test_cache_hit_in_fresh_process(cache_dir):
+    text = kernel(11.0)
+    first = engine.compile_module(text, ["scale"])
+    assert not first.stats.cache_hit
+    code = (
+        "import sys, numpy as np\n"
+        "from fgrad._src.cpu import engine\n"
+        "cm = engine.compile_module(sys.stdin.read(), ['scale'])\n"
+        "x = np.arange(5.0); out = np.zeros(5)\n"
+        "cm.entry('scale')(np.array([5, x.ctypes.data, out.ctypes.data], np.int64))\n"
+        "print(cm.stats.cache_hit, out.tolist())\n"
+    )
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "True [0.0, 11.0, 22.0, 33.0, 44.0]"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "flip", "empty"])
+def test_corrupt_cache_file_is_recompiled(cache_dir, damage):
+    text = kernel(13.0)
+    first = engine.compile_module(text, ["scale"])
+    path = Path(first.stats.cache_path)
+    data = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(b"\x7fELF" + os.urandom(200))
+    elif damage == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":
+        b = bytearray(data)
+        b[len(b) // 2] ^= 0xFF
+        path.write_bytes(bytes(b))
+    else:
+        path.write_bytes(b"")
+    second = engine.compile_module(text, ["scale"])
+    assert not second.stats.cache_hit
+    assert "corrupt" in second.stats.cache_error
+    x = np.arange(10.0)
+    np.testing.assert_array_equal(run_scale(second, x), 13.0 * x)
+    assert path.read_bytes() == data             # overwritten with a good object
+    third = engine.compile_module(text, ["scale"])
+    assert third.stats.cache_hit
+
+
+def test_unwritable_cache_dir_is_not_fatal(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    cm = engine.compile_module(kernel(15.0), ["scale"], cache_dir=blocker)
+    assert not cm.stats.cache_hit and cm.stats.cache_error
+    np.testing.assert_array_equal(run_scale(cm, np.ones(3)), 15.0)
+
+
+def test_parse_error_is_clear(cache_dir):
+    bad = kernel().replace("fmul double %v", "fmul double %undefined_value")
+    with pytest.raises(engine.CompileError, match="(?s)parse error.*undefined_value"):
+        engine.compile_module(bad, ["scale"])
+    with pytest.raises(engine.CompileError, match="parse error"):
+        engine.compile_module("this is not llvm ir", [])
+
+
+def test_verification_error_is_clear(cache_dir):
+    bad = """
+define i32 @f(i32 %a) {
+entry:
+  %x = add i32 %y, 1
+  %y = add i32 %a, 1
+  ret i32 %x
+}
+"""
+    with pytest.raises(engine.CompileError, match="(?s)verification failed.*dominate"):
+        engine.compile_module(bad, ["f"])
+
+
+def test_missing_entry_is_clear(cache_dir):
+    with pytest.raises(engine.CompileError, match="'nope'"):
+        engine.compile_module(kernel(), ["scale", "nope"])
+    cm = engine.compile_module(kernel(), ["scale"])
+    with pytest.raises(KeyError):
+        cm.address("nope")
+
+
+def test_optimized_ir_and_asm():
+    text = engine.optimized_ir(kernel(2.0))
+    assert "define void @scale" in text
+    if engine.host_has_feature("avx2"):
+        assert "<4 x double>" in text
+    asm = engine.optimized_asm(kernel(2.0))
+    assert "scale" in asm
+
+
+CALLBACK_IR = r"""
+declare void @fgrad_test_callback(i64)
+
+define void @go(ptr %args) {
+entry:
+  %v = load i64, ptr %args
+  call void @fgrad_test_callback(i64 %v)
+  ret void
+}
+"""
+
+
+def test_add_symbol_and_cached_external_reference(cache_dir):
+    seen = []
+    cb = ctypes.CFUNCTYPE(None, ctypes.c_int64)(seen.append)
+    engine.add_symbol("fgrad_test_callback", ctypes.cast(cb, ctypes.c_void_p).value)
+    for expect_hit in (False, True):
+        cm = engine.compile_module(CALLBACK_IR, ["go"])
+        assert cm.stats.cache_hit == expect_hit
+        cm.entry("go")(np.array([42 + expect_hit], np.int64))
+    assert seen == [42, 43]
+
+
+def test_concurrent_compiles(cache_dir):
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            cm = engine.compile_module(kernel(100.0 + k), ["scale"], cache=False)
+            results[k] = run_scale(cm, np.ones(4))
+        except Exception as e:      # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k in range(4):
+        np.testing.assert_array_equal(results[k], 100.0 + k)

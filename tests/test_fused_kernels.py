@@ -1,0 +1,608 @@
+"""Native fused kernels (fgrad/_src/cpu/fused.py) against the reference
+interpreter (eager evaluation with each primitive's NumPy impl).
+
+For every element-wise primitive and every dtype it accepts, one program per
+dtype applies all of them to edge values (NaN, +-Inf, +-0, subnormals, huge
+values; min/max integers, division by zero, shifts by >= the width and by
+negative amounts), so each dtype costs one LLVM compile. Integer and bool
+results must be identical, float results within a few ulp. Then broadcasting,
+non-contiguous and zero-size inputs, the fusion plan (what becomes one kernel,
+which intermediates are stored), as_text, errors, and vectorisation.
+"""
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+
+import fgrad.numpy as fnp
+from fgrad import jit, lax
+from fgrad._src.cpu import fused
+from fgrad._src.jit.primitive import compile_jaxpr
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+FLOATS = [F32, F64]
+SIGNED = [np.dtype(f"int{b}") for b in (8, 16, 32, 64)]
+UNSIGNED = [np.dtype(f"uint{b}") for b in (8, 16, 32, 64)]
+INTS = SIGNED + UNSIGNED
+BOOL = np.dtype(bool)
+ALL = [BOOL] + INTS + FLOATS
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+
+def _exe(f, *args):
+    """The Executable jit builds for f at these arguments."""
+    return compile_jaxpr(jit(f).lower(*args).jaxpr, getattr(f, "__name__", "f"))
+
+
+def _labels(f, *args):
+    return [k.label for k in _exe(f, *args).kernels]
+
+
+def _assert_all_native(f, *args):
+    numpy_steps = [lab for lab in _labels(f, *args) if not lab.startswith("native:")]
+    assert not numpy_steps, numpy_steps
+
+
+def _ulp_close(got, want, ulps, what=""):
+    """Same NaNs and infinities; finite values within `ulps` ulp of each other."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        (what, got.shape, got.dtype, want.shape, want.dtype)
+    g, w = got.ravel(), want.ravel()
+    bad = np.isnan(g) != np.isnan(w)
+    both = ~np.isnan(g) & ~np.isnan(w)
+    inf = both & (np.isinf(g) | np.isinf(w))
+    bad |= inf & (g != w)
+    fin = both & ~inf
+    g64, w64 = g[fin].astype(np.float64), w[fin].astype(np.float64)
+    scale = np.maximum(np.abs(g[fin]), np.abs(w[fin]))
+    tol = ulps * np.spacing(scale).astype(np.float64)
+    tol = np.maximum(tol, ulps * np.finfo(got.dtype).smallest_subnormal)
+    bad_fin = np.abs(g64 - w64) > tol
+    idx = np.flatnonzero(bad)
+    fidx = np.flatnonzero(fin)[bad_fin]
+    assert not idx.size and not fidx.size, (
+        f"{what}: {idx.size + fidx.size} mismatches, e.g. at {list(idx[:3]) + list(fidx[:3])}: "
+        f"got {g[list(idx[:3]) + list(fidx[:3])]}, want {w[list(idx[:3]) + list(fidx[:3])]}")
+
+
+def _check(got, want, what="", ulps=4):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    if got.dtype.kind == "f":
+        _ulp_close(got, want, ulps, what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _close(got, want, scale=4.0, what=""):
+    """For compound expressions: fused code may contract a*b+c into an fma and
+    reassociate, so errors are relative to the operands (`scale`), not the result."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got, want)
+    eps = np.finfo(got.dtype).eps
+    np.testing.assert_allclose(got, want, rtol=8 * eps, atol=8 * eps * scale, err_msg=what)
+
+
+def _compare_programs(f, args, ulps=None, all_native=True, default_ulps=4):
+    """jit(f)(*args) against eager f(*args); f returns a dict name -> value;
+    ulps: float tolerance per name (the part before '/'), default_ulps otherwise."""
+    ulps = ulps or {}
+    eager = f(*args)
+    compiled = jit(f)(*args)
+    assert set(eager) == set(compiled)
+    for name in eager:
+        _check(compiled[name], eager[name], name, ulps.get(name.split("/")[0], default_ulps))
+    if all_native:
+        _assert_all_native(f, *args)
+    return eager
+
+
+# ----------------------------------------------------------------------------
+# Edge values
+
+def _float_values(dt, rng):
+    fi = np.finfo(dt)
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, 0.7, -1.3, 10.0,
+               -10.0, 100.0, -100.0, 1e-3, 1e-20, -1e-20, 1e20, -1e20, float(fi.max),
+               -float(fi.max), float(fi.tiny), float(fi.smallest_subnormal) * 3,
+               math.inf, -math.inf, math.nan, math.pi / 2, 88.7, -103.9, 709.9, -745.0,
+               0.49999997, 4503599627370497.0, 1e30]
+    rand = rng.standard_normal(60) * 10.0 ** rng.uniform(-4, 4, 60)
+    return np.concatenate([np.array(special, dt), rand.astype(dt)])
+
+
+def _int_values(dt):
+    ii = np.iinfo(dt)
+    bits = dt.itemsize * 8
+    cands = [0, 1, 2, 3, 5, 7, 13, -1, -2, -3, -7, bits - 1, bits, bits + 1, 2 * bits, 100, -100,
+             ii.min, ii.min + 1, ii.max, ii.max - 1, ii.max // 2, ii.min // 2]
+    return np.array([v for v in dict.fromkeys(cands) if ii.min <= v <= ii.max], dt)
+
+
+def _pairs(values):
+    a, b = zip(*itertools.product(values, values))
+    return np.array(a, values.dtype), np.array(b, values.dtype)
+
+
+# ----------------------------------------------------------------------------
+# Every primitive, every dtype
+
+_F_UNARY = {
+    "neg": lax.neg, "abs": lax.abs, "sign": lax.sign, "floor": lax.floor, "ceil": lax.ceil,
+    "round_away": lambda x: lax.round(x, "away_from_zero"),
+    "round_even": lambda x: lax.round(x, "to_nearest_even"),
+    "exp": lax.exp, "log": lax.log, "log1p": lax.log1p, "expm1": lax.expm1, "sin": lax.sin,
+    "cos": lax.cos, "tan": lax.tan, "tanh": lax.tanh, "sqrt": lax.sqrt, "rsqrt": lax.rsqrt,
+    "logistic": lax.logistic, "erf": lax.erf, "is_finite": lax.is_finite,
+    "stop_gradient": lax.stop_gradient,
+}
+_POWERS = (0, 1, 2, 3, 5, 8, 13, -1, -2, -3, 100, -100)
+_F_BINARY = {
+    "add": lax.add, "sub": lax.sub, "mul": lax.mul, "div": lax.div, "rem": lax.rem,
+    "max": lax.max, "min": lax.min, "pow": lax.pow,
+    "eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le, "gt": lax.gt, "ge": lax.ge,
+}
+# ulp budgets beyond the default 4 (tan = sin/cos; pow and integer_pow by repeated
+# multiplication round more often than NumPy's pow)
+_F_ULPS = {"tan": 8, "pow": 8, "integer_pow": 16, "round_away": 0, "round_even": 0,
+           "floor": 0, "ceil": 0, "add": 1, "sub": 1, "mul": 1, "div": 1, "rem": 0,
+           "sqrt": 1, "rsqrt": 2, "neg": 0, "abs": 0, "sign": 0, "max": 0, "min": 0}
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_float_primitives(dt):
+    rng = np.random.default_rng(1)
+    vals = _float_values(dt, rng)
+    bvals = np.concatenate([np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e-20, 1e20, 2.0,
+                                      -3.0, 1 / 3, math.inf, -math.inf, math.nan], dt),
+                            (rng.standard_normal(6) * 5).astype(dt)])
+    bx, by = _pairs(bvals)
+    bx = np.concatenate([bx, (rng.standard_normal(50) * 3).astype(dt)])
+    by = np.concatenate([by, (rng.standard_normal(50) * 3).astype(dt)])
+
+    def f(x, a, b):
+        out = {name: fn(x) for name, fn in _F_UNARY.items()}
+        out.update({f"integer_pow/{y}": lax.integer_pow(x, y) for y in _POWERS})
+        out.update({name: fn(a, b) for name, fn in _F_BINARY.items()})
+        out["select_n"] = lax.select_n(lax.lt(a, b), a, b)
+        return out
+
+    _compare_programs(f, (vals, bx, by), _F_ULPS)
+
+
+_I_UNARY = {"sign": lax.sign, "not": lax.bitwise_not, "population_count": lax.population_count,
+            "stop_gradient": lax.stop_gradient}
+_I_BINARY = {
+    "add": lax.add, "sub": lax.sub, "mul": lax.mul, "div": lax.div, "rem": lax.rem,
+    "max": lax.max, "min": lax.min, "eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le,
+    "gt": lax.gt, "ge": lax.ge, "and": lax.bitwise_and, "or": lax.bitwise_or,
+    "xor": lax.bitwise_xor, "shift_left": lax.shift_left,
+    "shift_right_logical": lax.shift_right_logical,
+    "shift_right_arithmetic": lax.shift_right_arithmetic,
+}
+
+
+@pytest.mark.parametrize("dt", INTS, ids=str)
+def test_integer_primitives(dt):
+    vals = _int_values(dt)
+    a, b = _pairs(vals)
+
+    def f(x, a, b):
+        out = {name: fn(x) for name, fn in _I_UNARY.items()}
+        if dt.kind == "i":
+            out["neg"], out["abs"] = lax.neg(x), lax.abs(x)
+        out.update({f"integer_pow/{y}": lax.integer_pow(x, y) for y in (0, 1, 2, 3, 7, 13, 64)})
+        out.update({name: fn(a, b) for name, fn in _I_BINARY.items()})
+        out["select_n"] = lax.select_n(lax.gt(a, b), a, b)
+        return out
+
+    _compare_programs(f, (vals, a, b))
+    # the edge cases really are in there
+    assert (b == 0).any() and ((a == np.iinfo(dt).min) & (b == -1) if dt.kind == "i" else b).any()
+
+
+def test_bool_primitives():
+    a, b = _pairs(np.array([False, True]))
+
+    def f(a, b):
+        out = {name: fn(a, b) for name, fn in
+               {"eq": lax.eq, "ne": lax.ne, "lt": lax.lt, "le": lax.le, "gt": lax.gt, "ge": lax.ge,
+                "and": lax.bitwise_and, "or": lax.bitwise_or,
+                "xor": lax.bitwise_xor}.items()}
+        out["not"] = lax.bitwise_not(a)
+        out["select_n"] = lax.select_n(a, b, lax.bitwise_not(b))
+        out["stop_gradient"] = lax.stop_gradient(a)
+        return out
+
+    _compare_programs(f, (a, b))
+
+
+def test_convert_element_type_all_pairs():
+    rng = np.random.default_rng(2)
+    args = {}
+    for dt in ALL:
+        if dt == BOOL:
+            args[dt] = np.array([False, True] * 20)
+        elif dt.kind == "f":
+            args[dt] = _float_values(dt, rng)[:40]
+        else:
+            v = _int_values(dt)
+            args[dt] = np.resize(v, 40)
+    # float -> uint32 of NaN / values outside [-2**31, 2**32) is unspecified (NumPy's own
+    # small-array and SIMD paths disagree): feed those conversions in-range values
+    in_range = {dt: np.resize(np.array([0.0, 1.0, 2.7, -1.0, -2.5, 3e9, -2e9, 4294967040.0,
+                                        65535.9, -300.0], dt), 40) for dt in FLOATS}
+    srcs = list(args)
+
+    def f(*xs):
+        out = {}
+        for src, x in zip(srcs, xs):
+            for dst in ALL:
+                if src.kind == "f" and dst == np.dtype(np.uint32):
+                    continue
+                out[f"{src}->{dst}"] = lax.convert_element_type(x, dst)
+        for src, x in zip(FLOATS, xs[len(srcs):]):
+            out[f"{src}->uint32 in range"] = lax.convert_element_type(x, np.uint32)
+        return out
+
+    _compare_programs(f, [args[s] for s in srcs] + [in_range[d] for d in FLOATS],
+                      default_ulps=0)
+
+
+def test_float_to_int_edge_values_match_numpy_on_x86():
+    vals = {dt: np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 300.0, -300.0, 70000.0, -70000.0,
+                          3e9, -3e9, 5e9, 1.9e19, -1.0, -2.5, 2.7, 2.0 ** 63, 2.0 ** 64, -0.0],
+                         dt) for dt in FLOATS}
+    targets = [d for d in INTS if d != np.dtype(np.uint32)]
+
+    def f(x32, x64):
+        return {f"{x.dtype}->{d}": lax.convert_element_type(x, d)
+                for x in (x32, x64) for d in targets}
+
+    _compare_programs(f, (vals[F32], vals[F64]))
+
+
+_BITCASTS = [(F32, np.int32), (F32, np.uint32), (F64, np.int64), (F64, np.uint64),
+             (np.int8, np.uint8), (np.int16, np.uint16), (np.uint32, np.int32),
+             (np.uint64, np.int64), (np.int32, F32), (np.uint64, F64)]
+
+
+def test_bitcast_convert_type_is_bit_exact():
+    rng = np.random.default_rng(3)
+    srcs = sorted({np.dtype(s) for s, _ in _BITCASTS}, key=str)
+    args = []
+    for dt in srcs:
+        if dt.kind == "f":
+            args.append(_float_values(dt, rng)[:32])
+        else:   # arbitrary bit patterns, NaN payloads included
+            args.append(rng.integers(0, 256, 32 * dt.itemsize, np.uint8).view(dt))
+
+    def f(*xs):
+        by = dict(zip(srcs, xs))
+        return {f"{s}->{np.dtype(d)}": lax.bitcast_convert_type(by[np.dtype(s)], d)
+                for s, d in _BITCASTS}
+
+    eager, compiled = f(*args), jit(f)(*args)
+    for k in eager:   # compare the bits, not the values
+        want, got = np.asarray(eager[k]), np.asarray(compiled[k])
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(f"u{got.dtype.itemsize}"),
+                                      want.view(f"u{want.dtype.itemsize}"), err_msg=k)
+    _assert_all_native(f, *args)
+
+
+def test_select_n_integer_selector():
+    which = np.array([0, 1, 2, 2, 1, 0], np.int32)
+    cases = [np.arange(6, dtype=np.float32) * k for k in (1, 10, 100)]
+
+    def f(w, a, b, c):
+        return {"i32": lax.select_n(w, a, b, c),
+                "u8": lax.select_n(lax.convert_element_type(w, np.uint8), a, b, c),
+                "i8_2": lax.select_n(lax.convert_element_type(lax.min(w, 1), np.int8), a, b),
+                "one": lax.select_n(w, a)}
+
+    _compare_programs(f, (which, *cases))
+    # out of range: NumPy's choose raises, and so does the kernel (and it recovers)
+    g = jit(lambda w, a, b, c: lax.select_n(w, a, b, c))
+    bad = np.array([0, 3, 1, -1, 0, 0], np.int32)
+    with pytest.raises(ValueError):
+        lax.select_n(bad, *cases)
+    with pytest.raises(ValueError, match="invalid entry"):
+        g(bad, *cases)
+    np.testing.assert_array_equal(g(which, *cases), lax.select_n(which, *cases))
+    _assert_all_native(lambda w, a, b, c: lax.select_n(w, a, b, c), which, *cases)
+
+
+# ----------------------------------------------------------------------------
+# Broadcasting, layouts, sizes
+
+def test_broadcasting_shapes():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    row = rng.standard_normal(4).astype(np.float32)
+    col = rng.standard_normal((3, 1)).astype(np.float32)
+    s = np.float32(1.7) * np.ones((), np.float32)
+    a21 = rng.standard_normal((2, 1))
+    a13 = rng.standard_normal((1, 3))
+    t = rng.integers(-50, 50, (2, 3, 4)).astype(np.int32)
+    m31 = rng.integers(-5, 5, (3, 1)).astype(np.int32)
+    m14 = rng.integers(-5, 5, (1, 4)).astype(np.int32)
+
+    def f(x, row, col, s, a21, a13, t, m31, m14):
+        return {
+            "row": x * row + 2.0, "col": lax.max(x, col) - row, "scalar": x * s + s,
+            "outer": a21 * a13 + 1.0, "outer_sel": lax.select_n(a21 > 0.0, a13, a21),
+            "row_col": row + col,
+            "3d_mid": t * m31 + 1, "3d_last": lax.div(t, m14), "3d_both": t - m31 * m14,
+            "scalar_only": s * 2.0 + 1.0,
+        }
+
+    _compare_programs(f, (x, row, col, s, a21, a13, t, m31, m14))
+
+
+def test_non_contiguous_inputs():
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((6, 8))
+    xt = base.T                       # transposed view
+    xs = base[::2, 1::3]              # strided view
+    y = rng.standard_normal((8, 6))
+    f = lambda a, b: lax.sin(a) * b + 1.0  # noqa: E731
+    _close(jit(f)(xt, y), f(xt, y), 8.0, "transposed")
+    g = lambda a: lax.exp(a) * a  # noqa: E731
+    _check(jit(g)(xs), g(xs), "strided")
+    # a view made inside the program (a NumPy step) feeding a native kernel
+    h = lambda a, b: lax.transpose(a, (1, 0)) * b  # noqa: E731
+    _check(jit(h)(base, y), h(base, y), "transpose step")
+    assert any(lab.startswith("native:") for lab in _labels(h, base, y))
+
+
+@pytest.mark.parametrize("shapes", [((0,), (0,)), ((0, 3), (3,)), ((3, 0), (3, 1)),
+                                    ((2, 0, 4), (1, 4))])
+def test_zero_size(shapes):
+    a = np.ones(shapes[0], np.float64)
+    b = np.ones(shapes[1], np.float64)
+    f = lambda a, b: (lax.exp(a) * b + 1.0, a < b)  # noqa: E731
+    got, want = jit(f)(a, b), f(a, b)
+    for g, w in zip(got, want):
+        _check(g, w)
+
+
+def test_scalar_programs():
+    f = lambda x, y: (lax.sin(x) * y + lax.exp(-x * x), x < y)  # noqa: E731
+    for x, y in [(np.float64(0.3), np.float64(-2.0)), (np.array(1.5, np.float32),
+                                                         np.array(0.25, np.float32))]:
+        for g, w in zip(jit(f)(x, y), f(x, y)):
+            _check(g, w)
+    _check(jit(lambda x: x * 2 + 1)(3), np.asarray(7, np.int32))
+
+
+def test_outputs_are_fresh_and_inputs_untouched():
+    x = np.arange(5.0)
+    f = jit(lambda x: (x * 2.0, x))
+    a, b = f(x)
+    a2, _ = f(x)
+    assert np.asarray(a) is not np.asarray(a2)
+    np.testing.assert_array_equal(x, np.arange(5.0))
+    assert not np.shares_memory(np.asarray(b), x)
+
+
+# ----------------------------------------------------------------------------
+# The fusion plan
+
+def test_fma_like_is_one_kernel():
+    x = y = z = np.ones((4, 5), np.float32)
+    exe = _exe(lambda x, y, z: x * y + z, x, y, z)
+    assert [k.label for k in exe.kernels] == ["native:mul+add"]
+    text = exe.as_text()
+    assert "// 0: native:mul+add" in text and "define" in text and "// 1:" not in text
+    _close(jit(lambda x, y, z: x * y + z)(x, y, z), x * y + z)
+
+
+def test_transcendental_chain_is_one_kernel():
+    x = np.linspace(-2, 2, 50, dtype=np.float32)
+    y = np.linspace(1, 3, 50, dtype=np.float32)
+    f = lambda x, y: fnp.sin(x) * y + fnp.exp(-x * x)  # noqa: E731
+    labels = _labels(f, x, y)
+    assert len(labels) == 1 and labels[0].startswith("native:"), labels
+    assert {"sin", "exp", "mul", "add", "neg"} <= set(labels[0][len("native:"):].split("+"))
+    _close(jit(f)(x, y), f(x, y), 3.0)
+
+
+def test_intermediates_used_later_become_outputs():
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+
+    def f(x):
+        t = fnp.sin(x) * 2.0          # used by the reduction and at the end
+        s = fnp.sum(t, axis=1, keepdims=True)
+        return t * s + x, t
+
+    exe = _exe(f, x)
+    labels = [k.label for k in exe.kernels]
+    assert labels[0] == "native:sin+mul" and labels[-1] == "native:mul+add", labels
+    assert all(lab.startswith("numpy:") for lab in labels[1:-1]), labels
+    first, last = exe.kernels[0], exe.kernels[-1]
+    assert len(first.outs) == 1           # t only: sin's result stays in a register
+    assert first.outs[0] in last.ins      # ... and t is read again by the last kernel
+    got, want = jit(f)(x), f(x)
+    _close(got[0], want[0], 8.0)
+    _check(got[1], want[1])
+
+
+def test_unsupported_pairs_run_as_numpy_steps_and_are_listed():
+    x = np.linspace(0.1, 0.9, 6)
+    f = lambda x: lax.atan2(x, x + 1.0) * 2.0 + lax.erf_inv(x)  # noqa: E731
+    exe = _exe(f, x)
+    labels = [k.label for k in exe.kernels]
+    assert "numpy:atan2" in labels and "numpy:erf_inv" in labels
+    assert any(lab.startswith("native:") for lab in labels)
+    text = exe.as_text()
+    assert "numpy:atan2" in text and "define" in text
+    _check(jit(f)(x), f(x))
+    h = np.ones(4, np.float16)
+    assert _labels(lambda a: a * a + a, h) == ["numpy:mul", "numpy:add"]
+
+
+def test_one_module_per_program():
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    f = lambda x: fnp.exp(fnp.sum(fnp.sin(x), axis=0)) * 2.0 + fnp.cos(x)  # noqa: E731
+    exe = _exe(f, x)
+    natives = [k for k in exe.kernels if k.label.startswith("native:")]
+    assert len(natives) >= 2
+    assert len({id(k.fn.module) for k in natives}) == 1
+    assert len(re.findall(r"^define void", exe.llvm_ir, re.M)) == len(natives)
+    _check(jit(f)(x), f(x))
+
+
+def test_can_fuse_table():
+    """can_fuse accepts every (primitive, dtype) pair elementwise.py accepts, except
+    the documented gaps."""
+    assert set(fused.EMITTERS) == {
+        "add", "sub", "mul", "div", "rem", "neg", "abs", "sign", "max", "min", "pow",
+        "integer_pow", "floor", "ceil", "round", "exp", "log", "log1p", "expm1", "sin", "cos",
+        "tan", "tanh", "sqrt", "rsqrt", "logistic", "erf", "eq", "ne", "lt", "le", "gt", "ge",
+        "is_finite", "select_n", "convert_element_type", "bitcast_convert_type", "and", "or",
+        "xor", "not", "shift_left", "shift_right_logical", "shift_right_arithmetic",
+        "population_count", "stop_gradient"}
+    x = np.ones(3, np.int32)
+    # integer_pow of integers to a negative power raises in NumPy: left to NumPy
+    assert _labels(lambda x: lax.integer_pow(x, -1), x) == ["numpy:integer_pow"]
+    b = np.ones(3, np.int8)
+    assert _labels(lambda b: lax.bitcast_convert_type(b, np.bool_), b) == \
+        ["numpy:bitcast_convert_type"]
+
+
+# ----------------------------------------------------------------------------
+# Errors and code quality
+
+def test_compile_failure_is_a_clear_error(monkeypatch):
+    from fgrad._src.cpu import engine
+
+    def broken(*a, **k):
+        raise engine.CompileError("LLVM says no")
+
+    monkeypatch.setattr(engine, "compile_module", broken)
+    with pytest.raises(fused.FusedCompileError, match=r"mul\+add over \(3,\).*LLVM says no"):
+        jit(lambda x, y: x * y + 1.0)(np.ones(3), np.ones(3))
+
+
+def test_missing_llvmlite_is_a_clear_error(monkeypatch):
+    def no_llvmlite():
+        raise ImportError("No module named 'llvmlite'")
+
+    monkeypatch.setattr(fused, "_ir", no_llvmlite)
+    with pytest.raises(fused.FusedCompileError, match=r"llvmlite.*sub over \(2,\)"):
+        jit(lambda x: x - 1.0)(np.ones(2))
+
+
+def test_ir_attributes():
+    x = np.ones(64, np.float32)
+    ir_text = _exe(lambda x, y: x * y + x, x, x).llvm_ir
+    assert "noalias" in ir_text and "getelementptr inbounds" in ir_text
+    assert "fmul nsz arcp contract afn float" in ir_text
+    assert "nnan" not in ir_text and "ninf" not in ir_text and "reassoc" not in ir_text
+
+
+def test_float32_loops_are_vectorised():
+    from fgrad._src.cpu import engine
+    if not engine.host_has_feature("avx2"):
+        pytest.skip("host has no AVX2")
+    x = np.ones(1000, np.float32)
+    exe = _exe(lambda x, y: (x + y, x * y, fnp.exp(x)), x, x)
+    opt = engine.optimized_ir(exe.llvm_ir)
+    widths = {int(n) for n in re.findall(r"<(\d+) x float>", opt)}
+    assert widths and max(widths) >= 8, widths
+    for body in re.split(r"^define ", opt, flags=re.M)[1:]:
+        assert "memcheck" not in body   # noalias: no runtime alias checks
+
+
+# ----------------------------------------------------------------------------
+# Random broadcasting programs, threads
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _broadcast_programs(draw):
+    rank = draw(st.integers(0, 3))
+    domain = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    shapes = []
+    for _ in range(3):
+        r = draw(st.integers(0, rank))
+        dims = domain[rank - r:]
+        shapes.append(tuple(d if draw(st.booleans()) else 1 for d in dims))
+    ops = draw(st.lists(st.tuples(st.sampled_from(["add", "sub", "mul", "max", "sel"]),
+                                  st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=6))
+    dtype = draw(st.sampled_from([np.int32, np.float64, np.uint8]))
+    return shapes, ops, np.dtype(dtype)
+
+
+def _run_ops(ops, *xs):
+    vals = list(xs)
+    for op, i, j in ops:
+        a, b = vals[i % len(vals)], vals[j % len(vals)]
+        if op == "sel":
+            vals.append(lax.select_n(lax.lt(a, b), a, b))
+        else:
+            vals.append(getattr(lax, op)(a, b))
+    return vals[len(xs):]
+
+
+@settings(max_examples=25, deadline=None)
+@given(_broadcast_programs())
+def test_random_broadcasting_programs(program):
+    shapes, ops, dt = program
+    rng = np.random.default_rng(len(ops))
+    xs = [rng.integers(0, 50, s).astype(dt) for s in shapes]
+    f = lambda *xs: _run_ops(ops, *xs)  # noqa: E731
+    got, want = jit(f)(*xs), f(*xs)
+    for g, w in zip(got, want):
+        _check(g, w, ulps=0)
+    _assert_all_native(f, *xs)
+
+
+def test_concurrent_calls():
+    from concurrent.futures import ThreadPoolExecutor
+    f = jit(lambda x, y: lax.exp(x) * y - x)
+    rng = np.random.default_rng(6)
+    inputs = [(rng.standard_normal(1000 + 7 * i), rng.standard_normal(1000 + 7 * i) * 0 +
+               rng.standard_normal()) for i in range(4)]
+    for x, y in inputs:   # compile each shape first
+        f(x, y)
+
+    def work(k):
+        x, y = inputs[k % 4]
+        for _ in range(30):
+            _close(f(x, y), lax.exp(x) * y - x, 8.0)
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(16)))
+
+
+def test_no_algebra_that_breaks_inf_and_nan():
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, 0.0], np.float32)
+    f = lambda x: ((x + 1.0) - x, x - x, x * 0.0, x / x, (x * 2.0) / 2.0)  # noqa: E731
+    for g, w in zip(jit(f)(x), f(x)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_negative_zero_and_nan_semantics():
+    x = np.array([0.0, -0.0, np.nan, np.inf, -np.inf])
+    def f(x):
+        one = np.float64(1.0)
+        return (lax.neg(x), lax.div(one, lax.neg(x)), lax.div(one, x), lax.max(x, x), x != x,
+                lax.is_finite(x))
+
+    for g, w in zip(jit(f)(x), f(x)):
+        g, w = np.asarray(g), np.asarray(w)
+        np.testing.assert_array_equal(g, w)
+        if g.dtype.kind == "f":   # signs of zeros and infinities (a NaN's sign is noise)
+            ok = ~np.isnan(w)
+            np.testing.assert_array_equal(np.signbit(g[ok]), np.signbit(w[ok]))
