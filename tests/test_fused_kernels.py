@@ -21,6 +21,9 @@ from fgrad import jit, lax
 from fgrad._src.cpu import fused
 from fgrad._src.jit.primitive import compile_jaxpr
 
+# Inputs include NaN/Inf on purpose: the eager NumPy reference warns about them.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 FLOATS = [F32, F64]
 SIGNED = [np.dtype(f"int{b}") for b in (8, 16, 32, 64)]
