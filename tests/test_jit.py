@@ -936,3 +936,23 @@ def test_random_programs_grad_of_jit_vs_eager(program, inputs):
     loss = lambda x, r: _run_program(program, x, r)[2]  # noqa: E731
     _close(fgrad.grad(jit(loss))(x, r), fgrad.grad(loss)(x, r), rtol=1e-9, atol=1e-11)
     _close(jit(fgrad.grad(loss))(x, r), fgrad.grad(loss)(x, r), rtol=1e-9, atol=1e-11)
+
+
+def test_a_fresh_process_reuses_compiled_code_from_the_disk_cache(tmp_path):
+    """The first process compiles and writes the object code; a second one loads it."""
+    import subprocess
+    import sys
+    code = ("import numpy as np, fgrad, fgrad.numpy as fnp\n"
+            "from fgrad._src.jit.primitive import compile_jaxpr\n"
+            "f = fgrad.jit(lambda x, y: fnp.sin(x) * y + fnp.exp(-x * x))\n"
+            "x = np.linspace(0, 1, 8, dtype=np.float32)\n"
+            "np.testing.assert_allclose(np.asarray(f(x, x)), np.sin(x) * x + np.exp(-x * x),"
+            " rtol=1e-5)\n"
+            "exe = next(iter(f._cache.values())).executable\n"
+            "print('HIT' if exe.compile_stats.cache_hit else 'MISS')\n")
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert [r.stdout.strip() for r in runs] == ["MISS", "HIT"]

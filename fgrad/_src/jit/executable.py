@@ -72,11 +72,13 @@ class Executable:
                     f"jit cannot compile {eqn.primitive.name}: it has no implementation to "
                     f"run (in {name})")
         self.llvm_ir = None
+        self.compile_stats = None  # the native module's compile statistics (disk-cache hit, ms)
         natives = iter(())
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
             fns = fused.compile_groups(groups, name)
             self.llvm_ir = fns[0].llvm_ir
+            self.compile_stats = fns[0].module.stats
             natives = iter(fns)
         self.kernels = []
         for step in steps:

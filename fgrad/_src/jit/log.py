@@ -11,8 +11,10 @@ def log_compile(name, closed, executable, seconds):
         return
     steps = len(executable.kernels)
     native = sum(1 for k in executable.kernels if not k.label.startswith("numpy:"))
+    stats = executable.compile_stats
+    cached = " (native code from the disk cache)" if stats is not None and stats.cache_hit else ""
     _emit(f"compiled {name}: {len(closed.jaxpr.eqns)} equations -> {steps} steps "
-          f"({native} native) in {seconds * 1e3:.1f} ms")
+          f"({native} native) in {seconds * 1e3:.1f} ms{cached}")
 
 
 def log_trace(name, reason):
