@@ -24,6 +24,8 @@ import fgrad.numpy as fnp
 from fgrad import jit, lax
 from fgrad._src.jaxpr import check_jaxpr
 
+from tree_asserts import assert_trees_close
+
 f64 = np.float64
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,14 +34,7 @@ def _np(x):
     return np.asarray(x)
 
 
-def _close(a, b, rtol=1e-12, atol=1e-13):
-    """Same pytree structure, same shapes and dtypes, leaves equal to rounding."""
-    assert fgrad.tree.structure(a) == fgrad.tree.structure(b), (a, b)
-    for x, y in zip(fgrad.tree.leaves(a), fgrad.tree.leaves(b)):
-        x, y = _np(x), _np(y)
-        assert x.shape == y.shape, (x.shape, y.shape)
-        assert x.dtype == y.dtype, (x.dtype, y.dtype)
-        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+_close = assert_trees_close
 
 
 def _weak(x):

@@ -2,6 +2,7 @@
 nesting, broadcasting of unbatched outputs, compositions with grad/jvp/vjp and
 custom derivatives (each checked against a Python loop), per-example gradients
 of a small MLP, and the error messages for misuse. JAX's semantics are the spec."""
+import functools
 import re
 
 import numpy as np
@@ -11,6 +12,8 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad import lax
 
+from tree_asserts import assert_trees_close
+
 f64 = np.float64
 
 
@@ -18,13 +21,7 @@ def _np(x):
     return np.asarray(x)
 
 
-def _close(a, b, rtol=1e-12, atol=1e-13):
-    """Same pytree structure and leaves equal to rounding (float64)."""
-    assert fgrad.tree.structure(a) == fgrad.tree.structure(b), (a, b)
-    for x, y in zip(fgrad.tree.leaves(a), fgrad.tree.leaves(b)):
-        x, y = _np(x), _np(y)
-        assert x.shape == y.shape, (x.shape, y.shape)
-        np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
+_close = functools.partial(assert_trees_close, check_dtype=False)
 
 
 def _stack(trees):
