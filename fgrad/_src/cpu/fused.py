@@ -26,6 +26,18 @@ body lives in an internal `alwaysinline` function whose pointer parameters are
 `noalias` (outputs are fresh arrays; inputs are only read), so no runtime alias
 checks are needed; GEPs are `inbounds`.
 
+A group may end with a reduce_sum / reduce_max / reduce_min (numeric dtypes)
+whose input has the domain's shape: its output is filled with the identity
+(-0.0 or 0; -inf / +inf or the integer extremes) before the loop nest, and the
+body accumulates into it through strides that are 0 on the reduced axes (a
+last-axis reduction's accumulator is promoted to a register by LLVM). Max/min
+propagate NaN like np.max / np.min; max/min of a zero-size array is left to
+NumPy (it raises); a zero-size sum is 0. Only the accumulation of a float sum
+carries `reassoc` (so it vectorises with partial sums; NumPy's pairwise sum
+reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
+squeeze, broadcast_in_dim, size-1 reshapes) are read from their source buffer
+through the view's strides.
+
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
 bool results are bit-for-bit equal, float results equal to a few ulp. Float
 add/sub/mul carry the fast-math flags `nsz arcp contract afn` (so a*b + c may
@@ -94,6 +106,12 @@ _OPERAND_DTYPES = {
 def can_fuse(eqn):
     """Whether this backend has a loop-body emitter for `eqn` (primitive and dtypes)."""
     name = eqn.primitive.name
+    if name in _REDUCE_DTYPES:
+        x = eqn.invars[0].aval
+        if x.dtype not in _REDUCE_DTYPES[name] or eqn.outvars[0].aval.dtype != x.dtype:
+            return False
+        # np.max / np.min of nothing raise: left to NumPy
+        return name == "reduce_sum" or math.prod(x.shape) > 0
     allowed = _OPERAND_DTYPES.get(name)
     if allowed is None or not eqn.primitive.elementwise:
         return False
@@ -499,23 +517,45 @@ def _c_strides(shape):
     return strides[::-1]
 
 
-def _layout(domain, in_shapes):
-    """Collapsed loop extents and, per input, ('flat'|'scalar', None) or
-    ('strided', element strides over the collapsed loops)."""
-    size = math.prod(domain)
+def _domain_strides(domain, shape, strides=None):
+    """Element strides over `domain` of an operand of `shape` read with NumPy
+    broadcasting; `strides` (over `shape`) for a fused view, None when the
+    operand is C-contiguous. 0 on broadcast and size-1 dimensions."""
     rank = len(domain)
+    if strides is None:
+        strides = _c_strides(shape)
+    pad = (1,) * (rank - len(shape)) + tuple(shape)
+    st = (0,) * (rank - len(shape)) + tuple(strides)
+    return [0 if pad[d] == 1 else st[d] for d in range(rank)]
+
+
+def _reduced_strides(domain, axes):
+    """Element strides over `domain` of a reduction's C-contiguous output
+    (0 on the reduced axes)."""
+    kept = [d for d in range(len(domain)) if d not in axes]
+    cs = _c_strides([domain[d] for d in kept])
+    out = [0] * len(domain)
+    for d, s in zip(kept, cs):
+        out[d] = 0 if domain[d] == 1 else s
+    return out
+
+
+def _layout(domain, operands):
+    """Collapsed loop extents and, per operand (its element strides over the
+    domain), ('flat'|'scalar', None) or ('strided', strides over the collapsed
+    loops)."""
+    rank = len(domain)
+    flat = _domain_strides(domain, domain)
     kinds, strided = [], []
-    for s in in_shapes:
-        n = math.prod(s)
-        if n == 1:
+    for st in operands:
+        st = list(st)
+        if not any(st):
             kinds.append("scalar")
-        elif n == size:
+        elif st == flat:
             kinds.append("flat")
         else:
             kinds.append("strided")
-            pad = (1,) * (rank - len(s)) + tuple(s)
-            st = _c_strides(pad)
-            strided.append([0 if pad[d] == 1 else st[d] for d in range(rank)])
+            strided.append(st)
     keep = [d for d in range(rank) if domain[d] != 1]
     dims = [domain[d] for d in keep]
     strs = [[st[d] for d in keep] for st in strided]
@@ -534,13 +574,48 @@ def _layout(domain, in_shapes):
     return dims, out
 
 
+# Reductions a group may end with: (identity, combine) per dtype kind
+_REDUCE_DTYPES = {"reduce_sum": _NUM, "reduce_max": _NUM, "reduce_min": _NUM}
+# The accumulation of a float sum may be reassociated (so it vectorises with
+# several partial sums, as NumPy's pairwise sum also reorders); only that add
+# carries `reassoc`, so nothing else is rewritten through it.
+_SUM_FLAGS = ("reassoc", "nsz", "contract")
+
+
+def _reduce_identity(cx, name, dt):
+    if name == "reduce_sum":
+        return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+    if dt.kind == "f":
+        return cx.const(dt, -math.inf if name == "reduce_max" else math.inf)
+    info = np.iinfo(dt)
+    return cx.const(dt, int(info.min if name == "reduce_max" else info.max))
+
+
+def _reduce_combine(cx, name, dt, acc, x):
+    b = cx.b
+    if name == "reduce_sum":
+        return b.fadd(acc, x, flags=_SUM_FLAGS) if dt.kind == "f" else b.add(acc, x)
+    if dt.kind == "f":     # NaN-propagating, as np.max / np.min
+        return cx.call_intr("maximum" if name == "reduce_max" else "minimum", dt, acc, x)
+    op = ">" if name == "reduce_max" else "<"
+    cmp = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
+    return b.select(cmp(op, x, acc), x, acc)
+
+
 def _emit_group(ir, module, fname, group):
     domain = tuple(group.shape)
+    reads = [r for a, r in zip(group.inputs, group.reads) if type(a) is not Literal]
     ins = [a for a in group.inputs if type(a) is not Literal]
     outs = list(group.outputs)
     n_in, n_out = len(ins), len(outs)
     ptr = ir.PointerType()
     i64 = ir.IntType(64)
+    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
+    red_out = red.outvars[0] if red is not None and red.outvars[0] in outs else None
+    if red is not None:
+        elementwise = group.eqns[:-1]
+    else:
+        elementwise = group.eqns
 
     # body(ptr noalias in..., ptr noalias out...) -> i1 (selector out of range)
     body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out))
@@ -553,7 +628,14 @@ def _emit_group(ir, module, fname, group):
         a.name = f"in{k}" if k < n_in else f"out{k - n_in}"
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
-    dims, layout = _layout(domain, [v.aval.shape for v in ins])
+    operands = [_domain_strides(domain, v.aval.shape, st) if st is None
+                else _domain_strides(domain, rv.aval.shape, st)
+                for v, (rv, st) in zip(ins, reads)]
+    if red_out is not None:
+        operands.append(_reduced_strides(domain, set(red.params["axes"])))
+    dims, layout = _layout(domain, operands)
+    red_layout = layout[n_in] if red_out is not None else None
+    layout = layout[:n_in]
 
     def load(k, index):
         dt = ins[k].aval.dtype
@@ -570,14 +652,34 @@ def _emit_group(ir, module, fname, group):
         err_slot = b.alloca(ir.IntType(1), name="err")
         b.store(ir.Constant(ir.IntType(1), 0), err_slot)
     stride_keys = {}
-    for k, (kind, st) in enumerate(layout):
+    for kind, st in layout + ([red_layout] if red_layout else []):
         if kind == "strided":
             stride_keys.setdefault(tuple(st), len(stride_keys))
     strides = list(stride_keys)
 
+    if red_out is not None and math.prod(domain) > 0:
+        # the reduced output starts at the reduction's identity
+        rdt = red_out.aval.dtype
+        rmt = cx.mem_ty(rdt)
+        n_red = math.prod(red_out.aval.shape)
+        rptr = body.args[n_in + outs.index(red_out)]
+        ident = _reduce_identity(cx, red.primitive.name, rdt)
+        pre = b.block
+        loop = body.append_basic_block("init")
+        done = body.append_basic_block("init_done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i64, name="r")
+        i.add_incoming(zero, pre)
+        b.store(ident, b.gep(rptr, [i], inbounds=True, source_etype=rmt))
+        nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
+        i.add_incoming(nxt, loop)
+        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, n_red)), loop, done)
+        b.position_at_end(done)
+
     def emit_body(flat, offs):
         vals = {}
-        for k, v in enumerate(ins):
+        for k, (v, _) in enumerate(reads):
             kind, st = layout[k]
             if kind == "scalar":
                 vals[v] = hoisted[k]
@@ -591,7 +693,7 @@ def _emit_group(ir, module, fname, group):
                 return cx.const(a.aval.dtype, a.val)
             return vals[a]
 
-        for eqn in group.eqns:
+        for eqn in elementwise:
             args = [read(a) for a in eqn.invars]
             dts = [a.aval.dtype for a in eqn.invars]
             out_dt = eqn.outvars[0].aval.dtype
@@ -600,6 +702,15 @@ def _emit_group(ir, module, fname, group):
         for j, v in enumerate(outs):
             dt = v.aval.dtype
             mt = cx.mem_ty(dt)
+            if v is red_out:
+                kind, st = red_layout
+                idx = (zero if kind == "scalar" else flat if kind == "flat"
+                       else offs[stride_keys[tuple(st)]])
+                p = b.gep(body.args[n_in + j], [idx], inbounds=True, source_etype=mt)
+                acc = b.load(p, typ=mt)
+                b.store(_reduce_combine(cx, red.primitive.name, dt, acc,
+                                        read(red.invars[0])), p)
+                continue
             x = vals[v]
             if dt.kind == "b":
                 x = b.zext(x, mt)
@@ -774,7 +885,7 @@ def _make_caller(group, cfunc, check_selector, entry_name):
         return t, t.ctypes.data
 
     tables.append(new_table())
-    empty = np.empty
+    empty, zeros = np.empty, np.zeros
     if _DATA_OFFSET is not None:
         address = id
     else:  # pragma: no cover
@@ -796,9 +907,9 @@ def _make_caller(group, cfunc, check_selector, entry_name):
     in_shapes = [shape for _, shape in in_specs]
 
     def run(*xs):
+        if size == 0:     # nothing to loop over; an empty sum is 0
+            return [zeros(shape, dt) for shape, dt in out_specs]
         outs = [empty(shape, dt) for shape, dt in out_specs]
-        if size == 0:
-            return outs
         table, table_addr = tables.pop() if tables else new_table()
         keep = None
         k = 0
