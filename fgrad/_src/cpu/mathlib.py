@@ -587,8 +587,8 @@ class _Em:
 # exp / expm1
 
 def _exp_reduce(em: _Em, x, lo_clamp):
-    """x = n*ln2 + r + c; returns (n int, r, c) for x clamped to
-    [lo_clamp, exp_hi] (NaN -> lo_clamp)."""
+    """xc = n ln2 + r + c for xc = x clamped to [lo_clamp, exp_hi] (NaN ->
+    lo_clamp); returns (n as int, r, c, xc), c the rounding error of r."""
     C = em.C
     xc = em.clamp(x, lo_clamp, C.exp_hi)
     nf, ni = em.rint(em.mul(xc, C.log2e))
