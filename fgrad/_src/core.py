@@ -160,14 +160,15 @@ class Trace:
         if f is not None:
             self.origin = f"{f.f_code.co_filename}:{f.f_lineno} (in {f.f_code.co_name})"
 
+    # Every concrete trace (EvalTrace, JVPTrace, JaxprTrace, BatchTrace) defines these.
     def process_primitive(self, prim, args, params):
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} cannot interpret {prim.name}")
 
     def process_custom_jvp_call(self, prim, fun, jvp, args, params):
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} cannot interpret custom_jvp functions")
 
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
-        raise NotImplementedError
+        raise TypeError(f"{type(self).__name__} cannot interpret custom_vjp functions")
 
     def finish(self):
         """Mark this trace finished: its tracers may no longer be used."""
