@@ -1,0 +1,1 @@
+"""Counter-based pseudo-random numbers (threefry-2x32) with explicit keys."""
