@@ -1,6 +1,7 @@
 """fgrad: composable function transformations of NumPy programs."""
 from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linear_transpose, linearize,  # noqa: F401
                             make_jaxpr, stop_gradient, value_and_grad, vjp)
+from fgrad._src.checkpoint import checkpoint, remat  # noqa: F401
 from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
@@ -9,6 +10,8 @@ from fgrad._src.jit.api import jit  # noqa: F401
 from fgrad._src.vmap_api import vmap  # noqa: F401
 from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa
+from fgrad import random  # noqa: E402
+from fgrad import debug  # noqa: F401,E402
 from fgrad._src.errors import ConcretizationError, EscapedTracerError, FgradTypeError  # noqa: F401
 
 __version__ = "0.1.0"

@@ -283,6 +283,27 @@ for _name, _dom in [("cumsum", "real"), ("cumprod", "real"), ("cummax", "small")
     case(_name, "axis1_rev", lambda x, _f=_f: _f(x, 1, reverse=True), F(2, 4, 3, domain=_dom))
     case(_name, "int", lambda x, _f=_f: _f(x, 0, reverse=True), I(5, lo=-3, hi=4))
 
+# Sorting (ties in the keys check stability; carried operands follow the keys)
+
+case("sort", "axis1", lambda x: lax.sort(x, 1), F(3, 4, domain="small"))
+case("sort", "key_val", lambda k, v: lax.sort_key_val(k, v, 0)[1], I(4, 3, lo=0, hi=3), F(4, 3))
+case("sort", "two_keys", lambda a, b, c: lax.sort((a, b, c), 0, num_keys=2)[2],
+     I(6, lo=0, hi=2), F(6, domain="small"), F(6))
+
+# Control flow (a batched predicate or index selects per member)
+
+case("cond", "cond", lambda p, x: lax.cond(p, lax.sin, lambda x: lax.mul(x, 2.0), x),
+     Bool(), F(2, 3))
+case("cond", "switch", lambda i, x: lax.switch(i, [lax.sin, lax.cos, lax.neg], x),
+     I(lo=-1, hi=4), F(3))
+case("scan", "carry_and_ys",
+     lambda c, xs: (lambda out: lax.add(out[0], lax.reduce_sum(out[1], (0,))))(
+         lax.scan(lambda c, x: (lax.add(lax.sin(c), x), lax.mul(c, x)), c, xs)),
+     F(3), F(4, 3))
+case("while", "counted", lambda x, n: lax.while_loop(
+    lambda s: lax.lt(s[0], n), lambda s: (lax.add(s[0], 1), lax.mul(s[1], 1.5)), (0, x))[1],
+     F(3), I(lo=0, hi=5))
+
 
 # ----------------------------------------------------------------------------
 # The harness

@@ -14,7 +14,7 @@ from . import core
 from .config import config
 from .core import (Tracer, TracerLevelError, check_live, full_lower, get_aval,
                    set_current_trace)
-from .errors import FgradTypeError
+from .errors import FgradTypeError, provenance
 from .partial_eval import JaxprTrace, trace_to_subjaxpr
 from .jaxpr import Literal, dce_jaxpr, eval_jaxpr
 
@@ -238,7 +238,8 @@ def _unpack_outputs(trace, outs):
 class LinearizeTrace(JVPTrace):
     def __init__(self, parent, description):
         super().__init__(parent, description)
-        self.rule_trace = JaxprTrace(parent, f"the linear part of {description}")
+        self.rule_trace = JaxprTrace(parent, f"the linear part of {description}",
+                                     transient=True)
 
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         primals, tangents, nonzero = self._unpack(args)
@@ -363,14 +364,28 @@ def backward_pass(jaxpr, consts, cts_out):
             else:
                 known = primal_env.get(a, _UNKNOWN)
                 args.append(UndefinedPrimal(a.aval) if known is _UNKNOWN else known)
-        cts_in = prim.transpose(ct, *args, **eqn.params)
-        for a, x, c in zip(eqn.invars, args, cts_in):
-            if c is not None and type(x) is UndefinedPrimal:
-                accumulate(a, c)
+        _transpose_eqn(prim, eqn, ct, args, accumulate)
     return [ct_env.get(v) for v in jaxpr.invars]
 
 
 _UNKNOWN = object()
+
+
+def _transpose_eqn(prim, eqn, ct, args, accumulate):
+    """Run the equation's transpose rule and accumulate the cotangents it gives; what
+    this creates or reports (new equations, NaN errors) carries the equation's
+    source line, marked as backward-pass work."""
+    src = eqn.source_info
+    outer = provenance.info
+    if src is not None:
+        provenance.info = src.in_backward_pass()
+    try:
+        cts_in = prim.transpose(ct, *args, **eqn.params)
+        for a, x, c in zip(eqn.invars, args, cts_in):
+            if c is not None and type(x) is UndefinedPrimal:
+                accumulate(a, c)
+    finally:
+        provenance.info = outer
 
 
 def backward_pass_partial(jaxpr, consts, args, cts_out):

@@ -7,6 +7,8 @@ import numpy as np
 from . import tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
+from .debug.tracebacks import api_boundary
+from .jaxpr import LocatedClosedJaxpr
 from .lax import stop_gradient as _stop_gradient_array, zeros, zeros_like
 from .partial_eval import trace_to_jaxpr
 
@@ -87,6 +89,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
     fname = _name(fun)
     description = f"grad of {fname}"
 
+    @api_boundary
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         single, nums = _check_argnums(f"grad of {fname}", argnums, len(args))
@@ -138,6 +141,7 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
     """The gradient of a scalar function with respect to args[argnums]."""
     vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
+    @api_boundary
     @functools.wraps(fun)
     def grad_f(*args, **kwargs):
         value, g = vg(*args, **kwargs)
@@ -174,6 +178,7 @@ def _check_scalar_output(fname, out):
                         f"got {aval.str_short()}")
 
 
+@api_boundary
 def vjp(fun, *primals, has_aux=False):
     """(out, pullback) or (out, pullback, aux); pullback(ct) returns one cotangent per primal."""
     what = f"vjp of {_name(fun)}"
@@ -182,6 +187,7 @@ def vjp(fun, *primals, has_aux=False):
     flat_fun = _FlatFun(fun, in_tree, what, has_aux)
     outs, lin = linearize_flat(flat_fun, flat, what)
 
+    @api_boundary
     def pullback(ct):
         ct_leaves = flat_fun.cotangent_leaves(ct)
         for c, o in zip(ct_leaves, outs):
@@ -227,6 +233,7 @@ def _check_tangents(fname, primals, tangents):
     return p_leaves, out, p_tree
 
 
+@api_boundary
 def jvp(fun, primals, tangents, has_aux=False):
     """(f(*primals), J·tangents); with has_aux, (out, tangent_out, aux)."""
     fname = _name(fun)
@@ -244,6 +251,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     return result
 
 
+@api_boundary
 def linearize(fun, *primals):
     """(f(*primals), f_jvp) where f_jvp(*tangents) applies the Jacobian at primals."""
     fname = _name(fun)
@@ -252,6 +260,7 @@ def linearize(fun, *primals):
     flat_fun = _FlatFun(fun, in_tree, what)
     outs, lin = linearize_flat(flat_fun, _as_arrays(flat, what), what)
 
+    @api_boundary
     def f_jvp(*tangents):
         _, t_flat, _ = _check_tangents(fname, tuple(primals), tuple(tangents))
         touts = lin.jvp(t_flat)
@@ -261,6 +270,7 @@ def linearize(fun, *primals):
     return tree_util.unflatten(flat_fun.out_tree, outs), f_jvp
 
 
+@api_boundary
 def linear_transpose(fun, *primals):
     """The transpose of a linear function: returns f_t with f_t(ct) = Jᵀ ct, a tuple
     with one cotangent per argument. `primals` give the argument shapes/dtypes only."""
@@ -270,6 +280,7 @@ def linear_transpose(fun, *primals):
     flat_fun = _FlatFun(fun, in_tree, what)
     closed = trace_to_jaxpr(flat_fun, avals, what)
 
+    @api_boundary
     def transposed(ct):
         cts = backward_pass(closed.jaxpr, closed.consts, flat_fun.cotangent_leaves(ct))
         cts = [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts, avals)]
@@ -299,12 +310,14 @@ def _arg_aval(x):
     return get_aval(x)
 
 
-def make_jaxpr(fun, static_argnums=()):
+def make_jaxpr(fun, static_argnums=(), print_locations=False):
     """Returns a function that traces `fun` on its arguments' shapes and dtypes and
-    gives the ClosedJaxpr (print it to read the IR)."""
+    gives the ClosedJaxpr (print it to read the IR). With print_locations=True the
+    printed form ends each equation with the user's source line that created it."""
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     fname = _name(fun)
 
+    @api_boundary
     @functools.wraps(fun)
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static]
@@ -316,7 +329,10 @@ def make_jaxpr(fun, static_argnums=()):
             full = [a if i in static else next(it) for i, a in enumerate(args)]
             return [full_lower(x) for x in tree_util.leaves(fun(*full, **kwargs))]
 
-        return trace_to_jaxpr(flat_fun, avals, f"make_jaxpr of {fname}")
+        closed = trace_to_jaxpr(flat_fun, avals, f"make_jaxpr of {fname}")
+        if print_locations:
+            return LocatedClosedJaxpr(closed.jaxpr, closed.consts)
+        return closed
 
     return make
 

@@ -16,12 +16,24 @@ class Config:
         self.disable_jit = _flag("FGRAD_DISABLE_JIT")
         # Log every jit compile (what was traced, why, and how long it took).
         self.log_compiles = _flag("FGRAD_LOG_COMPILES")
+        # Raise at the first primitive that makes a NaN or Inf from finite inputs.
+        self.debug_nans = _flag("FGRAD_DEBUG_NANS")
+        # Hide fgrad's own frames in tracebacks of errors raised through transforms.
+        self.traceback_filtering = os.environ.get(
+            "FGRAD_TRACEBACK_FILTERING", "on").strip().lower() not in ("0", "off", "false", "no")
+        self._listeners = {}
 
     def update(self, name, value):
-        if not hasattr(self, name):
-            raise AttributeError(f"unknown fgrad config option {name!r}; "
-                                 f"known: {sorted(vars(self))}")
+        if name.startswith("_") or not hasattr(self, name):
+            raise AttributeError(f"unknown fgrad config option {name!r}; known: "
+                                 f"{sorted(k for k in vars(self) if not k.startswith('_'))}")
         setattr(self, name, value)
+        for fn in self._listeners.get(name, ()):
+            fn(value)
+
+    def on_update(self, name, fn):
+        """Call fn(value) whenever `update` changes option `name`."""
+        self._listeners.setdefault(name, []).append(fn)
 
 
 config = Config()

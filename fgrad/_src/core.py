@@ -84,7 +84,10 @@ class Primitive:
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
     weak_args: indices of the arguments whose weak type the output inherits.
+    effectful: the primitive does something besides computing its outputs (a
+    debug callback): tracing always records it, simplification never drops it.
     """
+    effectful = False
 
     def __init__(self, name, multiple_results=False, weak_args=None):
         self.name = name
@@ -237,6 +240,8 @@ class EvalTrace(Trace):
         except Exception as e:
             _explain_impl_failure(prim, args, params, e)
             raise
+        if output_check is not None:
+            output_check(prim, vals, out, params)
         if "weak_type" in params:
             weak = params["weak_type"]
         elif not args:
@@ -272,6 +277,15 @@ def _explain_impl_failure(prim, args, params, err):
 
 _state.trace = EvalTrace()
 eval_trace = _state.trace
+
+# Called as output_check(prim, input values, output, params) after every eager
+# primitive when set (fgrad.debug installs its NaN/Inf checker here).
+output_check = None
+
+
+def set_output_check(fn):
+    global output_check
+    output_check = fn
 
 
 # ----------------------------------------------------------------------------

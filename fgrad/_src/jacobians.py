@@ -12,6 +12,7 @@ import numpy as np
 from . import lax, tree_util
 from .api import _as_arrays, _check_argnums, _check_float_inputs, _name, jvp, vjp
 from .core import Array
+from .debug.tracebacks import api_boundary
 from .vmap_api import vmap
 
 
@@ -52,6 +53,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
     """The Jacobian of `fun` by forward mode: vmap of jvp over the input basis."""
     what = f"jacfwd of {_name(fun)}"
 
+    @api_boundary
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)
@@ -72,6 +74,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     """The Jacobian of `fun` by reverse mode: vmap of vjp over the output basis."""
     what = f"jacrev of {_name(fun)}"
 
+    @api_boundary
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)

@@ -7,6 +7,7 @@ and outvars. An equation applies one primitive with static params to atoms
 """
 import numpy as np
 
+from .errors import provenance
 
 
 class Var:
@@ -38,13 +39,16 @@ def _format_scalar(v):
 
 
 class Eqn:
-    __slots__ = ("primitive", "invars", "outvars", "params")
+    """One primitive application; `source_info` is the user's source line that
+    created it (an errors.SourceInfo, or None when unknown)."""
+    __slots__ = ("primitive", "invars", "outvars", "params", "source_info")
 
-    def __init__(self, primitive, invars, outvars, params):
+    def __init__(self, primitive, invars, outvars, params, source_info=None):
         self.primitive = primitive
         self.invars = invars
         self.outvars = outvars
         self.params = params
+        self.source_info = source_info
 
 
 class Jaxpr:
@@ -69,6 +73,9 @@ class Jaxpr:
 
     __repr__ = __str__
 
+    def pretty_print(self, print_locations=False):
+        return pretty_print(self, print_locations=print_locations)
+
 
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
@@ -87,12 +94,27 @@ class ClosedJaxpr:
 
     __repr__ = __str__
 
+    def pretty_print(self, print_locations=False):
+        return pretty_print(self.jaxpr, print_locations=print_locations)
+
+
+class LocatedClosedJaxpr(ClosedJaxpr):
+    """A ClosedJaxpr that prints each equation's source line
+    (what make_jaxpr(..., print_locations=True) returns)."""
+    __slots__ = ()
+
+    def __str__(self):
+        return pretty_print(self.jaxpr, print_locations=True)
+
+    __repr__ = __str__
+
 
 # ----------------------------------------------------------------------------
 # Evaluation
 
 def eval_jaxpr(jaxpr, consts, *args):
-    """Run a jaxpr by binding each primitive at the current trace."""
+    """Run a jaxpr by binding each primitive at the current trace. Work done for an
+    equation (new equations, error reports) inherits that equation's source info."""
     env = {}
     for v, x in zip(jaxpr.constvars, consts):
         env[v] = x
@@ -102,13 +124,18 @@ def eval_jaxpr(jaxpr, consts, *args):
     def read(a):
         return a.val if type(a) is Literal else env[a]
 
-    for eqn in jaxpr.eqns:
-        outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, o in zip(eqn.outvars, outs):
-                env[v] = o
-        else:
-            env[eqn.outvars[0]] = outs
+    outer = provenance.info
+    try:
+        for eqn in jaxpr.eqns:
+            provenance.info = eqn.source_info or outer
+            outs = eqn.primitive.bind(*[read(a) for a in eqn.invars], **eqn.params)
+            if eqn.primitive.multiple_results:
+                for v, o in zip(eqn.outvars, outs):
+                    env[v] = o
+            else:
+                env[eqn.outvars[0]] = outs
+    finally:
+        provenance.info = outer
     return [read(a) for a in jaxpr.outvars]
 
 
@@ -116,17 +143,35 @@ def eval_closed(closed, *args):
     return eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
-def dce_jaxpr(jaxpr, used_outputs):
+def dce_jaxpr(jaxpr, used_outputs, keep_effects=False):
     """The jaxpr restricted to the outputs flagged in `used_outputs`, without the
-    equations those outputs do not need (inputs are kept)."""
+    equations those outputs do not need (inputs are kept). Effectful equations
+    (debug callbacks) are dropped too unless `keep_effects`: keep them in the one
+    slice of a split program that runs them (e.g. the primal part)."""
     outvars = [v for v, used in zip(jaxpr.outvars, used_outputs) if used]
     live = {v for v in outvars if type(v) is Var}
     eqns = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outvars):
+        if any(v in live for v in eqn.outvars) or (
+                keep_effects and has_effects(eqn.primitive, eqn.params)):
             eqns.append(eqn)
             live.update(a for a in eqn.invars if type(a) is Var)
     return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns[::-1], outvars)
+
+
+def has_effects(prim, params):
+    """Whether an equation of `prim` with `params` has side effects: the primitive's
+    own (a debug callback), or an effectful equation inside one of its sub-jaxprs
+    (a cond branch, a loop body, a jit call)."""
+    if prim.effectful:
+        return True
+    for p in params.values():
+        for sub in (p if type(p) is tuple else (p,)):
+            if isinstance(sub, ClosedJaxpr):
+                sub = sub.jaxpr
+            if type(sub) is Jaxpr and any(has_effects(e.primitive, e.params) for e in sub.eqns):
+                return True
+    return False
 
 
 # ----------------------------------------------------------------------------
@@ -216,11 +261,11 @@ def _name_of(i):
     return s
 
 
-def _format_param(value, indent):
+def _format_param(value, indent, print_locations):
     if isinstance(value, ClosedJaxpr):
         value = value.jaxpr
     if isinstance(value, Jaxpr):
-        return pretty_print(value, indent=indent + 2)
+        return pretty_print(value, indent=indent + 2, print_locations=print_locations)
     if isinstance(value, np.dtype):
         return str(value)
     if callable(value) and not isinstance(value, type):
@@ -228,8 +273,10 @@ def _format_param(value, indent):
     return repr(value)
 
 
-def pretty_print(jaxpr, indent=0):
-    """JAX's textual form; on one line when it fits in 80 columns."""
+def pretty_print(jaxpr, indent=0, print_locations=False):
+    """JAX's textual form; on one line when it fits in 80 columns. With
+    print_locations, one equation per line, each followed by `# file:line (function)`
+    of the user code that created it."""
     name = _Names()
 
     def binder(v):
@@ -243,14 +290,17 @@ def pretty_print(jaxpr, indent=0):
         lhs = " ".join(binder(v) for v in eqn.outvars)
         params = ""
         if eqn.params:
-            params = "[" + " ".join(f"{k}={_format_param(v, indent)}"
+            params = "[" + " ".join(f"{k}={_format_param(v, indent, print_locations)}"
                                     for k, v in sorted(eqn.params.items())) + "]"
         rhs = " ".join(name(a) for a in eqn.invars)
-        lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
+        line = f"{lhs + ' = ' if lhs else ''}{eqn.primitive.name}{params} {rhs}".rstrip()
+        if print_locations and eqn.source_info is not None:
+            line += f"  # {eqn.source_info.short()}"
+        lines.append(line)
     outs = ", ".join(name(a) for a in jaxpr.outvars)
     tail = f"in ({outs},) }}" if len(jaxpr.outvars) == 1 else f"in ({outs}) }}"
     one_line = f"{head} {'; '.join(lines)} {tail}" if lines else f"{head} {tail}"
-    if len(one_line) + indent <= _WIDTH and "\n" not in one_line:
+    if len(one_line) + indent <= _WIDTH and "\n" not in one_line and not print_locations:
         return one_line
     pad = " " * indent
     body = "".join(f"\n{pad}    {line}" for line in lines)

@@ -7,6 +7,7 @@ import optree
 from . import core, tree_util
 from .batching import BatchTrace, BatchTracer, move_to_front, moveaxis
 from .core import Array, Tracer, check_live, full_lower, set_current_trace
+from .debug.tracebacks import api_boundary
 from .errors import user_location
 
 
@@ -73,6 +74,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         raise TypeError(f"vmap of {fname}: in_axes must be an int, None, or a tuple with one "
                         f"entry per positional argument, got {type(in_axes).__name__}")
 
+    @api_boundary
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):

@@ -10,6 +10,7 @@ import numpy as _np
 from fgrad._src.numpy import (creation as _creation, indexing as _indexing,  # noqa: F401
                               linalg as _linalg, reductions as _reductions, shape as _shape,
                               ufuncs as _ufuncs, util as _util)
+from fgrad._src.numpy import sorting as _sorting  # noqa: E402
 
 
 def _export(module):
@@ -22,7 +23,7 @@ def _export(module):
     return out
 
 
-for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation):
+for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
     globals().update(_export(_m))
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function

@@ -21,8 +21,11 @@ from .gather_scatter import (gather, gather_p, scatter, scatter_add, scatter_add
                              scatter_max, scatter_max_p, scatter_min, scatter_min_p,
                              scatter_mul, scatter_mul_p, scatter_p)
 from .dot_general import dot_general, dot_general_p  # noqa: F401
+from .sorting import sort, sort_key_val, sort_p  # noqa: F401
 from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,  # noqa: F401
                          cumsum, cumsum_p)
+from .control_flow import (cond, cond_p, fori_loop, map, scan, scan_p, switch,  # noqa: F401
+                           while_loop, while_p)
 
 
 def full(shape, fill_value, dtype):
