@@ -798,3 +798,158 @@ def test_reduction_loops_are_vectorised():
     # reassoc only on the accumulation of a sum
     plain = _exe(lambda x: fnp.exp(x) * 2.0, x).llvm_ir
     assert "reassoc" not in plain
+
+
+def test_transpose_is_a_view_and_fuses():
+    rng = np.random.default_rng(16)
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal((5, 3))
+
+    def f(x, w):
+        return w - 0.1 * lax.transpose(x, (1, 0))
+
+    assert _labels(f, x, w) == ["native:mul+sub"]
+    _check(jit(f)(x, w), f(x, w))
+    y = rng.standard_normal((2, 3, 4))
+    g = lambda y: fnp.exp(lax.transpose(y, (2, 0, 1))) + 1.0  # noqa: E731
+    assert _labels(g, y) == ["native:exp+add"]
+    _close(jit(g)(y), g(y), 4.0)
+
+
+def test_outer_products_become_fused_multiplies():
+    rng = np.random.default_rng(17)
+    a, b, w = rng.standard_normal((1, 4)), rng.standard_normal((1, 3)), rng.standard_normal((4, 3))
+
+    def update(w, a, b):    # a weight gradient at batch 1: a^T b
+        return w - 0.5 * (a.T @ b)
+
+    assert _labels(update, w, a, b) == ["native:mul+mul+sub"]
+    _check(jit(update)(w, a, b), update(w, a, b))
+    # batch dims, broadcast batch dims, a preferred dtype and integers keep their meaning
+    p, q = rng.standard_normal((2, 3, 1)), rng.standard_normal((2, 1, 5))
+    i, j = np.arange(6, dtype=np.int32).reshape(2, 3, 1), np.arange(10, dtype=np.int32).reshape(2, 1, 5)
+    cases = {
+        "batched": (lambda p, q: lax.dot_general(p, q, (((2,), (1,)), ((0,), (0,)))), (p, q)),
+        "broadcast_batch": (lambda p, q: lax.dot_general(p, q, (((2,), (1,)), ((0,), (0,)))),
+                            (p[:1], q)),
+        "free_after_contracting": (lambda p, q: lax.dot_general(
+            p, q, (((0,), (0,)), ((), ()))), (a, b)),
+        "to_f64": (lambda p, q: lax.dot_general(p, q, (((2,), (1,)), ((0,), (0,))),
+                                                preferred_element_type=np.float64),
+                   (p.astype(np.float32), q.astype(np.float32))),
+        "int": (lambda p, q: lax.dot_general(p, q, (((2,), (1,)), ((0,), (0,)))), (i, j)),
+    }
+    for name, (f, args) in cases.items():
+        got, want = jit(f)(*args), f(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
+        assert not any("dot_general" in lab for lab in _labels(f, *args)), name
+
+
+def test_groups_over_one_domain_fuse_across_other_steps():
+    rng = np.random.default_rng(18)
+    x, v = rng.standard_normal((4, 6)), rng.standard_normal(6)
+
+    def f(x, v):
+        a = x * 2.0          # domain (4, 6)
+        u = v + 1.0          # domain (6,): another group in between
+        return a - 1.0, u * 3.0
+
+    assert sorted(_labels(f, x, v)) == ["native:add+mul", "native:mul+sub"]
+    for got, want in zip(jit(f)(x, v), f(x, v)):
+        _check(got, want)
+
+    def g(x):                # a value read by a reduction's consumer stays ordered
+        s = fnp.sum(x * x, axis=1, keepdims=True)
+        return x / s, x + 1.0
+
+    for got, want in zip(jit(g)(x), g(x)):
+        _close(got, want, 4.0)
+
+
+@pytest.mark.parametrize("shape", [(1000,), (7, 300), (3, 1, 500), (2, 3, 4)])
+def test_big_kernels_split_over_threads(monkeypatch, shape):
+    from fgrad._src.cpu import threads
+    monkeypatch.setattr(threads, "MIN_WORK", 0)
+    monkeypatch.setenv("FGRAD_NUM_THREADS", "3")
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal(shape[-1:]).astype(np.float32)
+
+    def f(x, y):
+        return fnp.sin(x) * y + fnp.exp(-x * x)
+
+    def g(x, y):   # a group ending in a reduction accumulates across its loops
+        return fnp.sum(x * y, axis=-1)
+
+    (kernel,) = _exe(f, x, y).kernels
+    chunks = kernel.fn.chunks    # contiguous [lo, hi) ranges of the outer loop
+    assert chunks is not None and 2 <= len(chunks) <= 3 and chunks[0][0] == 0
+    assert all(a < b == c for (a, b), (c, _) in zip(chunks, chunks[1:]))
+    assert all(k.fn.chunks is None for k in _exe(g, x, y).kernels)
+    _close(jit(f)(x, y), f(x, y), 4.0)
+    _close(jit(g)(x, y), g(x, y), 4.0)
+
+
+def test_split_kernels_report_selector_errors(monkeypatch):
+    from fgrad._src.cpu import threads
+    monkeypatch.setattr(threads, "MIN_WORK", 0)
+    monkeypatch.setenv("FGRAD_NUM_THREADS", "2")
+    cases = [np.arange(8, dtype=np.float32) * k for k in (1, 10, 100)]
+    g = jit(lambda w, a, b, c: lax.select_n(w, a, b, c))
+    bad = np.array([0, 1, 2, 0, 1, 2, 5, 0], np.int32)   # the error is in the 2nd half
+    with pytest.raises(ValueError, match="invalid entry"):
+        g(bad, *cases)
+    good = np.array([0, 1, 2, 0, 1, 2, 1, 0], np.int32)
+    np.testing.assert_array_equal(g(good, *cases), lax.select_n(good, *cases))
+
+
+def test_bad_thread_count_is_a_clear_error(monkeypatch):
+    from fgrad._src.cpu import threads
+    monkeypatch.setenv("FGRAD_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="FGRAD_NUM_THREADS"):
+        threads.num_threads()
+
+
+def test_slices_and_reversals_are_index_arithmetic():
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal((6, 8))
+    v = rng.standard_normal(8)
+
+    def f(x, v):
+        return {
+            "slice": lax.slice(x, (1, 2), (5, 8)) * 2.0,
+            "strided": lax.slice(x, (0, 1), (6, 8), (2, 3)) + 1.0,
+            "rev": lax.rev(x, (1,)) - x,
+            "rev_both": lax.rev(x, (0, 1)) * lax.rev(v, (0,)),
+            "slice_of_rev": lax.slice(lax.rev(x, (0,)), (1, 0), (4, 8), (2, 1)) + 0.5,
+            "rev_of_transpose": lax.rev(lax.transpose(x, (1, 0)), (0,)) * 3.0,
+            "differences": x[1:] - x[:-1],
+            "scalar_element": x[2:3, 5:6] * x,
+            "empty": lax.slice(x, (2, 0), (2, 8)) + 1.0,
+        }
+
+    got, want = jit(f)(x, v), f(x, v)
+    for k in want:
+        _close(got[k], want[k], 4.0, k)
+    labels = _labels(f, x, v)
+    assert all(lab.startswith("native:") for lab in labels), labels
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.uint8, np.bool_, np.float32])
+def test_views_of_every_dtype(dt):
+    x = (np.arange(24).reshape(4, 6) % 7).astype(dt)
+
+    def f(x):
+        return lax.rev(lax.slice(x, (1, 0), (4, 6), (1, 2)), (0, 1)) == lax.transpose(
+            lax.slice(x, (0, 1), (3, 4)), (1, 0))[:, ::-1].T
+
+    np.testing.assert_array_equal(jit(f)(x), f(x))
+
+
+def test_gradient_of_slicing_stays_fused():
+    from fgrad import grad
+    x = np.linspace(-1.0, 1.0, 10)
+    loss = lambda x: fnp.sum((x[1:] - x[:-1]) ** 2) + fnp.sum(fnp.exp(x[::-1] * x))  # noqa: E731
+    np.testing.assert_allclose(jit(grad(loss))(x), grad(loss)(x), rtol=1e-12)
+    forward = _labels(loss, x)
+    assert all(lab.startswith("native:") for lab in forward), forward

@@ -951,3 +951,100 @@ def test_a_fresh_process_reuses_compiled_code_from_the_disk_cache(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr
     assert [r.stdout.strip() for r in runs] == ["MISS", "HIT"]
+
+
+# ----------------------------------------------------------------------------
+# Donation
+
+def _sgd(w, g):
+    return w - 0.5 * g
+
+
+def test_donated_parameters_are_updated_in_place():
+    step = jit(_sgd, donate_argnums=(0,))
+    w0 = np.arange(12, dtype=np.float32).reshape(3, 4)
+    g = np.ones((3, 4), np.float32)
+    w = fnp.asarray(w0.copy())
+    buffer = w._value
+    assert "in place of donated input 0" in step.lower(w, g).as_text()
+    out = step(w, g)
+    np.testing.assert_array_equal(out, w0 - 0.5)
+    assert out._value is buffer                      # the donated memory was reused
+    with pytest.raises(RuntimeError, match="donated to the jitted function '_sgd'"):
+        w + 1.0                                      # the donated Array is used up
+    again = step(out, g)                             # outputs can be donated in turn
+    np.testing.assert_array_equal(again, w0 - 1.0)
+    # without donation, the input stays intact and the output is fresh
+    plain = jit(_sgd)
+    w = fnp.asarray(w0.copy())
+    out = plain(w, g)
+    assert out._value is not w._value
+    np.testing.assert_array_equal(w, w0)
+
+
+def test_donation_never_overwrites_what_the_program_still_reads():
+    g = np.ones((2, 3))
+
+    def reads_twice(w, g):        # w is needed after the update is written
+        new = w - g
+        return new, fnp.sum(w * w)
+
+    def view_read(w, g):          # w read through a transpose elsewhere
+        return w - g, w.T * 2.0
+
+    def returned(w, g):           # w itself is an output
+        return w - g, w
+
+    for f in (reads_twice, view_read, returned):
+        w0 = np.arange(6.0).reshape(2, 3)
+        want = f(fnp.asarray(w0), g)
+        got = jit(f, donate_argnums=(0,))(fnp.asarray(w0.copy()), g)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, err_msg=f.__name__)
+
+
+def test_donated_buffer_passed_twice_is_copied_first():
+    step = jit(lambda w, g: w * 2.0 + g, donate_argnums=(0,))
+    x = np.arange(4.0)
+    out = step(x, x)              # the same buffer is both arguments
+    np.testing.assert_array_equal(out, np.arange(4.0) * 3)
+    np.testing.assert_array_equal(x, np.arange(4.0))   # a copy was written, not x
+
+
+def test_donated_numpy_arrays_and_non_contiguous_inputs():
+    step = jit(_sgd, donate_argnums=(0,))
+    w = np.ones((4, 4))
+    out = step(w, np.ones((4, 4)))
+    np.testing.assert_array_equal(out, 0.5)
+    strided = np.ones((4, 8))[:, ::2]           # not contiguous: no reuse, still right
+    np.testing.assert_array_equal(step(strided, np.ones((4, 4))), 0.5)
+    readonly = np.ones((4, 4))
+    readonly.flags.writeable = False
+    np.testing.assert_array_equal(step(readonly, np.ones((4, 4))), 0.5)
+    np.testing.assert_array_equal(readonly, 1.0)
+
+
+def test_donation_of_pytrees_and_under_transforms():
+    def update(params, grads):
+        return fgrad.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+
+    step = jit(update, donate_argnums=(0,))
+    params = {"w": fnp.asarray(np.ones((2, 2))), "b": fnp.asarray(np.zeros(2))}
+    grads = {"w": np.ones((2, 2)), "b": np.ones(2)}
+    new = step(params, grads)
+    np.testing.assert_allclose(new["w"], 0.9)
+    np.testing.assert_allclose(new["b"], -0.1)
+    with pytest.raises(RuntimeError, match="donated"):
+        np.asarray(params["b"])
+    # under grad, donation is ignored and the input survives
+    x = fnp.asarray(np.ones(3))
+    g = fgrad.grad(lambda x: fnp.sum(jit(lambda x: x * x, donate_argnums=(0,))(x)))(x)
+    np.testing.assert_allclose(g, 2.0)
+    np.testing.assert_allclose(x, 1.0)
+
+
+def test_donate_argnums_errors():
+    with pytest.raises(ValueError, match="both static and donated"):
+        jit(_sgd, static_argnums=(1,), donate_argnums=(1,))
+    with pytest.raises(TypeError, match="donate_argnums must be ints"):
+        jit(_sgd, donate_argnums=("w",))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import fgrad
+import fgrad.numpy as fnp
 from fgrad import lax
 from fgrad.test_util import check_grads
 
@@ -416,3 +417,13 @@ def test_cumulative_errors():
     for name in _CUM:
         raises(lambda: getattr(lax, name)(np.zeros((2, 3)), 2), name, "f64[2,3]")
     raises(lambda: lax.cumsum(np.zeros(3, bool), 0), "cumsum", "bool[3]")
+
+
+def test_weight_gradients_need_no_transpose():
+    # d/dW of sum(x @ W): the cotangent is x^T @ g computed in W's layout directly
+    x, w = randn(5, 3), randn(3, 4)
+    jaxpr = fgrad.make_jaxpr(fgrad.grad(lambda w, x: fnp.sum(x @ w)))(w, x)
+    names = [e.primitive.name for e in jaxpr.jaxpr.eqns]
+    assert "dot_general" in names and "transpose" not in names, names
+    np.testing.assert_allclose(fgrad.grad(lambda w, x: fnp.sum(x @ w))(w, x),
+                               np.broadcast_to(x.sum(0)[:, None], (3, 4)), rtol=1e-12)

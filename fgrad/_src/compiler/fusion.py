@@ -11,20 +11,24 @@ so `sum(exp(x - m), -1)` is one loop nest. A reduction whose input comes from
 elsewhere starts a group of its own.
 
 Shape ops that only re-index their operand (`expand_dims`, `squeeze`,
-`broadcast_in_dim`, and `reshape`s that only insert or remove size-1
-dimensions) are *views*: when every consumer of a view is fused (or is itself
-such a view), the view is not a step at all; the consuming group reads the
-view's source buffer with the view's element strides (0 on inserted and
-broadcast dimensions). `Fused.reads[k]` is then `(view var, strides)` for input
-k (the var the group's equations read and its element strides into
-`inputs[k]`); it is `(input, None)` for a plain input.
+`broadcast_in_dim`, `transpose`, `slice`, `rev`, and `reshape`s that only
+insert or remove size-1 dimensions) are *views*: when every consumer of a view
+is fused (or is itself such a view), the view is not a step at all; the
+consuming group reads the view's source buffer through an `IndexMap`: element
+strides (0 on inserted and broadcast dimensions, negative on reversed ones)
+and the offset of the view's first element. `Fused.reads[k]` is then
+`(view var, IndexMap)` for input k (the var the group's equations read and how
+it indexes `inputs[k]`); it is `(input, None)` for a plain input.
 
 Values a group defines but later equations or the program's outputs need
 become the kernel's outputs. Everything else stays a single-equation step.
 """
+from typing import NamedTuple
+
 from ..jaxpr import Literal, Var
 
-VIEWS = frozenset({"expand_dims", "squeeze", "reshape", "broadcast_in_dim"})
+VIEWS = frozenset({"expand_dims", "squeeze", "reshape", "broadcast_in_dim", "transpose",
+                   "slice", "rev"})
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
                         "reduce_and", "reduce_or"})
 
@@ -35,9 +39,9 @@ class Fused:
     eqns: element-wise equations, possibly ending with one reduction whose
     input has the domain's shape; inputs: atoms from outside the group (Vars or
     Literals) in first-use order, possibly repeated (two views of one array);
-    reads: per input, (the var the group reads, its element strides into the
-    input) for a fused view, else (input, None); outputs: the group's Vars that
-    are used after it.
+    reads: per input, (the var the group reads, its IndexMap into the input) for a
+    fused view, else (input, None); outputs: the group's Vars that are used
+    after it.
     """
     __slots__ = ("eqns", "inputs", "outputs", "shape", "reads")
 
@@ -65,32 +69,57 @@ def _c_strides(shape):
     return tuple(strides[::-1])
 
 
-def view_strides(eqn, strides):
-    """Element strides over the view's output given its operand's strides, or
-    None when `eqn` is not a pure re-indexing this planner understands."""
+class IndexMap(NamedTuple):
+    """Where a view's elements live in its source buffer: element `(i, j, ...)` of
+    the view is source element `offset + i*strides[0] + j*strides[1] + ...`."""
+    strides: tuple
+    offset: int = 0
+
+
+def identity_map(shape):
+    """The IndexMap of a C-contiguous array onto itself."""
+    return IndexMap(_c_strides(shape), 0)
+
+
+def view_map(eqn, m):
+    """The IndexMap of `eqn`'s result given its operand's map `m`, or None when
+    `eqn` is not a pure re-indexing this planner understands."""
     name = eqn.primitive.name
+    strides, offset = m
     in_shape = tuple(eqn.invars[0].aval.shape)
     out_shape = tuple(eqn.outvars[0].aval.shape)
     if name == "expand_dims":
         out = list(strides)
         for d in sorted(eqn.params["dimensions"]):
             out.insert(d, 0)
-        return tuple(out)
+        return IndexMap(tuple(out), offset)
     if name == "squeeze":
         dims = set(eqn.params["dimensions"])
-        return tuple(s for i, s in enumerate(strides) if i not in dims)
+        return IndexMap(tuple(s for i, s in enumerate(strides) if i not in dims), offset)
     if name == "reshape":
         src = [(n, s) for n, s in zip(in_shape, strides) if n != 1]
         if [n for n, _ in src] != [n for n in out_shape if n != 1]:
             return None           # the reshape regroups elements: not a view here
         it = iter(src)
-        return tuple(0 if n == 1 else next(it)[1] for n in out_shape)
+        return IndexMap(tuple(0 if n == 1 else next(it)[1] for n in out_shape), offset)
+    if name == "transpose":
+        return IndexMap(tuple(strides[d] for d in eqn.params["permutation"]), offset)
     if name == "broadcast_in_dim":
         out = [0] * len(out_shape)
         for i, d in enumerate(eqn.params["broadcast_dimensions"]):
             if in_shape[i] == out_shape[d]:
                 out[d] = strides[i]
-        return tuple(out)
+        return IndexMap(tuple(out), offset)
+    if name == "slice":
+        steps = eqn.params["strides"] or (1,) * len(strides)
+        start = eqn.params["start_indices"]
+        return IndexMap(tuple(s * k for s, k in zip(strides, steps)),
+                        offset + sum(s * b for s, b in zip(strides, start)))
+    if name == "rev":
+        dims = set(eqn.params["dimensions"])
+        return IndexMap(tuple(-s if d in dims else s for d, s in enumerate(strides)),
+                        offset + sum((in_shape[d] - 1) * strides[d] for d in dims
+                                     if in_shape[d] > 0))
     return None
 
 
@@ -128,76 +157,112 @@ def plan(jaxpr, can_fuse):
         out = eqn.outvars[0]
         if out in program_outs:
             continue
-        if view_strides(eqn, _c_strides(eqn.invars[0].aval.shape)) is None:
+        if view_map(eqn, identity_map(eqn.invars[0].aval.shape)) is None:
             continue
         users = consumers.get(out, [])
         if users and all(kinds[j] is not None or j in transparent for j in users):
             transparent.add(i)
 
-    resolved = {}          # view var -> (source Var, strides over the view's shape)
+    resolved = {}          # view var -> (source Var, its IndexMap into the source)
     for i in sorted(transparent):
         eqn = eqns[i]
         a = eqn.invars[0]
-        src, st = resolved.get(a, (a, _c_strides(a.aval.shape)))
-        resolved[eqn.outvars[0]] = (src, view_strides(eqn, st))
+        src, m = resolved.get(a, (a, identity_map(a.aval.shape)))
+        resolved[eqn.outvars[0]] = (src, view_map(eqn, m))
 
-    uses_after = _last_uses(jaxpr, transparent, resolved)
-    steps, group = [], []
-    defined = set()
+    readers = _readers(jaxpr, transparent, resolved)
+    steps = []
+    pending = []           # groups not yet placed in `steps`, oldest first
+    producer = {}          # Var -> the pending group that defines it
 
-    def close():
-        if group:
-            steps.append(_make_group(list(group), uses_after, resolved))
-            group.clear()
-            defined.clear()
+    def emit(group):
+        """Place a pending group in `steps`, after the pending groups it reads."""
+        for dep in list(group.deps):
+            if dep in pending:
+                emit(dep)
+        pending.remove(group)
+        for v in group.defined:
+            producer.pop(v, None)
+        steps.append(_make_group(group.eqns, readers, program_outs, resolved))
 
-    domain = None
+    def sources(eqn):
+        """The buffers `eqn` reads: its Var operands, or a fused view's source."""
+        return [resolved[a][0] if a in resolved else a for a in eqn.invars if type(a) is Var]
+
+    def depends_on(group, target):
+        return group is target or any(depends_on(d, target) for d in group.deps
+                                      if d in pending)
+
     for i, eqn in enumerate(eqns):
         if i in transparent:
             continue
         k = kinds[i]
+        reads = {producer[a] for a in sources(eqn) if a in producer}
         if k is None:
-            close()
+            for g in [g for g in pending if g in reads]:
+                if g in pending:
+                    emit(g)
             steps.append(eqn)
             continue
-        shape = tuple((eqn.invars[0] if k == "red" else eqn.outvars[0]).aval.shape)
-        # a view of a value this group defines is read from memory: close first
-        through_view = any(type(a) is Var and a in resolved and resolved[a][0] in defined
-                           for a in eqn.invars)
-        if group and (shape != domain or through_view):
-            close()
-        if not group:
-            domain = shape
-        group.append((i, eqn))
-        defined.update(eqn.outvars)
+        domain = tuple((eqn.invars[0] if k == "red" else eqn.outvars[0]).aval.shape)
+        # Join the newest open group over the same domain unless this equation reads
+        # one of its values through a view (that needs memory), or a group it reads
+        # depends on that group (joining would make a cycle). The group then runs
+        # later than it was started: only pending groups (whose values nothing has
+        # read yet) can take new members, so moving them is safe.
+        group = None
+        for g in reversed(pending):
+            if g.closed or g.domain != domain:
+                continue
+            through_view = any(type(a) is Var and a in resolved and resolved[a][0] in g.defined
+                               for a in eqn.invars)
+            if not through_view and not any(depends_on(r, g) for r in reads if r is not g):
+                group = g
+            break
+        if group is None:
+            group = _Pending(domain)
+            pending.append(group)
+        group.eqns.append((i, eqn))
+        group.deps.update(r for r in reads if r is not group)
+        group.defined.update(eqn.outvars)
+        for v in eqn.outvars:
+            producer[v] = group
         if k == "red":
-            close()
-    close()
+            group.closed = True
+    while pending:
+        emit(pending[0])
     return steps
 
 
-def _last_uses(jaxpr, transparent=(), resolved=None):
-    """Var -> index of the last equation that reads it (len(eqns) for outputs);
-    a read of a fused view counts as a read of its source."""
+class _Pending:
+    """A group being built: its (index, equation) pairs, domain, defined vars and
+    the other pending groups whose values it reads."""
+    __slots__ = ("eqns", "domain", "defined", "deps", "closed")
+
+    def __init__(self, domain):
+        self.eqns, self.domain, self.defined, self.deps = [], domain, set(), set()
+        self.closed = False
+
+
+def _readers(jaxpr, transparent=(), resolved=None):
+    """Var -> indices of the (non-view) equations that read it; a read of a fused
+    view counts as a read of its source."""
     resolved = resolved or {}
-    last = {}
+    readers = {}
     for i, eqn in enumerate(jaxpr.eqns):
         if i in transparent:
             continue
         for a in eqn.invars:
             if type(a) is Var:
-                last[a] = i
+                readers.setdefault(a, set()).add(i)
                 if a in resolved:
-                    last[resolved[a][0]] = i
-    for a in jaxpr.outvars:
-        if type(a) is Var:
-            last[a] = len(jaxpr.eqns)
-    return last
+                    readers.setdefault(resolved[a][0], set()).add(i)
+    return readers
 
 
-def _make_group(indexed, uses_after, resolved=None):
+def _make_group(indexed, readers, program_outs, resolved=None):
     resolved = resolved or {}
-    end = indexed[-1][0]
+    members = {i for i, _ in indexed}
     defined = set()
     inputs, reads, seen = [], [], set()
     for _, eqn in indexed:
@@ -215,11 +280,12 @@ def _make_group(indexed, uses_after, resolved=None):
                     inputs.append(a)
                     reads.append((a, None))
         defined.update(eqn.outvars)
-    outputs = [v for _, eqn in indexed for v in eqn.outvars if uses_after.get(v, -1) > end]
+    outputs = [v for _, eqn in indexed for v in eqn.outvars
+               if v in program_outs or readers.get(v, set()) - members]
     eqns = [eqn for _, eqn in indexed]
     first = eqns[-1]
     shape = (first.invars[0] if first.primitive.name in REDUCTIONS else first.outvars[0]).aval.shape
     return Fused(eqns, inputs, outputs, tuple(shape), reads)
 
 
-__all__ = ["Fused", "plan", "view_strides", "VIEWS", "REDUCTIONS"]
+__all__ = ["Fused", "IndexMap", "plan", "view_map", "VIEWS", "REDUCTIONS"]

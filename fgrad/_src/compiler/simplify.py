@@ -3,8 +3,14 @@
 `simplify` runs small passes to a (bounded) fixpoint:
 
 - `inline_calls`: nested `jit` equations are replaced by their bodies;
+- `expand_outer_products`: a dot_general that contracts nothing but size-1
+  dims (an outer product, e.g. a weight gradient at batch 1) becomes a
+  multiply of broadcasts, which fusion folds into its consumers;
 - `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
   replaced by their operand;
+- `fold_transposes_into_dots`: a dot_general reading a transposed operand reads
+  the untransposed one with renumbered dimensions (BLAS takes the transpose as
+  a flag; no copy is made);
 - `fold_constants`: equations whose inputs are all known are evaluated with the
   primitive's NumPy `impl` and become constants (0-d ones Literals);
 - `cse`: an equation identical to an earlier one reuses the earlier's outputs;
@@ -18,11 +24,7 @@ convention of the program is kept.
 import numpy as np
 
 from ..core import Array, Tracer
-from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr
-
-# Primitives with side effects: never folded, merged or dropped. None exist yet;
-# debug callbacks will go here.
-EFFECTFUL = set()
+from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effects
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -43,10 +45,10 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     """Inline nested calls, then forward trivial ops, fold constants, eliminate
     common subexpressions and dead code until nothing changes (at most
     `max_rounds` rounds)."""
-    closed = inline_calls(closed)
+    closed = expand_outer_products(inline_calls(closed))
     for _ in range(max_rounds):
         start = closed
-        for p in (forward_trivial, fold_constants, cse, dce):
+        for p in (forward_trivial, fold_transposes_into_dots, fold_constants, cse, dce):
             closed = p(closed)
         if closed is start:
             break
@@ -70,7 +72,9 @@ def _callee(eqn):
 
 
 def _is_effectful(eqn):
-    return eqn.primitive.name in EFFECTFUL
+    """Side effects (debug callbacks, also inside sub-jaxprs): never folded, merged
+    or dropped."""
+    return has_effects(eqn.primitive, eqn.params)
 
 
 def _reader(env):
@@ -82,7 +86,7 @@ def _reader(env):
 def _with_invars(eqn, invars):
     if all(a is b for a, b in zip(invars, eqn.invars)):
         return eqn
-    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params)
+    return Eqn(eqn.primitive, invars, eqn.outvars, eqn.params, eqn.source_info)
 
 
 def _rebuilt(closed, constvars, consts, eqns, outvars):
@@ -123,7 +127,7 @@ def inline_calls(closed):
         callee = _callee(eqn)
         if callee is None:
             outvars = [Var(v.aval) for v in eqn.outvars] if fresh else list(eqn.outvars)
-            eqns.append(Eqn(eqn.primitive, invars, outvars, eqn.params))
+            eqns.append(Eqn(eqn.primitive, invars, outvars, eqn.params, eqn.source_info))
             return outvars
         inner, n = callee
         if n:
@@ -144,6 +148,117 @@ def inline_calls(closed):
         if _callee(eqn) is not None:
             env.update(zip(eqn.outvars, outs))
     return _rebuilt(closed, constvars, consts, eqns, [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# expand_outer_products
+
+def _is_outer_product(eqn):
+    if eqn.primitive.name != "dot_general":
+        return False
+    (lc, _), _ = eqn.params["dimension_numbers"]
+    lhs_shape = eqn.invars[0].aval.shape
+    return all(lhs_shape[d] == 1 for d in lc)
+
+
+def _outer_product_body(eqn):
+    """A function computing `eqn`'s dot_general as broadcast operands multiplied."""
+    from .. import lax
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    dtype = eqn.params["preferred_element_type"]
+    out_shape = eqn.outvars[0].aval.shape
+    nb = len(lb)
+
+    def operand(x, contracting, batch, out_dims):
+        free = tuple(d for d in range(x.ndim) if d not in contracting and d not in batch)
+        kept = lax.transpose(x, batch + free + contracting)
+        kept = lax.reshape(kept, tuple(x.shape[d] for d in batch + free))
+        if dtype is not None:
+            kept = lax.convert_element_type(kept, dtype)
+        return lax.broadcast_in_dim(kept, out_shape, tuple(range(nb)) + out_dims(len(free)))
+
+    def body(lhs, rhs):
+        n_lhs_free = lhs.ndim - len(lc) - nb
+        a = operand(lhs, lc, lb, lambda n: tuple(range(nb, nb + n)))
+        b = operand(rhs, rc, rb, lambda n: tuple(range(nb + n_lhs_free, nb + n_lhs_free + n)))
+        return [lax.mul(a, b)]
+    return body
+
+
+def expand_outer_products(closed):
+    """Replace each dot_general whose contracting dims all have size 1 by a
+    multiply of its operands broadcast to the output (exactly the same sums:
+    each has one term)."""
+    jaxpr = closed.jaxpr
+    if not any(_is_outer_product(e) for e in jaxpr.eqns):
+        return closed
+    from ..partial_eval import trace_to_jaxpr
+    env = {}
+    read = _reader(env)
+    eqns = []
+    for eqn in jaxpr.eqns:
+        invars = [read(a) for a in eqn.invars]
+        if not _is_outer_product(eqn):
+            eqns.append(_with_invars(eqn, invars))
+            continue
+        body = trace_to_jaxpr(_outer_product_body(eqn), [a.aval for a in eqn.invars],
+                              "expanding an outer product").jaxpr
+        assert not body.constvars, "an expanded outer product needs no constants"
+        inner = dict(zip(body.invars, invars))
+        inner_read = _reader(inner)
+        for ie in body.eqns:
+            eqns.append(Eqn(ie.primitive, [inner_read(a) for a in ie.invars], ie.outvars,
+                            ie.params, eqn.source_info))
+        env[eqn.outvars[0]] = inner_read(body.outvars[0])
+    return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns,
+                    [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# fold_transposes_into_dots
+
+def _untransposed_dims(perm, contracting, batch, ndim):
+    """(contracting, batch) dims of a transpose's source for a dot that read the
+    transpose with these dims, or None when the free dims would change order (the
+    dot's output lists each operand's free dims in the operand's order)."""
+    free = [perm[d] for d in range(ndim) if d not in contracting and d not in batch]
+    if free != sorted(free):
+        return None
+    return tuple(perm[d] for d in contracting), tuple(perm[d] for d in batch)
+
+
+def fold_transposes_into_dots(closed):
+    """Let each dot_general read through transposes of its operands where the
+    output keeps its layout."""
+    jaxpr = closed.jaxpr
+    transposes = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "transpose"}
+    if not transposes:
+        return closed
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general" and any(a in transposes for a in eqn.invars
+                                                       if type(a) is Var):
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            dims = [[lc, lb], [rc, rb]]
+            invars = list(eqn.invars)
+            for i, a in enumerate(invars):
+                t = transposes.get(a) if type(a) is Var else None
+                if t is None:
+                    continue
+                new = _untransposed_dims(t.params["permutation"], dims[i][0], dims[i][1],
+                                         len(a.aval.shape))
+                if new is not None:
+                    dims[i] = list(new)
+                    invars[i] = t.invars[0]
+            if invars != list(eqn.invars):
+                params = dict(eqn.params, dimension_numbers=((dims[0][0], dims[1][0]),
+                                                             (dims[0][1], dims[1][1])))
+                eqn = Eqn(eqn.primitive, invars, eqn.outvars, params, eqn.source_info)
+                changed = True
+        eqns.append(eqn)
+    if not changed:
+        return closed
+    return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns, jaxpr.outvars)
 
 
 # ----------------------------------------------------------------------------

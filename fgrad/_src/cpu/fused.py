@@ -35,8 +35,9 @@ propagate NaN like np.max / np.min; max/min of a zero-size array is left to
 NumPy (it raises); a zero-size sum is 0. Only the accumulation of a float sum
 carries `reassoc` (so it vectorises with partial sums; NumPy's pairwise sum
 reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
-squeeze, broadcast_in_dim, size-1 reshapes) are read from their source buffer
-through the view's strides.
+squeeze, broadcast_in_dim, transpose, slice, rev, size-1 reshapes) are read
+from their source buffer through the view's IndexMap (strides, possibly
+negative, from an offset).
 
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
 bool results are bit-for-bit equal, float results equal to a few ulp. Float
@@ -62,8 +63,10 @@ import re
 import numpy as np
 
 from ..jaxpr import Literal
+from . import blas, threads
 
-__all__ = ["can_fuse", "compile_groups", "emit_module", "FusedCompileError"]
+__all__ = ["can_fuse", "can_lower_alone", "compile_groups", "emit_module",
+           "FusedCompileError"]
 
 
 class FusedCompileError(RuntimeError):
@@ -101,6 +104,12 @@ _OPERAND_DTYPES = {
     "shift_left": _INT, "shift_right_logical": _INT, "shift_right_arithmetic": _INT,
     "population_count": _INT,
 }
+
+
+def can_lower_alone(eqn):
+    """Whether `eqn` (not element-wise) has a native kernel of its own here: a
+    dot_general that BLAS gemm runs without copies."""
+    return blas.gemm_spec(eqn) is not None
 
 
 def can_fuse(eqn):
@@ -540,18 +549,19 @@ def _reduced_strides(domain, axes):
     return out
 
 
-def _layout(domain, operands):
+def _layout(domain, operands, offsets=None):
     """Collapsed loop extents and, per operand (its element strides over the
-    domain), ('flat'|'scalar', None) or ('strided', strides over the collapsed
-    loops)."""
+    domain, and the offset of its first element), ('flat'|'scalar', None) or
+    ('strided', strides over the collapsed loops)."""
     rank = len(domain)
     flat = _domain_strides(domain, domain)
+    offsets = offsets or [0] * len(operands)
     kinds, strided = [], []
-    for st in operands:
+    for st, offset in zip(operands, offsets):
         st = list(st)
         if not any(st):
             kinds.append("scalar")
-        elif st == flat:
+        elif st == flat and not offset:
             kinds.append("flat")
         else:
             kinds.append("strided")
@@ -617,23 +627,29 @@ def _emit_group(ir, module, fname, group):
     else:
         elementwise = group.eqns
 
-    # body(ptr noalias in..., ptr noalias out...) -> i1 (selector out of range)
-    body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out))
+    # body(ptr noalias in..., ptr noalias out..., i64 lo, i64 hi) -> i1 (selector out of
+    # range); [lo, hi) is the range of the outermost loop this call runs
+    body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out) + [i64, i64])
     body = ir.Function(module, body_ty, fname + "_body")
     body.linkage = "internal"
     body.attributes.add("alwaysinline")
     body.attributes.add("nounwind")
-    for k, a in enumerate(body.args):
+    for k, a in enumerate(body.args[:n_in + n_out]):
         a.add_attribute("noalias")
         a.name = f"in{k}" if k < n_in else f"out{k - n_in}"
+    lo, hi = body.args[n_in + n_out:]
+    lo.name, hi.name = "lo", "hi"
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
-    operands = [_domain_strides(domain, v.aval.shape, st) if st is None
-                else _domain_strides(domain, rv.aval.shape, st)
-                for v, (rv, st) in zip(ins, reads)]
+    # a fused view (an IndexMap) reads its source with the view's strides from an offset
+    operands = [_domain_strides(domain, v.aval.shape, None) if m is None
+                else _domain_strides(domain, rv.aval.shape, m.strides)
+                for v, (rv, m) in zip(ins, reads)]
+    offsets = [0 if m is None else m.offset for _, m in reads]
     if red_out is not None:
         operands.append(_reduced_strides(domain, set(red.params["axes"])))
-    dims, layout = _layout(domain, operands)
+        offsets.append(0)
+    dims, layout = _layout(domain, operands, offsets)
     red_layout = layout[n_in] if red_out is not None else None
     layout = layout[:n_in]
 
@@ -645,7 +661,8 @@ def _emit_group(ir, module, fname, group):
         return b.icmp_unsigned("!=", v, ir.Constant(mt, 0)) if dt.kind == "b" else v
 
     zero = ir.Constant(i64, 0)
-    hoisted = {k: load(k, zero) for k, (kind, _) in enumerate(layout) if kind == "scalar"}
+    hoisted = {k: load(k, ir.Constant(i64, offsets[k]))
+               for k, (kind, _) in enumerate(layout) if kind == "scalar"}
     err_slot = None
     if any(e.primitive.name == "select_n" and len(e.invars) > 2
            and e.invars[0].aval.dtype.kind != "b" for e in group.eqns):
@@ -685,6 +702,9 @@ def _emit_group(ir, module, fname, group):
                 vals[v] = hoisted[k]
             elif kind == "flat":
                 vals[v] = load(k, flat)
+            elif offsets[k]:
+                vals[v] = load(k, b.add(offs[stride_keys[tuple(st)]],
+                                        ir.Constant(i64, offsets[k]), flags=("nsw",)))
             else:
                 vals[v] = load(k, offs[stride_keys[tuple(st)]])
 
@@ -734,7 +754,7 @@ def _emit_group(ir, module, fname, group):
         b.branch(loop)
         b.position_at_end(loop)
         i = b.phi(i64, name=f"i{level}")
-        i.add_incoming(zero, pre)
+        i.add_incoming(lo if level == 0 else zero, pre)
         flat2 = i if flat is None else b.add(b.mul(flat, ir.Constant(i64, n), flags=("nuw", "nsw")),
                                              i, flags=("nuw", "nsw"))
         offs2 = []
@@ -743,26 +763,47 @@ def _emit_group(ir, module, fname, group):
             if step == 0:
                 offs2.append(off)
             else:
-                inc = i if step == 1 else b.mul(i, ir.Constant(i64, step), flags=("nuw", "nsw"))
-                offs2.append(inc if off is zero else b.add(off, inc, flags=("nuw", "nsw")))
+                # strides may be negative (reversed views): no `nuw`
+                inc = i if step == 1 else b.mul(i, ir.Constant(i64, step), flags=("nsw",))
+                offs2.append(inc if off is zero else b.add(off, inc, flags=("nsw",)))
         emit_loops(level + 1, flat2, offs2)
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, n)), loop, done)
+        b.cbranch(b.icmp_unsigned("<", nxt, hi if level == 0 else ir.Constant(i64, n)),
+                  loop, done)
         b.position_at_end(done)
 
     if math.prod(domain) > 0:
-        emit_loops(0, None, [zero] * len(strides))
+        if dims:     # an empty range runs nothing (the loop below runs at least once)
+            run = body.append_basic_block("run")
+            skip = body.append_basic_block("skip")
+            b.cbranch(b.icmp_unsigned("<", lo, hi), run, skip)
+            b.position_at_end(run)
+            emit_loops(0, None, [zero] * len(strides))
+            b.branch(skip)
+            b.position_at_end(skip)
+        else:
+            emit_loops(0, None, [zero] * len(strides))
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 
-    # the entry: void fname(i64* args)
+    _emit_entry(ir, module, fname, body, n_in + n_out, err_slot is not None)
+    # (reports a selector error, outer loop extent, whether the outer loop may be
+    # split over threads: not when a reduction accumulates across it)
+    return err_slot is not None, (dims[0] if dims else 0), bool(dims) and red is None
+
+
+def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
+    """`void fname(i64* args)`: read the array pointers from the argument table
+    (object addresses: the data pointer is read from the object), then the outer
+    loop's range, call `body`, and store its error flag when it reports one."""
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), fname)
     entry.args[0].add_attribute("noalias")
     entry.args[0].name = "args"
     eb = ir.IRBuilder(entry.append_basic_block("entry"))
     ptrs = []
-    for k in range(n_in + n_out):
+    for k in range(n_arrays):
         slot = eb.gep(entry.args[0], [ir.Constant(i64, k)], inbounds=True, source_etype=i64)
         p = eb.inttoptr(eb.load(slot, typ=i64), ptr)
         if _DATA_OFFSET is not None:   # the slot holds the ndarray object: read its data
@@ -770,13 +811,24 @@ def _emit_group(ir, module, fname, group):
                            source_etype=ir.IntType(8))
             p = eb.load(field, typ=ptr)
         ptrs.append(p)
+    for k in (1, 2):    # the outer loop's range: slots n_arrays + 1 and + 2
+        slot = eb.gep(entry.args[0], [ir.Constant(i64, n_arrays + k)], inbounds=True,
+                      source_etype=i64)
+        ptrs.append(eb.load(slot, typ=i64))
     err = eb.call(body, ptrs)
-    if err_slot is not None:
-        slot = eb.gep(entry.args[0], [ir.Constant(i64, n_in + n_out)], inbounds=True,
+    if reports_error:
+        slot = eb.gep(entry.args[0], [ir.Constant(i64, n_arrays)], inbounds=True,
                       source_etype=i64)
         eb.store(eb.zext(err, i64), slot)
     eb.ret_void()
-    return err_slot is not None
+
+
+def _emit_dot(ir, module, fname, group):
+    """A single dot_general as BLAS gemm calls (see `blas`)."""
+    (eqn,) = group.eqns
+    body = blas.emit_dot(ir, module, fname, eqn, blas.gemm_spec(eqn))
+    _emit_entry(ir, module, fname, body, 3, False)
+    return False, 0, False
 
 
 def _sanitize(name):
@@ -789,7 +841,8 @@ def _describe(group):
 
 
 def emit_module(groups, name):
-    """(LLVM IR text, entry names, which entries report a selector error)."""
+    """(LLVM IR text, entry names, per entry (reports a selector error, outer loop
+    extent, outer loop splittable over threads))."""
     try:
         ir = _ir()
     except ImportError as e:
@@ -802,8 +855,9 @@ def emit_module(groups, name):
     names, checks = [], []
     for i, g in enumerate(groups):
         fname = f"{base}_k{i}"
+        emit = _emit_dot if g.eqns[0].primitive.name == "dot_general" else _emit_group
         try:
-            checks.append(_emit_group(ir, module, fname, g))
+            checks.append(emit(ir, module, fname, g))
         except Exception as e:
             raise FusedCompileError(
                 f"jit of {name}: could not emit native code for fused group {i} "
@@ -815,12 +869,14 @@ def emit_module(groups, name):
 # ----------------------------------------------------------------------------
 # Compiling and calling
 
-def compile_groups(groups, name):
+def compile_groups(groups, name, inplace=None):
     """One callable per `Fused` group, all compiled in one LLVM module.
 
     Each callable takes the NumPy values of the group's non-Literal inputs (in
-    order) and returns the list of its outputs (fresh arrays). Each carries
-    `llvm_ir` (the module's unoptimised IR text), `entry_name` and `module`.
+    order) and returns the list of its outputs (fresh arrays, except where
+    `inplace[g]` maps an output to a donated input whose buffer it reuses).
+    Each carries `llvm_ir` (the module's unoptimised IR text), `entry_name`
+    and `module`.
     """
     if not groups:
         return []
@@ -834,8 +890,10 @@ def compile_groups(groups, name):
             f"[{'; '.join(_describe(g) for g in groups)}] failed: "
             f"{type(e).__name__}: {e}") from e
     fns = []
-    for g, entry_name, check in zip(groups, names, checks):
-        fn = _make_caller(g, module.entry(entry_name).cfunc, check, entry_name)
+    inplace = inplace or [{}] * len(groups)
+    for g, entry_name, (check, outer, splittable), pairs in zip(groups, names, checks, inplace):
+        fn = _make_caller(g, module.entry(entry_name).cfunc, check, entry_name, outer,
+                          splittable, pairs)
         fn.llvm_ir = text
         fn.entry_name = entry_name
         fn.module = module
@@ -866,22 +924,29 @@ def _find_data_offset():
 _DATA_OFFSET = _find_data_offset()
 
 
-def _make_caller(group, cfunc, check_selector, entry_name):
+def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, inplace):
     """The Python side of one kernel: check inputs, allocate outputs, fill the
     argument table (object addresses, or data pointers when the ndarray layout
-    is unknown), call."""
+    is unknown), call. A big kernel whose outer loop may be split runs its
+    halves (thirds, ...) on the worker threads and this one at once.
+    `inplace` maps output j to input k when output j may be written into input
+    k's (donated) buffer: the kernel reads each element of k once, at the index
+    where it writes j, so it is used when writeable."""
     ins = [a for a in group.inputs if type(a) is not Literal]
     in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in group.outputs]
     n_in, n_out = len(ins), len(out_specs)
     size = math.prod(group.shape)
-    n_slots = n_in + n_out + (1 if check_selector else 0)
-    err = n_in + n_out
+    # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
+    n_slots = n_in + n_out + 3
+    err, lo, hi = n_in + n_out, n_in + n_out + 1, n_in + n_out + 2
+    chunks = threads.chunks(size * _cost_per_element(group), outer) if splittable else None
     # argument tables: one per concurrent call (ctypes releases the GIL), reused
     tables = []
 
     def new_table():
         t = np.zeros(n_slots, np.int64)
+        t[hi] = outer
         return t, t.ctypes.data
 
     tables.append(new_table())
@@ -906,6 +971,16 @@ def _make_caller(group, cfunc, check_selector, entry_name):
     in_dtypes = [dt for dt, _ in in_specs]
     in_shapes = [shape for _, shape in in_specs]
 
+    def call_split(table):
+        """Run the kernel on `table`'s arrays, one outer-loop chunk per thread."""
+        parts = [table] + [table.copy() for _ in chunks[1:]]
+        for part, (a, b) in zip(parts, chunks):
+            part[lo], part[hi] = a, b
+        threads.run_parallel(cfunc, [p.ctypes.data for p in parts])
+        table[lo], table[hi] = 0, outer
+        for part in parts[1:]:
+            table[err] |= part[err]
+
     def run(*xs):
         if size == 0:     # nothing to loop over; an empty sum is 0
             return [zeros(shape, dt) for shape, dt in out_specs]
@@ -920,10 +995,18 @@ def _make_caller(group, cfunc, check_selector, entry_name):
                 keep = [x] if keep is None else keep + [x]
             table[k] = address(x)
             k += 1
+        for j, i in inplace.items():    # only an input used as is (not a prepared copy)
+            x = xs[i]
+            if type(x) is _ndarray and x.dtype is in_dtypes[i] and x.shape == in_shapes[i] \
+                    and x.flags.c_contiguous and x.flags.writeable:
+                outs[j] = x
         for o in outs:
             table[k] = address(o)
             k += 1
-        cfunc(table_addr)
+        if chunks is None:
+            cfunc(table_addr)
+        else:
+            call_split(table)
         if check_selector and table[err]:
             table[err] = 0
             tables.append((table, table_addr))
@@ -932,4 +1015,15 @@ def _make_caller(group, cfunc, check_selector, entry_name):
         return outs
 
     run.__name__ = entry_name
+    run.chunks = chunks
     return run
+
+
+# Rough cost of one loop iteration, in units of a simple arithmetic op, for
+# deciding whether a kernel is worth splitting over threads.
+_EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "erf",
+                        "logistic", "pow", "div", "sqrt", "rsqrt"})
+
+
+def _cost_per_element(group):
+    return 2 + sum(8 if e.primitive.name in _EXPENSIVE else 1 for e in group.eqns)

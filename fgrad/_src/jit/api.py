@@ -15,8 +15,11 @@ import optree
 from .. import core, tree_util
 from ..config import config
 from ..core import Array, Tracer, full_lower
+from ..debug.nans import check_program
+from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
+from .donation import invalidate
 from .log import log_trace
 from .primitive import compile_jaxpr, jit_p
 
@@ -30,24 +33,35 @@ class CacheInfo(NamedTuple):
 class _Entry:
     """A traced program: its jaxpr (inputs: hoisted tracer constants, then the flat
     dynamic arguments), the output tree, and the hoisted values."""
-    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable")
+    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated")
 
-    def __init__(self, jaxpr, out_tree, hoisted):
+    def __init__(self, jaxpr, out_tree, hoisted, donated=()):
         self.jaxpr, self.out_tree, self.hoisted = jaxpr, out_tree, hoisted
         self.executable = None
+        self.donated = donated   # positions of the flat arguments that are donated
+
+
+def _compile(entry, name):
+    """The entry's Executable (donation off while debug_nans re-runs programs)."""
+    return compile_jaxpr(entry.jaxpr, name, entry.donated if not config.debug_nans else ())
 
 
 def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
     """Compile `fun`; usable as @jit or @jit(static_argnames=...).
 
     static_argnums/static_argnames: arguments that are Python values baked into the
-    program (hashable; a new value compiles again). donate_argnums is accepted for
-    compatibility: outputs are always fresh arrays, so donation changes nothing yet.
+    program (hashable; a new value compiles again).
+
+    donate_argnums: positional arguments whose memory the program may reuse for
+    outputs of the same shape and dtype (a parameter update then runs in place).
+    After the call a donated fgrad Array is used up (reading it raises an error
+    saying so) and a donated NumPy array's contents are unspecified. Donation is
+    ignored under transforms and with debug_nans on.
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums)
-    return Jitted(fun, static_argnums, static_argnames)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums)
 
 
 def _as_tuple(x):
@@ -59,7 +73,7 @@ def _as_tuple(x):
 class Jitted:
     """A jit-compiled function; see `jit`."""
 
-    def __init__(self, fun, static_argnums, static_argnames):
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self._name = getattr(fun, "__name__", type(fun).__name__)
@@ -76,9 +90,21 @@ class Jitted:
         names |= {positional[i] for i in nums if 0 <= i < len(positional)}
         self._static_nums, self._static_names = nums, names
         self._positional = positional
+        self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
         self._cache = {}
         self._hits = self._misses = 0
         self._miss_log = []
+
+    def _check_donate_spec(self, donate, static_nums):
+        """Donated positions: ints naming dynamic positional arguments."""
+        if any(not isinstance(i, int) for i in donate):
+            raise TypeError(f"jit of {self._name}: donate_argnums must be ints (positions of "
+                            f"positional arguments), got {sorted(map(repr, donate))}")
+        both = sorted(i for i in donate if i in static_nums)
+        if both:
+            raise ValueError(f"jit of {self._name}: arguments {both} are both static and "
+                             f"donated; a static argument has no buffer to donate")
+        return donate
 
     def _check_static_spec(self, nums, names):
         """Static arguments must exist (when the signature says what exists)."""
@@ -101,6 +127,15 @@ class Jitted:
 
     # -- calling ---------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841 -- pytest: do not show this frame
+        try:
+            return self._call(args, kwargs)
+        except Exception as e:
+            if not config.traceback_filtering:
+                raise
+            raise with_filtered_traceback(e)
+
+    def _call(self, args, kwargs):
         if config.disable_jit:
             return self.fun(*args, **kwargs)
         if not kwargs and not self._static_nums and core.current_trace() is core.eval_trace:
@@ -111,18 +146,23 @@ class Jitted:
                 entry = self._cache.get((tree, (), key))
                 if entry is not None:
                     self._hits += 1
-                    return self._run(entry, raw)
+                    return self._run(entry, raw, leaves)
         entry, flat = self._lookup(args, kwargs)
         if core.current_trace() is core.eval_trace and not entry.hoisted:
-            return self._run(entry, [x._value if type(x) is Array else x for x in flat])
+            return self._run(entry, [x._value if type(x) is Array else x for x in flat], flat)
         outs = jit_p.bind(*entry.hoisted, *flat, jaxpr=entry.jaxpr, name=self._name)
         return tree_util.unflatten(entry.out_tree, outs)
 
-    def _run(self, entry, raw):
+    def _run(self, entry, raw, leaves):
         exe = entry.executable
         if exe is None:
-            exe = entry.executable = compile_jaxpr(entry.jaxpr, self._name)
-        outs = [Array(o, w) for o, w in zip(exe(*raw), exe.out_weak)]
+            exe = entry.executable = _compile(entry, self._name)
+        raw_outs = exe(*raw)
+        if entry.donated and not config.debug_nans:
+            invalidate(leaves, entry.donated, self._name)
+        if config.debug_nans:
+            check_program(entry.jaxpr, raw, raw_outs, self._name)
+        outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
         return tree_util.unflatten(entry.out_tree, outs)
 
     def _split(self, args, kwargs):
@@ -173,9 +213,26 @@ class Jitted:
                                            core.get_aval(x) for x in flat],
                                 f"jit of {self._name}", arg_names=names)
         jaxpr, hoisted = _hoist_traced_consts(closed)
-        return _Entry(jaxpr, out_tree[0], hoisted)
+        return _Entry(jaxpr, out_tree[0], hoisted, self._donated_leaves(args, static_nums))
+
+    def _donated_leaves(self, args, static_nums):
+        """Positions among the flat dynamic arguments of the donated ones' leaves."""
+        if not self._donate:
+            return ()
+        nargs = len(args)
+        donate = {i % nargs for i in self._donate if -nargs <= i < nargs}
+        out, at = [], 0
+        for i, a in enumerate(args):
+            if i in static_nums:
+                continue
+            n = len(tree_util.leaves(a))
+            if i in donate:
+                out.extend(range(at, at + n))
+            at += n
+        return tuple(out)
 
     # -- introspection ---------------------------------------------------------
+    @api_boundary
     def lower(self, *args, **kwargs):
         """Trace (without running) for these arguments; see Lowered."""
         entry, _ = self._lookup(args, kwargs)
@@ -251,11 +308,11 @@ class Lowered:
 
     def compile(self):
         if self._entry.executable is None:
-            self._entry.executable = compile_jaxpr(self._entry.jaxpr, self._jitted._name)
+            self._entry.executable = _compile(self._entry, self._jitted._name)
         return self._jitted
 
     def as_text(self):
-        return compile_jaxpr(self._entry.jaxpr, self._jitted._name).as_text()
+        return _compile(self._entry, self._jitted._name).as_text()
 
 
 def _fmt(leaf_key):

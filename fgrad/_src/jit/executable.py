@@ -15,7 +15,8 @@ import numpy as np
 
 from ..compiler.fusion import Fused, plan
 from ..core import Array
-from ..jaxpr import Literal, pretty_print
+from ..jaxpr import Literal, Var, pretty_print
+from .donation import _root, unshare_donated
 
 
 def _backend():
@@ -40,7 +41,7 @@ class Kernel:
 class Executable:
     """A compiled program: call it with the NumPy values of the jaxpr's inputs."""
 
-    def __init__(self, closed, name="jit"):
+    def __init__(self, closed, name="jit", donated=()):
         self.name = name
         self.jaxpr = closed
         jaxpr = closed.jaxpr
@@ -64,7 +65,11 @@ class Executable:
             return slot_of(a)
 
         fused = _backend()
-        steps = plan(jaxpr, fused.can_fuse)
+        # a step the backend lowers on its own (a BLAS matmul) runs like a fused group
+        steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
+                 if type(s) is not Fused and all(type(a) is Var for a in s.invars)
+                 and fused.can_lower_alone(s) else s
+                 for s in plan(jaxpr, fused.can_fuse)]
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
             if type(eqn) is not Fused and eqn.primitive.impl is None:
@@ -74,22 +79,39 @@ class Executable:
         self.llvm_ir = None
         self.compile_stats = None  # the native module's compile statistics (disk-cache hit, ms)
         natives = iter(())
+        inplace = _in_place(groups, steps, jaxpr, donated)
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
-            fns = fused.compile_groups(groups, name)
+            fns = fused.compile_groups(groups, name, inplace)
             self.llvm_ir = fns[0].llvm_ir
             self.compile_stats = fns[0].module.stats
             natives = iter(fns)
         self.kernels = []
+        pairs_of = dict(zip(map(id, groups), inplace))
+        written = set()
         for step in steps:
             if type(step) is Fused:
                 label = "native:" + "+".join(e.primitive.name for e in step.eqns)
-                self.kernels.append(Kernel(next(natives),
-                                           [ref(a) for a in step.inputs if type(a) is not Literal],
+                ins = [a for a in step.inputs if type(a) is not Literal]
+                pairs = pairs_of[id(step)]
+                if pairs:
+                    reused = [jaxpr.invars.index(ins[k]) for k in pairs.values()]
+                    written.update(reused)
+                    label += f" (in place of donated input{'s' * (len(reused) > 1)} " \
+                             f"{', '.join(map(str, reused))})"
+                self.kernels.append(Kernel(next(natives), [ref(a) for a in ins],
                                            [slot_of(v) for v in step.outputs], {}, True, label))
                 continue
             eqn = step
             prim = eqn.primitive
+            compile_step = getattr(prim, "compile_step", None)
+            if compile_step is not None:
+                # control flow: its bodies are compiled to sub-programs now, and a
+                # Python step (labelled e.g. 'loop:scan') drives them on each call
+                fn, label = compile_step(eqn.params, name)
+                self.kernels.append(Kernel(fn, [ref(a) for a in eqn.invars],
+                                           [slot_of(v) for v in eqn.outvars], {}, True, label))
+                continue
             self.kernels.append(Kernel(prim.impl, [ref(a) for a in eqn.invars],
                                        [slot_of(v) for v in eqn.outvars], eqn.params,
                                        prim.multiple_results, f"numpy:{prim.name}"))
@@ -107,8 +129,13 @@ class Executable:
         self.out_weak = [a.aval.weak_type for a in jaxpr.outvars]
         self.out_dtypes = [a.aval.dtype for a in jaxpr.outvars]
         self.template = template
+        # donated inputs some kernel may write into (guarded against aliasing per call)
+        self.donated = sorted(written)
+        self.const_roots = {_root(c) for c in template if type(c) is np.ndarray}
 
     def __call__(self, *args):
+        if self.donated:
+            args = unshare_donated(args, self.donated, self.const_roots)
         env = self.template.copy()
         for i, a in zip(self.in_slots, args):
             env[i] = a
@@ -138,3 +165,63 @@ class Executable:
             lines += ["", "; LLVM IR of the native kernels (as emitted, before optimisation)",
                       self.llvm_ir]
         return "\n".join(lines)
+
+
+# NumPy steps whose impl always returns new memory (never a view of an operand).
+_FRESH_RESULTS = frozenset({
+    "dot_general", "gather", "scatter", "scatter_add", "scatter_mul", "scatter_min",
+    "scatter_max", "concatenate", "pad", "cumsum", "cumprod", "cummax", "cummin", "argmax",
+    "argmin", "sort", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+    "reduce_or"})
+
+
+def _in_place(groups, steps, jaxpr, donated):
+    """Per fused group, {output index: input index} for outputs that may be written
+    into the buffer of a donated program input. The group must be the last step
+    reading that buffer (directly or through a NumPy step's result that may be a
+    view of it), read it once, element by element at the output's own index (a
+    plain read over the group's domain), and the output must have its shape and
+    dtype; a buffer that may be returned as an output is never reused."""
+    if not donated:
+        return [{} for _ in groups]
+    owner = {jaxpr.invars[i]: jaxpr.invars[i] for i in donated}   # var -> donated buffer
+    last_read = {}
+    for index, step in enumerate(steps):
+        atoms = step.inputs if type(step) is Fused else step.invars
+        for a in atoms:
+            if type(a) is Var and a in owner:
+                last_read[owner[a]] = index
+        if type(step) is not Fused and step.primitive.name not in _FRESH_RESULTS:
+            shared = {owner[a] for a in step.invars if type(a) is Var and a in owner}
+            for v in step.outvars:
+                if len(shared) == 1:
+                    owner[v] = next(iter(shared))
+                elif shared:       # may alias several: never reuse any of them
+                    for buf in shared:
+                        last_read[buf] = len(steps)
+    for a in jaxpr.outvars:
+        if type(a) is Var and a in owner:
+            last_read[owner[a]] = len(steps)
+    position = {id(step): index for index, step in enumerate(steps)}
+    result = []
+    for g in groups:
+        if not all(e.primitive.elementwise or e is g.reduction for e in g.eqns):
+            result.append({})      # e.g. a matmul reads all of its inputs for each output
+            continue
+        ins = [a for a in g.inputs if type(a) is not Literal]
+        plain = [st is None for a, (_, st) in zip(g.inputs, g.reads) if type(a) is not Literal]
+        buffers = [owner.get(a) for a in ins]
+        red = g.reduction
+        pairs = {}
+        for j, o in enumerate(g.outputs):
+            if red is not None and o is red.outvars[0]:
+                continue
+            for k, a in enumerate(ins):
+                if (owner.get(a) is a and plain[k] and buffers.count(a) == 1
+                        and last_read.get(a) == position[id(g)] and k not in pairs.values()
+                        and a.aval.shape == o.aval.shape == tuple(g.shape)
+                        and a.aval.dtype == o.aval.dtype):
+                    pairs[j] = k
+                    break
+        result.append(pairs)
+    return result

@@ -41,15 +41,16 @@ def _memo(jaxpr, key, make):
 # ----------------------------------------------------------------------------
 # Compiling and running
 
-def compile_jaxpr(closed, name):
-    """The Executable for a closed jaxpr (compiled once per jaxpr object)."""
+def compile_jaxpr(closed, name, donated=()):
+    """The Executable for a closed jaxpr (compiled once per jaxpr object and set of
+    donated input positions)."""
     def make():
         start = time.perf_counter()
         program = simplify(closed)
-        exe = Executable(program, name)
+        exe = Executable(program, name, donated)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe
-    return _memo(closed, "executable", make)
+    return _memo(closed, ("executable", tuple(sorted(donated))), make)
 
 
 def _jit_impl(*args, jaxpr, name):

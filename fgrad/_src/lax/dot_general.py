@@ -99,12 +99,22 @@ def _operand_cotangent(ct, y, x_aval, xc, xb, yc, yb, ct_y_free):
     y_free = _free(len(y.shape), yc, yb)
     summed = tuple(i for i, d in enumerate(xb) if x_aval.shape[d] == 1 and ct.shape[i] != 1)
     kept = tuple(i for i in range(len(xb)) if i not in summed)
-    dims = ((tuple(ct_y_free) + summed, y_free + tuple(yb[i] for i in summed)),
-            (kept, tuple(yb[i] for i in kept)))
-    out = dot_general(ct, y, dims)
-    # Which axis of x each axis of `out` is; the summed batch axes come back as size 1.
-    labels = ([xb[i] for i in kept] + list(_free(len(x_aval.shape), xc, xb))
-              + [xc[yc.index(d)] for d in sorted(yc)])
+    contract = (tuple(ct_y_free) + summed, y_free + tuple(yb[i] for i in summed))
+    batch = (kept, tuple(yb[i] for i in kept))
+    # Which axis of x each axis of the product is (the summed batch axes come back as
+    # size 1): dot(ct, y) gives [kept batch, x's free dims, x's contracting dims],
+    # dot(y, ct) gives [kept batch, x's contracting dims, x's free dims]. Pick the
+    # order that needs no transpose when there is one (e.g. x^T @ g for a weight).
+    kept_labels = [xb[i] for i in kept]
+    free_labels = list(_free(len(x_aval.shape), xc, xb))
+    contracted_labels = [xc[yc.index(d)] for d in sorted(yc)]
+    labels = kept_labels + free_labels + contracted_labels
+    swapped = kept_labels + contracted_labels + free_labels
+    if sorted(swapped) == swapped and sorted(labels) != labels:
+        out = dot_general(y, ct, (contract[::-1], batch[::-1]))
+        labels = swapped
+    else:
+        out = dot_general(ct, y, (contract, batch))
     return reshape(transpose(out, np.argsort(labels)), x_aval.shape)
 
 

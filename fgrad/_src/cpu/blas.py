@@ -1,0 +1,196 @@
+"""dot_general as native calls of BLAS gemm (the CPU backend's matmul kernels).
+
+fgrad uses one BLAS in a process: the OpenBLAS that NumPy's wheel bundles
+(`numpy.libs/libscipy_openblas64_*.so`), found with dlopen(RTLD_NOLOAD) so
+its already-loaded copy is reused; its CBLAS `sgemm`/`dgemm` (64-bit integer
+interface) are registered as the symbols `fgrad_cblas_sgemm`/`_dgemm` for
+JIT-compiled code. Two OpenBLAS copies in one process fight over threads (see
+the project's cpu-codegen notes), so when NumPy's copy cannot be found no
+native matmul is emitted and dot_general stays a NumPy step (announced as
+such in `as_text`).
+
+`gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm per batch
+element when its layout allows it without copies: batch dims leading on both
+operands, each operand's other dims either (free, contracting) or
+(contracting, free) in order (a transposed operand is a gemm transpose flag),
+no preferred_element_type, no zero-size dims. `emit_dot` writes
+
+    i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)
+
+(the same signature as a fused group's body, so the same caller drives both)
+which loops over the batch and calls gemm with alpha = 1, beta = 0.
+"""
+import ctypes
+import glob
+import math
+import os
+from typing import NamedTuple
+
+import numpy as np
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_SYMBOLS = {np.dtype(np.float32): ("fgrad_cblas_sgemm", "scipy_cblas_sgemm64_"),
+            np.dtype(np.float64): ("fgrad_cblas_dgemm", "scipy_cblas_dgemm64_")}
+_registered = None
+
+
+def _numpy_openblas():
+    """NumPy's already-loaded OpenBLAS, or None."""
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in glob.glob(os.path.join(libs, "libscipy_openblas64_*.so")):
+        try:
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
+        except OSError:
+            continue
+    return None
+
+
+def available():
+    """Whether gemm can be called from native code (registers the symbols once)."""
+    global _registered
+    if _registered is None:
+        lib = _numpy_openblas()
+        _registered = False
+        if lib is not None:
+            try:
+                addresses = {ours: ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
+                             for ours, theirs in _SYMBOLS.values()}
+            except AttributeError:
+                addresses = None
+            if addresses:
+                from . import engine
+                for name, address in addresses.items():
+                    engine.add_symbol(name, address)
+                _registered = True
+    return _registered
+
+
+class GemmSpec(NamedTuple):
+    """One gemm per batch element: C[M,N] = op(A)[M,K] @ op(B)[K,N], row-major."""
+    batch: tuple          # batch extents
+    lhs_batch_strides: tuple   # element strides per batch dim (0 where broadcast)
+    rhs_batch_strides: tuple
+    m: int
+    n: int
+    k: int
+    trans_a: bool
+    trans_b: bool
+
+
+def _operand_layout(shape, batch, contracting):
+    """(free extent, contracting extent, contracting first) when the operand's
+    non-batch dims are (free..., contracting...) or (contracting..., free...) in
+    order."""
+    rest = [d for d in range(len(shape)) if d not in batch]
+    free = [d for d in rest if d not in contracting]
+    contracting = list(contracting)
+    if contracting != sorted(contracting):
+        return None
+    size_f = math.prod(shape[d] for d in free)
+    size_c = math.prod(shape[d] for d in contracting)
+    if rest == free + contracting:
+        return size_f, size_c, False
+    if rest == contracting + free:
+        return size_f, size_c, True
+    return None
+
+
+def gemm_spec(eqn):
+    """The GemmSpec of a dot_general equation, or None if gemm cannot run it as is."""
+    if eqn.primitive.name != "dot_general" or eqn.params["preferred_element_type"] is not None:
+        return None
+    lhs, rhs = (a.aval for a in eqn.invars)
+    if lhs.dtype not in _SYMBOLS or rhs.dtype != lhs.dtype or not available():
+        return None
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    nb = len(lb)
+    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
+        return None
+    left = _operand_layout(lhs.shape, lb, lc)
+    right = _operand_layout(rhs.shape, rb, rc)
+    out_shape = eqn.outvars[0].aval.shape
+    if left is None or right is None or 0 in out_shape or 0 in lhs.shape or 0 in rhs.shape:
+        return None
+    m, k, trans_a = left              # lhs stored (K, M): gemm transposes it
+    n, _, rhs_k_first = right         # rhs stored (N, K): gemm transposes it
+    batch = tuple(out_shape[:nb])
+    lhs_mat, rhs_mat = m * k, n * k
+
+    def batch_strides(shape, per_matrix):
+        strides, acc = [], per_matrix
+        for d in reversed(range(nb)):
+            strides.append(0 if shape[d] == 1 else acc)
+            acc *= shape[d]
+        return tuple(reversed(strides))
+
+    return GemmSpec(batch, batch_strides(lhs.shape, lhs_mat), batch_strides(rhs.shape, rhs_mat),
+                    m, n, k, trans_a, not rhs_k_first)
+
+
+def emit_dot(ir, module, fname, eqn, spec):
+    """Emit `fname_body` for a dot_general with its GemmSpec; returns the function."""
+    dt = eqn.outvars[0].aval.dtype
+    ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
+    real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+    symbol = _SYMBOLS[dt][0]
+    gemm = module.globals.get(symbol)
+    if gemm is None:
+        gemm = ir.Function(module, ir.FunctionType(
+            ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
+                            i64]), symbol)
+    body = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, ptr, i64, i64]),
+                       fname + "_body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")
+    for a, name in zip(body.args, ("lhs", "rhs", "out", "lo", "hi")):
+        a.name = name
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+    lhs, rhs, out = body.args[:3]
+    m, n, k = spec.m, spec.n, spec.k
+    lda = m if spec.trans_a else k
+    ldb = k if spec.trans_b else n
+
+    def call(offsets):
+        lo, ro, oo = offsets
+        a = b.gep(lhs, [lo], inbounds=True, source_etype=real)
+        bb = b.gep(rhs, [ro], inbounds=True, source_etype=real)
+        c = b.gep(out, [oo], inbounds=True, source_etype=real)
+        b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
+                      ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
+                      ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
+                      ir.Constant(i64, m), ir.Constant(i64, n), ir.Constant(i64, k),
+                      ir.Constant(real, 1.0), a, ir.Constant(i64, max(lda, 1)), bb,
+                      ir.Constant(i64, max(ldb, 1)), ir.Constant(real, 0.0), c,
+                      ir.Constant(i64, max(n, 1))])
+
+    out_strides, acc = [], m * n
+    for extent in reversed(spec.batch):
+        out_strides.append(acc)
+        acc *= extent
+    out_strides.reverse()
+    zero = ir.Constant(i64, 0)
+
+    def loops(level, offsets):
+        if level == len(spec.batch):
+            call(offsets)
+            return
+        pre = b.block
+        loop = body.append_basic_block(f"batch{level}")
+        done = body.append_basic_block(f"batch{level}_done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i64, name=f"b{level}")
+        i.add_incoming(zero, pre)
+        steps = (spec.lhs_batch_strides[level], spec.rhs_batch_strides[level],
+                 out_strides[level])
+        inner = [off if step == 0 else b.add(off, b.mul(i, ir.Constant(i64, step)))
+                 for off, step in zip(offsets, steps)]
+        loops(level + 1, inner)
+        nxt = b.add(i, ir.Constant(i64, 1))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, spec.batch[level])), loop, done)
+        b.position_at_end(done)
+
+    loops(0, [zero, zero, zero])
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return body

@@ -1,0 +1,90 @@
+"""dot_general as native BLAS gemm calls (fgrad/_src/cpu/blas.py) against the
+reference interpreter, for every layout gemm takes without copies, and the
+layouts and dtypes that stay NumPy steps."""
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad import jit, lax
+from fgrad._src.cpu import blas
+from fgrad._src.jit.primitive import compile_jaxpr
+
+pytestmark = pytest.mark.skipif(not blas.available(),
+                                reason="NumPy's bundled OpenBLAS was not found")
+
+# (lhs shape, rhs shape, dimension numbers, lowered to gemm)
+CASES = [
+    ((5, 7), (7, 3), (((1,), (0,)), ((), ())), True),                 # A @ B
+    ((7, 5), (7, 3), (((0,), (0,)), ((), ())), True),                 # A^T @ B
+    ((5, 7), (3, 7), (((1,), (1,)), ((), ())), True),                 # A @ B^T
+    ((7, 5), (3, 7), (((0,), (1,)), ((), ())), True),                 # A^T @ B^T
+    ((1, 7), (7, 9), (((1,), (0,)), ((), ())), True),                 # a row vector
+    ((7,), (7, 4), (((0,), (0,)), ((), ())), True),                   # vector @ matrix
+    ((6, 7), (7,), (((1,), (0,)), ((), ())), True),                   # matrix @ vector
+    ((2, 3, 4, 5), (5, 6), (((3,), (0,)), ((), ())), True),           # free dims merge
+    ((2, 3, 4, 5), (4, 5, 6), (((2, 3), (0, 1)), ((), ())), True),    # contracting dims merge
+    ((4, 5, 7), (4, 7, 3), (((2,), (1,)), ((0,), (0,))), True),       # batched
+    ((4, 5, 7), (1, 7, 3), (((2,), (1,)), ((0,), (0,))), True),       # broadcast batch
+    ((2, 3, 5, 7), (2, 1, 3, 7), (((3,), (3,)), ((0, 1), (0, 1))), True),
+    ((4, 5, 7), (7, 4, 3), (((2,), (0,)), ((0,), (1,))), False),      # batch not leading
+    ((5, 7, 2), (7, 3), (((1,), (0,)), ((), ())), False),             # contracting in middle
+    ((2, 3, 4), (3, 2, 5), (((0, 1), (1, 0)), ((), ())), False),      # pairs cross over
+]
+
+
+def _labels(f, *args):
+    exe = compile_jaxpr(jit(f).lower(*args).jaxpr, "f")
+    return [k.label for k in exe.kernels]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("lshape,rshape,dims,native", CASES)
+def test_dot_general_layouts(lshape, rshape, dims, native, dt):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(lshape).astype(dt)
+    b = rng.standard_normal(rshape).astype(dt)
+    f = lambda a, b: lax.dot_general(a, b, dims)  # noqa: E731
+    got, want = jit(f)(a, b), f(a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert (_labels(f, a, b) == ["native:dot_general"]) == native, _labels(f, a, b)
+
+
+def test_integer_and_mixed_precision_dots_stay_numpy_steps():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    f = lambda a: a @ a.T  # noqa: E731
+    assert _labels(f, a) == ["numpy:dot_general"]
+    np.testing.assert_array_equal(jit(f)(a), a @ a.T)
+    x = np.ones((3, 4), np.float32)
+    g = lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ())),  # noqa: E731
+                                  preferred_element_type=np.float64)
+    assert _labels(g, x) == ["numpy:dot_general"]
+    np.testing.assert_array_equal(jit(g)(x), np.full((3, 3), 4.0))
+
+
+def test_non_contiguous_and_special_values():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 6))[:, ::2]            # not contiguous: copied first
+    b = rng.standard_normal((3, 5))
+    b[0, 0], b[1, 1] = np.inf, np.nan
+    f = jit(lambda a, b: a @ b)
+    np.testing.assert_allclose(f(a, b), a @ b)
+
+
+def test_mlp_training_step_runs_its_matmuls_natively():
+    rng = np.random.default_rng(2)
+    w1, w2 = rng.standard_normal((6, 5)), rng.standard_normal((5, 3))
+    x, y = rng.standard_normal((4, 6)), rng.standard_normal((4, 3))
+
+    def loss(params, x, y):
+        w1, w2 = params
+        return fnp.mean((fnp.tanh(x @ w1) @ w2 - y) ** 2)
+
+    step = lambda params, x, y: fgrad.tree.map(  # noqa: E731
+        lambda p, g: p - 0.1 * g, params, fgrad.grad(loss)(params, x, y))
+    labels = _labels(step, (w1, w2), x, y)
+    assert not any(lab == "numpy:dot_general" for lab in labels), labels
+    for got, want in zip(jit(step)((w1, w2), x, y), step((w1, w2), x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
