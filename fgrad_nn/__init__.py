@@ -1,1 +1,11 @@
-"""fgrad_nn: neural-network building blocks on top of fgrad's public API."""
+"""fgrad_nn: neural-network building blocks on top of fgrad's public API.
+
+A model is a pytree of its parameters (`Module`), so fgrad.grad, jit and vmap
+apply to it directly; optimizers are stateless (init, update) pairs; nothing is
+mutated in place.
+"""
+from fgrad_nn.module import (Module, eval_mode, field, init_state, is_stateful,  # noqa: F401
+                             replace, static_field, train_mode)
+from fgrad_nn import (checkpoint, data, functional, init, layers, losses, optim,  # noqa: F401,E402
+                      schedules, training)
+from fgrad_nn.layers import *  # noqa: F401,F403,E402
