@@ -114,7 +114,8 @@ class Executable:
                 continue
             self.kernels.append(Kernel(prim.impl, [ref(a) for a in eqn.invars],
                                        [slot_of(v) for v in eqn.outvars], eqn.params,
-                                       prim.multiple_results, f"numpy:{prim.name}"))
+                                       prim.multiple_results,
+                                       f"{'python' if prim.effectful else 'numpy'}:{prim.name}"))
         # Constants read by native kernels are made C-contiguous once, not per call.
         for k in self.kernels:
             if k.label.startswith("native:"):
@@ -156,9 +157,10 @@ class Executable:
             counts[kind] = counts.get(kind, 0) + 1
         summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no"
         lines = [f"// program {self.name}: {len(self.kernels)} steps ({summary} kernels)",
-                 "// steps marked native: are fused loops compiled to machine code; steps "
-                 "marked numpy: run the primitive's NumPy implementation (no native "
-                 "lowering for that primitive and dtype)"]
+                 "// steps marked native: are fused loops or BLAS calls compiled to machine "
+                 "code; numpy: run the primitive's NumPy implementation (no native lowering "
+                 "for that primitive and dtype); python: call back into Python (debug "
+                 "callbacks); loop:/branch:/call: drive compiled sub-programs"]
         lines += [f"// {i}: {k.label}" for i, k in enumerate(self.kernels)]
         lines += ["", pretty_print(self.jaxpr.jaxpr)]
         if self.llvm_ir is not None:

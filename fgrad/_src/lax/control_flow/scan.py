@@ -183,7 +183,7 @@ class _ScanSplit:
         n_res = split.num_res
         variant = _variant_outputs(known, num_consts)[n_out:]
         keep = [True] * n_out + variant
-        body = dce_jaxpr(known, keep)
+        body = dce_jaxpr(known, keep, keep_effects=True)  # per-iteration prints run here
         self.known = ClosedJaxpr(body, split.known.consts)
         inv = dce_jaxpr(known, [False] * n_out + [not v for v in variant])
         self.invariant = ClosedJaxpr(Jaxpr(inv.constvars, inv.invars[:num_consts], inv.eqns,
