@@ -457,8 +457,12 @@ def test_one_module_per_program():
     exe = _exe(f, x)
     natives = [k for k in exe.kernels if k.label.startswith("native:")]
     assert len(natives) >= 2
-    assert len({id(k.fn.module) for k in natives}) == 1
-    assert len(re.findall(r"^define void", exe.llvm_ir, re.M)) == len(natives)
+    calls = [k for k in exe.calls if k.label.startswith("native:")]
+    assert len({id(k.fn.module) for k in calls}) == 1
+    # one entry per native call: the kernels run back to back form one segment
+    assert len(calls) == 1 and calls[0].label == "native:segment 0"
+    assert {k.segment for k in natives} == {0}
+    assert len(re.findall(r"^define void", exe.llvm_ir, re.M)) == len(calls)
     _check(jit(f)(x), f(x))
 
 
@@ -953,3 +957,100 @@ def test_gradient_of_slicing_stays_fused():
     np.testing.assert_allclose(jit(grad(loss))(x), grad(loss)(x), rtol=1e-12)
     forward = _labels(loss, x)
     assert all(lab.startswith("native:") for lab in forward), forward
+
+
+# ----------------------------------------------------------------------------
+# Segments: consecutive native kernels as one native call
+
+def _chain(x, v):
+    """Kernels over alternating domains, each value read only by the next ones."""
+    a = fnp.sin(x) * 2.0                       # (6, 5)
+    s = fnp.sum(a, axis=1)                     # (6,)
+    b = fnp.exp(s / 10.0) + 1.0                # (6,)
+    c = a * b[:, None] - x                     # (6, 5)
+    t = fnp.sum(c * c, axis=0)                 # (5,)
+    d = fnp.tanh(t) * v                        # (5,)
+    e = c @ d                                  # (6,): a BLAS call inside the segment
+    return e * b, fnp.max(c, axis=1) + e
+
+
+def test_segment_runs_kernels_in_one_call_and_reuses_workspace():
+    from fgrad._src.cpu.program import plan_segments  # noqa: F401 (the planner under test)
+    rng = np.random.default_rng(21)
+    x, v = rng.standard_normal((6, 5)), rng.standard_normal(5)
+    exe = _exe(_chain, x, v)
+    calls = [k for k in exe.calls if k.label.startswith("native:")]
+    assert [k.label for k in calls] == ["native:segment 0"], [k.label for k in exe.calls]
+    assert sum(k.label.startswith("native:") for k in exe.kernels) >= 6
+    for got, want in zip(jit(_chain)(x, v), _chain(x, v)):
+        _close(got, want, 8.0)
+
+
+def test_segment_workspace_is_planned_by_liveness():
+    from fgrad._src.compiler.fusion import plan
+    from fgrad._src.cpu.program import plan_segments
+    from fgrad._src.compiler.simplify import simplify
+    x = np.ones((64, 64))
+
+    def f(x):            # five (64,)-sized temporaries, each dead after the next kernel
+        y = x
+        for k in range(5):
+            y = fnp.sum(fnp.sin(y + k), axis=1, keepdims=True) * x * 0.01
+        return fnp.sum(y)
+
+    jaxpr = simplify(jit(f).lower(x).jaxpr).jaxpr
+    steps = plan(jaxpr, fused.can_fuse)
+    (seg,) = plan_segments(steps, lambda st: hasattr(st, "reads"), set(jaxpr.outvars))
+    sizes = [int(np.prod(v.aval.shape)) * 8 for v in seg.offsets]
+    assert len(seg.offsets) == 5 and seg.workspace == 2 * 512, (seg.workspace, sizes)
+    # values alive at the same time never share bytes
+    np.testing.assert_allclose(jit(f)(x), f(x), rtol=1e-12)
+
+
+def test_segment_reports_selector_errors_and_recovers():
+    cases = [np.arange(6, dtype=np.float32) * k for k in (1, 10, 100)]
+
+    def f(w, a, b, c):
+        s = lax.select_n(w, a, b, c)
+        return fnp.exp(fnp.sum(s) / 1000.0) * a, fnp.cumsum(a)[0]
+
+    g = jit(f)
+    assert any(k.segment is not None for k in _exe(f, np.zeros(6, np.int32), *cases).kernels)
+    with pytest.raises(ValueError, match="invalid entry"):
+        g(np.array([0, 1, 2, 5, 0, 0], np.int32), *cases)
+    good = np.array([0, 1, 2, 2, 1, 0], np.int32)
+    for got, want in zip(g(good, *cases), f(good, *cases)):
+        _close(got, want, 8.0)
+
+
+def test_segments_under_concurrent_calls():
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(22)
+    x, v = rng.standard_normal((6, 5)), rng.standard_normal(5)
+    f = jit(_chain)
+    want = _chain(x, v)
+
+    def work(k):
+        for _ in range(20):
+            for got, w in zip(f(x * (k % 3 + 1), v), _chain(x * (k % 3 + 1), v)):
+                _close(got, w, 8.0)
+        return True
+
+    f(x, v)
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(work, range(12)))
+    for got, w in zip(f(x, v), want):
+        _close(got, w, 8.0)
+
+
+def test_donated_update_inside_a_segment():
+    rng = np.random.default_rng(23)
+    w0, x, g = rng.standard_normal((5, 3)), rng.standard_normal((4, 5)), rng.standard_normal((4, 3))
+    step = jit(lambda w, x, g: w - 0.1 * (x.T @ g), donate_argnums=(0,))
+    w = fnp.asarray(w0.copy())
+    buffer = w._value
+    exe = step.lower(w, x, g)
+    assert "in place of donated input 0" in exe.as_text() and "[segment 0]" in exe.as_text()
+    out = step(w, x, g)
+    np.testing.assert_allclose(out, w0 - 0.1 * (x.T @ g), rtol=1e-12)
+    assert out._value is buffer

@@ -63,7 +63,7 @@ import re
 import numpy as np
 
 from ..jaxpr import Literal
-from . import blas, threads
+from . import blas, program, threads
 
 __all__ = ["can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -787,10 +787,9 @@ def _emit_group(ir, module, fname, group):
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 
-    _emit_entry(ir, module, fname, body, n_in + n_out, err_slot is not None)
     # (reports a selector error, outer loop extent, whether the outer loop may be
     # split over threads: not when a reduction accumulates across it)
-    return err_slot is not None, (dims[0] if dims else 0), bool(dims) and red is None
+    return body, (err_slot is not None, (dims[0] if dims else 0), bool(dims) and red is None)
 
 
 def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
@@ -826,9 +825,7 @@ def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
-    body = blas.emit_dot(ir, module, fname, eqn, blas.gemm_spec(eqn))
-    _emit_entry(ir, module, fname, body, 3, False)
-    return False, 0, False
+    return blas.emit_dot(ir, module, fname, eqn, blas.gemm_spec(eqn)), (False, 0, False)
 
 
 def _sanitize(name):
@@ -840,9 +837,12 @@ def _describe(group):
     return "+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
 
 
-def emit_module(groups, name):
-    """(LLVM IR text, entry names, per entry (reports a selector error, outer loop
-    extent, outer loop splittable over threads))."""
+def emit_module(groups, name, segments=()):
+    """(LLVM IR text, entry names, per group (reports a selector error, outer loop
+    extent, outer loop splittable over threads), segment entry names).
+
+    Every group gets a body; groups outside `segments` (see `program`) get an
+    entry `<base>_k<i>` of their own, each segment an entry `<base>_s<j>`."""
     try:
         ir = _ir()
     except ImportError as e:
@@ -852,53 +852,115 @@ def emit_module(groups, name):
             f"[{'; '.join(_describe(g) for g in groups)}]") from e
     module = ir.Module(name=_sanitize(name))
     base = "fgrad_" + _sanitize(name)
-    names, checks = [], []
+    in_segment = {id(m) for seg in segments for m in seg.members}
+    names, bodies, infos = [], [], []
     for i, g in enumerate(groups):
         fname = f"{base}_k{i}"
         emit = _emit_dot if g.eqns[0].primitive.name == "dot_general" else _emit_group
         try:
-            checks.append(emit(ir, module, fname, g))
+            body, info = emit(ir, module, fname, g)
         except Exception as e:
             raise FusedCompileError(
                 f"jit of {name}: could not emit native code for fused group {i} "
                 f"({_describe(g)}): {type(e).__name__}: {e}") from e
-        names.append(fname)
-    return str(module), names, checks
+        bodies.append(body)
+        infos.append(info)
+        if id(g) in in_segment:
+            names.append(None)
+        else:
+            n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
+            _emit_entry(ir, module, fname, body, n_arrays, info[0])
+            names.append(fname)
+    segment_names = []
+    for j, seg in enumerate(segments):
+        segment_names.append(f"{base}_s{j}")
+        program.emit_segment(ir, module, segment_names[-1], seg,
+                             {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
+                             _DATA_OFFSET)
+    return str(module), names, infos, segment_names
 
 
 # ----------------------------------------------------------------------------
 # Compiling and calling
 
-def compile_groups(groups, name, inplace=None):
-    """One callable per `Fused` group, all compiled in one LLVM module.
+def runs_threaded(group):
+    """Whether a group's caller will split it over threads (then it is not put in a
+    segment: segments run on one thread)."""
+    if group.reduction is not None or group.eqns[0].primitive.name == "dot_general":
+        return False
+    return threads.chunks(math.prod(group.shape) * _cost_per_element(group),
+                          math.prod(group.shape)) is not None
 
-    Each callable takes the NumPy values of the group's non-Literal inputs (in
+
+def compile_groups(groups, name, inplace=None, segments=()):
+    """Callables for the `Fused` groups, all compiled in one LLVM module:
+    (one per group, None for a group run by a segment; one per segment).
+
+    A group's callable takes the NumPy values of its non-Literal inputs (in
     order) and returns the list of its outputs (fresh arrays, except where
-    `inplace[g]` maps an output to a donated input whose buffer it reuses).
-    Each carries `llvm_ir` (the module's unoptimised IR text), `entry_name`
-    and `module`.
+    `inplace[g]` maps an output to a donated input whose buffer it reuses); a
+    segment's takes its imported values and returns its exported ones. Each
+    carries `llvm_ir` (the module's unoptimised IR text), `entry_name` and
+    `module`.
     """
     if not groups:
-        return []
-    text, names, checks = emit_module(groups, name)
+        return [], []
+    inplace = inplace or [{}] * len(groups)
+    text, names, infos, segment_names = emit_module(groups, name, segments)
     try:
         from . import engine
-        module = engine.compile_module(text, names)
+        module = engine.compile_module(text, [n for n in names if n] + segment_names)
     except Exception as e:
         raise FusedCompileError(
             f"jit of {name}: compiling native code for fused groups "
             f"[{'; '.join(_describe(g) for g in groups)}] failed: "
             f"{type(e).__name__}: {e}") from e
     fns = []
-    inplace = inplace or [{}] * len(groups)
-    for g, entry_name, (check, outer, splittable), pairs in zip(groups, names, checks, inplace):
-        fn = _make_caller(g, module.entry(entry_name).cfunc, check, entry_name, outer,
-                          splittable, pairs)
-        fn.llvm_ir = text
-        fn.entry_name = entry_name
-        fn.module = module
-        fns.append(fn)
-    return fns
+    for g, entry_name, (check, outer, splittable), pairs in zip(groups, names, infos, inplace):
+        if entry_name is None:
+            fns.append(None)
+            continue
+        fns.append(_annotated(_make_caller(g, module.entry(entry_name).cfunc, check, entry_name,
+                                           outer, splittable, pairs), text, entry_name, module))
+    segment_fns = []
+    for seg, entry_name in zip(segments, segment_names):
+        fn = program.make_segment_caller(seg, module.entry(entry_name).cfunc, entry_name,
+                                         _prepared, _segment_inplace(seg, groups, inplace),
+                                         _address)
+        segment_fns.append(_annotated(fn, text, entry_name, module))
+    return fns, segment_fns
+
+
+def _annotated(fn, text, entry_name, module):
+    fn.llvm_ir, fn.entry_name, fn.module = text, entry_name, module
+    return fn
+
+
+def _segment_inplace(seg, groups, inplace):
+    """{exported index: imported index} from the members' in-place pairs (an output
+    the segment keeps in its workspace is never written in place)."""
+    pairs = {}
+    position = {id(g): i for i, g in enumerate(groups)}
+    for g in seg.members:
+        if id(g) not in position:
+            continue              # an alias step
+        ins = [a for a in g.inputs if type(a) is not Literal]
+        for j, k in inplace[position[id(g)]].items():
+            out = g.outputs[j]
+            if out in seg.exported and ins[k] in seg.imported:
+                pairs[seg.exported.index(out)] = seg.imported.index(ins[k])
+    return pairs
+
+
+def _prepared(k, x, dt, shape, entry_name="native kernel"):
+    """x as a C-contiguous array of the expected dtype and shape (the slow path)."""
+    a = np.asarray(x)
+    if a.dtype != dt and np.can_cast(a.dtype, dt, casting="equiv"):
+        a = a.astype(dt)          # e.g. another byte order
+    if a.dtype != dt or a.shape != shape:
+        raise TypeError(f"{entry_name}: input {k} is {a.dtype}{list(a.shape)}, "
+                        f"expected {dt}{list(shape)}")
+    return np.ascontiguousarray(a)
 
 
 _ndarray = np.ndarray
@@ -922,6 +984,11 @@ def _find_data_offset():
 
 
 _DATA_OFFSET = _find_data_offset()
+if _DATA_OFFSET is not None:
+    _address = id                 # kernels read the data pointer from the object
+else:  # pragma: no cover
+    def _address(a):
+        return a.__array_interface__["data"][0]
 
 
 def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, inplace):
@@ -951,22 +1018,11 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
 
     tables.append(new_table())
     empty, zeros = np.empty, np.zeros
-    if _DATA_OFFSET is not None:
-        address = id
-    else:  # pragma: no cover
-        def address(a):
-            return a.__array_interface__["data"][0]
+    address = _address
 
     def prepare(k, x):
-        """x as a C-contiguous array of the expected dtype and shape (slow path)."""
         dt, shape = in_specs[k]
-        a = np.asarray(x)
-        if a.dtype != dt and np.can_cast(a.dtype, dt, casting="equiv"):
-            a = a.astype(dt)          # e.g. another byte order
-        if a.dtype != dt or a.shape != shape:
-            raise TypeError(f"native kernel {entry_name}: input {k} is {a.dtype}{list(a.shape)}, "
-                            f"expected {dt}{list(shape)}")
-        return np.ascontiguousarray(a)
+        return _prepared(k, x, dt, shape, f"native kernel {entry_name}")
 
     in_dtypes = [dt for dt, _ in in_specs]
     in_shapes = [shape for _, shape in in_specs]

@@ -14,6 +14,7 @@ NumPy fallback.
 import numpy as np
 
 from ..compiler.fusion import Fused, plan
+from ..cpu.program import plan_segments
 from ..core import Array
 from ..jaxpr import Literal, Var, pretty_print
 from .donation import _root, unshare_donated
@@ -31,11 +32,12 @@ def _raw(value):
 
 class Kernel:
     """One step of a plan: a callable on NumPy values giving one or more outputs."""
-    __slots__ = ("fn", "ins", "outs", "params", "multiple", "label")
+    __slots__ = ("fn", "ins", "outs", "params", "multiple", "label", "segment")
 
     def __init__(self, fn, ins, outs, params, multiple, label):
         self.fn, self.ins, self.outs, self.params = fn, ins, outs, params
         self.multiple, self.label = multiple, label
+        self.segment = None      # the segment (one native call) that runs this kernel
 
 
 class Executable:
@@ -78,18 +80,29 @@ class Executable:
                     f"run (in {name})")
         self.llvm_ir = None
         self.compile_stats = None  # the native module's compile statistics (disk-cache hit, ms)
-        natives = iter(())
         inplace = _in_place(groups, steps, jaxpr, donated)
+        # consecutive native kernels run as one native call (a segment)
+        program_outs = {a for a in jaxpr.outvars if type(a) is Var}
+        segments = plan_segments(steps, lambda st: type(st) is Fused and _size(st.shape) > 0
+                                 and not fused.runs_threaded(st), program_outs)
+        group_index = {id(g): i for i, g in enumerate(groups)}
+        segment_of = {}          # step index -> (segment number, first member?)
+        for j, seg in enumerate(segments):
+            for n, i in enumerate(seg.members):
+                segment_of[i] = (j, n == 0)
+            seg.members = [steps[i] for i in seg.members]
+        fns, segment_fns = [None] * len(groups), []
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
-            fns = fused.compile_groups(groups, name, inplace)
-            self.llvm_ir = fns[0].llvm_ir
-            self.compile_stats = fns[0].module.stats
-            natives = iter(fns)
-        self.kernels = []
+            fns, segment_fns = fused.compile_groups(groups, name, inplace, segments)
+            first = next(f for f in fns + segment_fns if f is not None)
+            self.llvm_ir = first.llvm_ir
+            self.compile_stats = first.module.stats
+        self.kernels = []        # the program's steps, as listed by as_text
+        self.calls = []          # what a call runs: steps, with segments as one call each
         pairs_of = dict(zip(map(id, groups), inplace))
         written = set()
-        for step in steps:
+        for index, step in enumerate(steps):
             if type(step) is Fused:
                 label = "native:" + "+".join(e.primitive.name for e in step.eqns)
                 ins = [a for a in step.inputs if type(a) is not Literal]
@@ -99,25 +112,46 @@ class Executable:
                     written.update(reused)
                     label += f" (in place of donated input{'s' * (len(reused) > 1)} " \
                              f"{', '.join(map(str, reused))})"
-                self.kernels.append(Kernel(next(natives), [ref(a) for a in ins],
-                                           [slot_of(v) for v in step.outputs], {}, True, label))
+                kernel = Kernel(fns[group_index[id(step)]], [ref(a) for a in ins],
+                                [slot_of(v) for v in step.outputs], {}, True, label)
+                self.kernels.append(kernel)
+                if index not in segment_of:
+                    self.calls.append(kernel)
+                    continue
+                j, first_member = segment_of[index]
+                kernel.segment = j
+                if first_member:
+                    seg = segments[j]
+                    self.calls.append(Kernel(segment_fns[j], [ref(a) for a in seg.imported],
+                                             [slot_of(v) for v in seg.exported], {}, True,
+                                             f"native:segment {j}"))
                 continue
             eqn = step
             prim = eqn.primitive
+            if index in segment_of:      # a reshape inside a segment: its operand's bytes
+                kernel = Kernel(None, [ref(a) for a in eqn.invars], [slot_of(eqn.outvars[0])],
+                                {}, False, f"native:{prim.name} (no copy)")
+                kernel.segment = segment_of[index][0]
+                self.kernels.append(kernel)
+                if segment_of[index][1]:
+                    raise AssertionError("a segment starts with a kernel")
+                continue
             compile_step = getattr(prim, "compile_step", None)
             if compile_step is not None:
                 # control flow: its bodies are compiled to sub-programs now, and a
                 # Python step (labelled e.g. 'loop:scan') drives them on each call
                 fn, label = compile_step(eqn.params, name)
-                self.kernels.append(Kernel(fn, [ref(a) for a in eqn.invars],
-                                           [slot_of(v) for v in eqn.outvars], {}, True, label))
-                continue
-            self.kernels.append(Kernel(prim.impl, [ref(a) for a in eqn.invars],
-                                       [slot_of(v) for v in eqn.outvars], eqn.params,
-                                       prim.multiple_results,
-                                       f"{'python' if prim.effectful else 'numpy'}:{prim.name}"))
+                kernel = Kernel(fn, [ref(a) for a in eqn.invars],
+                                [slot_of(v) for v in eqn.outvars], {}, True, label)
+            else:
+                kernel = Kernel(prim.impl, [ref(a) for a in eqn.invars],
+                                [slot_of(v) for v in eqn.outvars], eqn.params,
+                                prim.multiple_results,
+                                f"{'python' if prim.effectful else 'numpy'}:{prim.name}")
+            self.kernels.append(kernel)
+            self.calls.append(kernel)
         # Constants read by native kernels are made C-contiguous once, not per call.
-        for k in self.kernels:
+        for k in self.calls:
             if k.label.startswith("native:"):
                 for i in k.ins:
                     if type(template[i]) is np.ndarray and not template[i].flags.c_contiguous:
@@ -125,7 +159,7 @@ class Executable:
         self.out_refs = [ref(a) for a in jaxpr.outvars]
         # Outputs are fresh arrays owned by the caller: copy those that would otherwise
         # alias an input or one of the program's constants.
-        computed = {i for k in self.kernels for i in k.outs}
+        computed = {i for k in self.calls for i in k.outs}
         self.out_copy = [i not in computed for i in self.out_refs]
         self.out_weak = [a.aval.weak_type for a in jaxpr.outvars]
         self.out_dtypes = [a.aval.dtype for a in jaxpr.outvars]
@@ -140,7 +174,7 @@ class Executable:
         env = self.template.copy()
         for i, a in zip(self.in_slots, args):
             env[i] = a
-        for k in self.kernels:
+        for k in self.calls:
             result = k.fn(*[env[i] for i in k.ins], **k.params)
             if k.multiple:
                 for i, r in zip(k.outs, result):
@@ -160,8 +194,10 @@ class Executable:
                  "// steps marked native: are fused loops or BLAS calls compiled to machine "
                  "code; numpy: run the primitive's NumPy implementation (no native lowering "
                  "for that primitive and dtype); python: call back into Python (debug "
-                 "callbacks); loop:/branch:/call: drive compiled sub-programs"]
-        lines += [f"// {i}: {k.label}" for i, k in enumerate(self.kernels)]
+                 "callbacks); loop:/branch:/call: drive compiled sub-programs; kernels in "
+                 "one [segment] run as a single native call"]
+        lines += [f"// {i}: {k.label}" + ("" if k.segment is None else f"  [segment {k.segment}]")
+                  for i, k in enumerate(self.kernels)]
         lines += ["", pretty_print(self.jaxpr.jaxpr)]
         if self.llvm_ir is not None:
             lines += ["", "; LLVM IR of the native kernels (as emitted, before optimisation)",
@@ -227,3 +263,7 @@ def _in_place(groups, steps, jaxpr, donated):
                     break
         result.append(pairs)
     return result
+
+
+def _size(shape):
+    return int(np.prod(shape, dtype=np.int64))
