@@ -63,7 +63,7 @@ import re
 import numpy as np
 
 from ..jaxpr import Literal
-from . import blas, program, threads
+from . import blas, indexing, program, threads
 
 __all__ = ["can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -108,8 +108,8 @@ _OPERAND_DTYPES = {
 
 def can_lower_alone(eqn):
     """Whether `eqn` (not element-wise) has a native kernel of its own here: a
-    dot_general that BLAS gemm runs without copies."""
-    return blas.gemm_spec(eqn) is not None
+    dot_general that BLAS gemm runs without copies, a gather or a scatter."""
+    return blas.gemm_spec(eqn) is not None or indexing.can_lower(eqn)
 
 
 def can_fuse(eqn):
@@ -822,6 +822,12 @@ def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
     eb.ret_void()
 
 
+def _emit_indexing(ir, module, fname, group):
+    """A single gather or scatter as a native loop (see `indexing`)."""
+    (eqn,) = group.eqns
+    return indexing.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -856,7 +862,9 @@ def emit_module(groups, name, segments=()):
     names, bodies, infos = [], [], []
     for i, g in enumerate(groups):
         fname = f"{base}_k{i}"
-        emit = _emit_dot if g.eqns[0].primitive.name == "dot_general" else _emit_group
+        emit = {"dot_general": _emit_dot}.get(g.eqns[0].primitive.name, _emit_group)
+        if g.eqns[0].primitive.name in indexing.NAMES:
+            emit = _emit_indexing
         try:
             body, info = emit(ir, module, fname, g)
         except Exception as e:
@@ -886,7 +894,7 @@ def emit_module(groups, name, segments=()):
 def runs_threaded(group):
     """Whether a group's caller will split it over threads (then it is not put in a
     segment: segments run on one thread)."""
-    if group.reduction is not None or group.eqns[0].primitive.name == "dot_general":
+    if group.reduction is not None or not group.eqns[0].primitive.elementwise:
         return False
     return threads.chunks(math.prod(group.shape) * _cost_per_element(group),
                           math.prod(group.shape)) is not None
