@@ -10,6 +10,7 @@ what rules out perturbation confusion.
 import numpy as np
 
 from . import dtypes
+from .gpu import runtime as _gpu
 from .errors import ConcretizationError, EscapedTracerError, FgradTypeError, user_frame
 
 
@@ -236,7 +237,10 @@ class EvalTrace(Trace):
                 weak = False
             i += 1
         try:
-            out = prim.impl(*vals, **params)
+            if _gpu.ndarray is not None and _gpu.any_on_gpu(vals):
+                out = _gpu.run_eager(prim, vals, params)   # CuPy values: run on their GPU
+            else:
+                out = prim.impl(*vals, **params)
         except Exception as e:
             _explain_impl_failure(prim, args, params, e)
             raise
@@ -424,7 +428,8 @@ class ArrayMethods:
 # Eager arrays
 
 class Array(ArrayMethods):
-    """An immutable concrete array: a NumPy value plus its weak-type flag."""
+    """An immutable concrete array: a NumPy value (or, on a GPU, a CuPy value) plus
+    its weak-type flag."""
     __slots__ = ("_value", "weak_type")
 
     def __init__(self, value, weak_type=False):
@@ -443,7 +448,18 @@ class Array(ArrayMethods):
     def aval(self):
         return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
 
+    @property
+    def device(self):
+        """The Device this array lives on (see fgrad.devices)."""
+        from .gpu.devices import device_of
+        return device_of(self._value)
+
     def __array__(self, dtype=None, copy=None):
+        if _gpu.is_gpu_array(self._value):
+            raise TypeError(
+                f"Cannot convert an array on {self.device!r} ({self.aval.str_short()}) to a "
+                f"NumPy array implicitly: moving data off the GPU is explicit in fgrad.\n"
+                f"  hint: x = fgrad.device_put(x, fgrad.devices('cpu')[0]) first")
         v = np.asarray(self._value)
         if dtype is not None and v.dtype != dtype:
             return v.astype(dtype)
@@ -472,7 +488,7 @@ class Array(ArrayMethods):
         return self._value.item(*args)
 
     def tolist(self):
-        return np.asarray(self._value).tolist()
+        return _host(self._value).tolist()
 
     def __format__(self, spec):
         if self._value.ndim == 0:
@@ -480,21 +496,26 @@ class Array(ArrayMethods):
         return format(str(self), spec)
 
     def __repr__(self):
-        body = np.array2string(np.asarray(self._value), separator=", ", prefix="Array(")
+        body = np.array2string(_host(self._value), separator=", ", prefix="Array(")
         extra = ", weak_type=True" if self.weak_type else ""
         return f"Array({body}, dtype={self._value.dtype}{extra})"
 
     def __str__(self):
-        return str(np.asarray(self._value))
+        return str(_host(self._value))
 
     def __reduce__(self):
-        return (Array, (np.asarray(self._value), self.weak_type))
+        return (Array, (_host(self._value), self.weak_type))
 
     def __copy__(self):
         return self
 
     def __deepcopy__(self, memo):
         return self
+
+
+def _host(value):
+    """A NumPy copy of a GPU value, for printing and pickling; NumPy values as they are."""
+    return value.get() if _gpu.is_gpu_array(value) else np.asarray(value)
 
 
 # ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..config import config
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
 from ..debug.tracebacks import api_boundary, with_filtered_traceback
+from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
 from .donation import invalidate
@@ -154,6 +155,8 @@ class Jitted:
         return tree_util.unflatten(entry.out_tree, outs)
 
     def _run(self, entry, raw, leaves):
+        if _gpu.ndarray is not None and _gpu.any_on_gpu(raw):
+            return self._run_gpu(entry, raw, leaves)
         exe = entry.executable
         if exe is None:
             exe = entry.executable = _compile(entry, self._name)
@@ -162,6 +165,16 @@ class Jitted:
             invalidate(leaves, entry.donated, self._name)
         if config.debug_nans:
             check_program(entry.jaxpr, raw, raw_outs, self._name)
+        outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
+        return tree_util.unflatten(entry.out_tree, outs)
+
+    def _run_gpu(self, entry, raw, leaves):
+        """Run on the GPU that holds the inputs (see fgrad._src.gpu)."""
+        from ..gpu.executable import compile_gpu
+        exe = compile_gpu(entry.jaxpr, self._name)
+        raw_outs = exe(*raw)
+        if entry.donated and not config.debug_nans:
+            invalidate(leaves, entry.donated, self._name)
         outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
         return tree_util.unflatten(entry.out_tree, outs)
 
@@ -235,8 +248,10 @@ class Jitted:
     @api_boundary
     def lower(self, *args, **kwargs):
         """Trace (without running) for these arguments; see Lowered."""
-        entry, _ = self._lookup(args, kwargs)
-        return Lowered(self, entry)
+        entry, flat = self._lookup(args, kwargs)
+        on_gpu = _gpu.ndarray is not None and _gpu.any_on_gpu(
+            [x._value for x in flat if type(x) is Array])
+        return Lowered(self, entry, on_gpu)
 
     def cache_info(self):
         """Hits, misses and cached programs of this function."""
@@ -302,9 +317,10 @@ class Lowered:
     """A traced jitted function: `.jaxpr`, `.as_text()` (the compiled program) and
     `.compile()`."""
 
-    def __init__(self, jitted, entry):
+    def __init__(self, jitted, entry, on_gpu=False):
         self._jitted, self._entry = jitted, entry
         self.jaxpr = entry.jaxpr
+        self._on_gpu = on_gpu   # the inputs live on a GPU: as_text shows the CUDA program
 
     def compile(self):
         if self._entry.executable is None:
@@ -312,6 +328,9 @@ class Lowered:
         return self._jitted
 
     def as_text(self):
+        if self._on_gpu:
+            from ..gpu.executable import compile_gpu
+            return compile_gpu(self._entry.jaxpr, self._jitted._name).as_text()
         return _compile(self._entry, self._jitted._name).as_text()
 
 
@@ -370,6 +389,8 @@ def _as_array(x, fname):
         return x
     if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return full_lower(x)
+    if _gpu.is_gpu_array(x):
+        return Array(x)
     raise TypeError(
         f"jit of {fname}: an argument holds a {type(x).__name__} ({x!r:.60}), which is "
         f"not an array.\n  hint: mark that argument static (static_argnums / "

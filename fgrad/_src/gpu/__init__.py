@@ -1,0 +1,14 @@
+"""The GPU backend: fused CUDA C kernels compiled by NVRTC and launched with CuPy.
+
+CuPy is optional: nothing here imports it until a GPU array is made or a
+kernel is compiled (see `runtime`). The pieces, bottom up:
+  runtime     -- the lazy CuPy import and the cheap "is this a GPU array" test
+  layout      -- operand strides over a group's domain, collapsed loops
+  cuda_c      -- CUDA C source for `compiler.fusion.Fused` groups
+  nvrtc       -- compiling that source to PTX with NVRTC (no device needed)
+  launch      -- RawModule/RawKernel calls with launch sizes from the problem size
+  ops         -- the steps that are not fused kernels (cuBLAS, CuPy, host)
+  executable  -- a jaxpr as a plan of GPU steps (what `jit` runs on GPU inputs)
+  eager       -- eager primitives on GPU arrays
+  devices     -- `fgrad.devices()`, `fgrad.device_put`
+"""

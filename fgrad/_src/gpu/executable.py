@@ -1,0 +1,145 @@
+"""GPU executables: a simplified jaxpr as a fixed plan of GPU steps.
+
+The same planner as the CPU backend (`compiler.fusion.plan`) groups the
+equations; `cuda_c.can_fuse_gpu` decides what a kernel can hold. Every group
+becomes a CUDA C kernel (all of a program's kernels in one translation unit,
+compiled once by NVRTC on the first call; steps labelled `cuda:`); dot_general
+runs through cuBLAS (`cublas:`); other primitives run with CuPy (`cupy:`) or,
+where CuPy has no counterpart, as their NumPy impl on host copies (`host:`).
+Planning needs no GPU: `as_text()` (the plan, the jaxpr and the CUDA C) works
+anywhere; device memory is touched on the first call only.
+"""
+import time
+
+from ..compiler.fusion import Fused, plan
+from ..compiler.simplify import simplify
+from ..core import Array
+from ..jaxpr import Literal, pretty_print
+from . import cuda_c, launch, ops
+from .runtime import cupy
+
+
+class Step:
+    """One step: a callable on CuPy arrays, its slots, a label, and the primitive it
+    runs (None for a fused kernel)."""
+    __slots__ = ("fn", "ins", "outs", "params", "multiple", "label", "primitive")
+
+    def __init__(self, fn, ins, outs, params, multiple, label, primitive=None):
+        self.fn, self.ins, self.outs, self.params = fn, ins, outs, params
+        self.multiple, self.label, self.primitive = multiple, label, primitive
+
+
+def _raw(value):
+    return value._value if type(value) is Array else value
+
+
+class GpuExecutable:
+    """A compiled program for GPU inputs: call it with CuPy arrays (host arrays
+    among the inputs are copied to the device first)."""
+
+    def __init__(self, closed, name="jit"):
+        self.name, self.jaxpr = name, closed
+        jaxpr = closed.jaxpr
+        slots, template = {}, []
+
+        def slot_of(v):
+            if v not in slots:
+                slots[v] = len(template)
+                template.append(None)
+            return slots[v]
+
+        for v, c in zip(jaxpr.constvars, closed.consts):
+            template[slot_of(v)] = _raw(c)
+        self.in_slots = [slot_of(v) for v in jaxpr.invars]
+
+        def ref(a):
+            if type(a) is Literal:
+                template.append(_raw(a.val))
+                return len(template) - 1
+            return slot_of(a)
+
+        steps = plan(jaxpr, cuda_c.can_fuse_gpu)
+        groups = [s for s in steps if type(s) is Fused]
+        self.cuda_source, plans = cuda_c.emit_program(groups, name)
+        self.module = launch.GpuModule(self.cuda_source, name) if groups else None
+        plan_of = dict(zip(map(id, groups), plans))
+        self.steps = []
+        for step in steps:
+            if type(step) is Fused:
+                p = plan_of[id(step)]
+                ins = [a for a in step.inputs if type(a) is not Literal]
+                self.steps.append(Step(launch.kernel_caller(self.module, p, step),
+                                       [ref(a) for a in ins], [slot_of(v) for v in step.outputs],
+                                       {}, True, "cuda:" + "+".join(e.primitive.name
+                                                                   for e in step.eqns)))
+                continue
+            prim = step.primitive
+            fn, label = ops.step_for(prim)
+            self.steps.append(Step(fn, [ref(a) for a in step.invars],
+                                   [slot_of(v) for v in step.outvars], step.params,
+                                   prim.multiple_results, label, prim))
+        self.out_refs = [ref(a) for a in jaxpr.outvars]
+        computed = {i for s in self.steps for i in s.outs}
+        self.out_copy = [i not in computed for i in self.out_refs]
+        self.out_weak = [a.aval.weak_type for a in jaxpr.outvars]
+        self.template = template
+        self._device_template = {}      # device id -> template with constants on it
+        self.compile_stats = None       # (the CPU backend's disk-cache statistics)
+
+    @property
+    def kernels(self):
+        """The steps (named as the CPU Executable's, for logging)."""
+        return self.steps
+
+    def _template_on_device(self):
+        cp = cupy()
+        dev = cp.cuda.Device().id
+        t = self._device_template.get(dev)
+        if t is None:
+            t = self._device_template[dev] = [None if v is None else cp.asarray(v)
+                                              for v in self.template]
+        return t
+
+    def __call__(self, *args):
+        cp = cupy()
+        env = self._template_on_device().copy()
+        for i, a in zip(self.in_slots, args):
+            env[i] = a if isinstance(a, cp.ndarray) else cp.asarray(a)
+        for s in self.steps:
+            result = s.fn(*[env[i] for i in s.ins], **s.params)
+            if s.multiple:
+                for i, r in zip(s.outs, result):
+                    env[i] = r
+            else:
+                env[s.outs[0]] = result
+        # outputs are fresh arrays: copy those that are inputs or constants
+        return [env[i].copy() if copy else env[i] for i, copy in zip(self.out_refs, self.out_copy)]
+
+    def as_text(self):
+        counts = {}
+        for s in self.steps:
+            kind = s.label.split(":")[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no"
+        lines = [f"// GPU program {self.name}: {len(self.steps)} steps ({summary})",
+                 "// cuda: fused CUDA C kernels (below); cublas: dot_general as cupy.matmul; "
+                 "cupy: CuPy operations; host: the NumPy impl on host copies (no GPU "
+                 "lowering for that primitive)"]
+        lines += [f"// {i}: {s.label}" for i, s in enumerate(self.steps)]
+        lines += ["", pretty_print(self.jaxpr.jaxpr)]
+        if self.module is not None:
+            lines += ["", "// CUDA C of the fused kernels", self.cuda_source]
+        return "\n".join(lines)
+
+
+def compile_gpu(closed, name):
+    """The GpuExecutable for a closed jaxpr (built once per jaxpr object)."""
+    from ..jit.log import log_compile
+    from ..jit.primitive import _memo
+
+    def make():
+        start = time.perf_counter()
+        exe = GpuExecutable(simplify(closed), name)
+        log_compile(name, closed, exe, time.perf_counter() - start)
+        return exe
+    return _memo(closed, ("gpu_executable",), make)
