@@ -1054,3 +1054,26 @@ def test_donated_update_inside_a_segment():
     out = step(w, x, g)
     np.testing.assert_allclose(out, w0 - 0.1 * (x.T @ g), rtol=1e-12)
     assert out._value is buffer
+
+
+def test_flush_denormals_option(monkeypatch):
+    from fgrad import config
+    from fgrad._src.cpu import engine
+    if not engine.host_triple().startswith("x86_64"):
+        pytest.skip("FTZ/DAZ are x86 MXCSR flags")
+    tiny = np.array([1e-40, -3e-39, 1e-30, 1.0], np.float32)      # two subnormals
+
+    def f(x):
+        return x * 3.0, x * 1e-10, fnp.sum(x * 2.0)
+
+    exact = jit(f)(tiny)
+    for got, want in zip(exact, f(tiny)):   # default: subnormals kept, as NumPy
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(config, "flush_denormals", True)
+    flushed = jit(f)(tiny)
+    f32 = np.float32
+    np.testing.assert_array_equal(flushed[0], np.array([0, 0, 3e-30, 3], f32))  # inputs read as 0
+    np.testing.assert_array_equal(flushed[1], np.array([0, 0, 0, 1e-10], f32))  # results flushed
+    assert "llvm.x86.sse.ldmxcsr" in _exe(f, tiny).llvm_ir
+    # the caller's flags are restored: NumPy still sees subnormals afterwards
+    assert np.float32(1e-40) * np.float32(1.0) != 0

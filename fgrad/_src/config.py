@@ -18,6 +18,11 @@ class Config:
         self.log_compiles = _flag("FGRAD_LOG_COMPILES")
         # Raise at the first primitive that makes a NaN or Inf from finite inputs.
         self.debug_nans = _flag("FGRAD_DEBUG_NANS")
+        # Compiled CPU code flushes subnormal floats to zero (x86 FTZ/DAZ), as XLA does:
+        # much faster when values underflow (e.g. vanishing gradients through a long
+        # scan), but results then differ from eager NumPy for subnormal values. Applies
+        # to programs compiled after the change.
+        self.flush_denormals = _flag("FGRAD_FLUSH_DENORMALS")
         # Hide fgrad's own frames in tracebacks of errors raised through transforms.
         self.traceback_filtering = os.environ.get(
             "FGRAD_TRACEBACK_FILTERING", "on").strip().lower() not in ("0", "off", "false", "no")

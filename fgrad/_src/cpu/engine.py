@@ -33,7 +33,7 @@ import llvmlite.binding as llvm
 
 __all__ = [
     "ENGINE_VERSION", "CompileError", "CompileStats", "CompiledModule",
-    "initialize", "host_cpu", "host_target_machine", "host_has_feature",
+    "initialize", "host_cpu", "host_target_machine", "host_has_feature", "host_triple",
     "compile_module", "optimized_ir", "optimized_asm", "add_symbol",
     "default_cache_dir", "cache_key",
 ]
@@ -75,6 +75,13 @@ def host_cpu() -> tuple[str, str]:
     except RuntimeError:        # not available on some platforms
         features = ""
     return name, features
+
+
+@functools.lru_cache(maxsize=None)
+def host_triple() -> str:
+    """The LLVM target triple of this process (e.g. x86_64-unknown-linux-gnu)."""
+    initialize()
+    return llvm.get_process_triple()
 
 
 def host_has_feature(feature: str) -> bool:

@@ -792,7 +792,31 @@ def _emit_group(ir, module, fname, group):
     return body, (err_slot is not None, (dims[0] if dims else 0), bool(dims) and red is None)
 
 
-def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
+def denormals_off(ir, module, b):
+    """Set the x86 MXCSR flags that flush subnormal results and inputs to zero
+    (FTZ, DAZ); returns a restore() that puts the caller's flags back. On other
+    targets nothing is emitted."""
+    if not _x86():
+        return lambda: None
+    i32 = ir.IntType(32)
+    ptr = ir.PointerType()
+    store = module.globals.get("llvm.x86.sse.stmxcsr") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [ptr]), "llvm.x86.sse.stmxcsr")
+    load = module.globals.get("llvm.x86.sse.ldmxcsr") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [ptr]), "llvm.x86.sse.ldmxcsr")
+    saved, flushing = b.alloca(i32, name="mxcsr"), b.alloca(i32, name="mxcsr_ftz")
+    b.call(store, [saved])
+    b.store(b.or_(b.load(saved, typ=i32), ir.Constant(i32, 0x8040)), flushing)
+    b.call(load, [flushing])
+    return lambda: b.call(load, [saved])
+
+
+def _x86():
+    from . import engine
+    return engine.host_triple().startswith(("x86_64", "i386", "i686"))
+
+
+def _emit_entry(ir, module, fname, body, n_arrays, reports_error, flush=False):
     """`void fname(i64* args)`: read the array pointers from the argument table
     (object addresses: the data pointer is read from the object), then the outer
     loop's range, call `body`, and store its error flag when it reports one."""
@@ -814,7 +838,9 @@ def _emit_entry(ir, module, fname, body, n_arrays, reports_error):
         slot = eb.gep(entry.args[0], [ir.Constant(i64, n_arrays + k)], inbounds=True,
                       source_etype=i64)
         ptrs.append(eb.load(slot, typ=i64))
+    restore = denormals_off(ir, module, eb) if flush else (lambda: None)
     err = eb.call(body, ptrs)
+    restore()
     if reports_error:
         slot = eb.gep(entry.args[0], [ir.Constant(i64, n_arrays)], inbounds=True,
                       source_etype=i64)
@@ -843,12 +869,13 @@ def _describe(group):
     return "+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
 
 
-def emit_module(groups, name, segments=()):
+def emit_module(groups, name, segments=(), flush=False):
     """(LLVM IR text, entry names, per group (reports a selector error, outer loop
     extent, outer loop splittable over threads), segment entry names).
 
     Every group gets a body; groups outside `segments` (see `program`) get an
-    entry `<base>_k<i>` of their own, each segment an entry `<base>_s<j>`."""
+    entry `<base>_k<i>` of their own, each segment an entry `<base>_s<j>`. With
+    `flush`, entries run with subnormal numbers flushed to zero (FTZ/DAZ)."""
     try:
         ir = _ir()
     except ImportError as e:
@@ -877,14 +904,14 @@ def emit_module(groups, name, segments=()):
             names.append(None)
         else:
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
-            _emit_entry(ir, module, fname, body, n_arrays, info[0])
+            _emit_entry(ir, module, fname, body, n_arrays, info[0], flush)
             names.append(fname)
     segment_names = []
     for j, seg in enumerate(segments):
         segment_names.append(f"{base}_s{j}")
         program.emit_segment(ir, module, segment_names[-1], seg,
                              {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
-                             _DATA_OFFSET)
+                             _DATA_OFFSET, flush)
     return str(module), names, infos, segment_names
 
 
@@ -900,7 +927,7 @@ def runs_threaded(group):
                           math.prod(group.shape)) is not None
 
 
-def compile_groups(groups, name, inplace=None, segments=()):
+def compile_groups(groups, name, inplace=None, segments=(), flush=False):
     """Callables for the `Fused` groups, all compiled in one LLVM module:
     (one per group, None for a group run by a segment; one per segment).
 
@@ -914,7 +941,7 @@ def compile_groups(groups, name, inplace=None, segments=()):
     if not groups:
         return [], []
     inplace = inplace or [{}] * len(groups)
-    text, names, infos, segment_names = emit_module(groups, name, segments)
+    text, names, infos, segment_names = emit_module(groups, name, segments, flush)
     try:
         from . import engine
         module = engine.compile_module(text, [n for n in names if n] + segment_names)

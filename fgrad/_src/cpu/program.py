@@ -145,12 +145,13 @@ def _segment(members, steps, readers, program_outs):
     return Segment(list(members), imported, exported, offsets, aliases, size)
 
 
-def emit_segment(ir, module, fname, seg, bodies, data_offset):
+def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False):
     """The segment's entry: each member kernel's body (`bodies[id(group)]` is
     (body function, (reports an error, outer extent, splittable))) on pointers
     into the imported and exported arrays or the workspace, in order; the OR of
     their error flags goes to the last table slot. `seg.members` holds the steps
-    themselves here."""
+    themselves here. With `flush`, subnormals are flushed to zero meanwhile."""
+    from . import fused
     ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), fname)
     fn.args[0].add_attribute("noalias")
@@ -176,6 +177,7 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset):
     for v, src in seg.aliases.items():
         pointers[v] = pointers[src]
     err = ir.Constant(i1, 0)
+    restore = fused.denormals_off(ir, module, b) if flush else (lambda: None)
     for step in seg.members:
         if not hasattr(step, "reads"):
             continue              # an alias: its result already has its source's pointer
@@ -183,6 +185,7 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset):
         args = ([pointers[a] for a in _arrays_read(step)] + [pointers[v] for v in step.outputs]
                 + [ir.Constant(i64, 0), ir.Constant(i64, outer)])
         err = b.or_(err, b.call(body, args))
+    restore()
     b.store(b.zext(err, i64), b.gep(fn.args[0], [ir.Constant(i64, n_arrays + 1)],
                                     inbounds=True, source_etype=i64))
     b.ret_void()

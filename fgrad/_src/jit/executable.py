@@ -15,6 +15,7 @@ import numpy as np
 
 from ..compiler.fusion import Fused, plan
 from ..cpu.program import plan_segments
+from ..config import config
 from ..core import Array
 from ..jaxpr import Literal, Var, pretty_print
 from .donation import _root, unshare_donated
@@ -94,7 +95,8 @@ class Executable:
         fns, segment_fns = [None] * len(groups), []
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
-            fns, segment_fns = fused.compile_groups(groups, name, inplace, segments)
+            fns, segment_fns = fused.compile_groups(groups, name, inplace, segments,
+                                                    config.flush_denormals)
             first = next(f for f in fns + segment_fns if f is not None)
             self.llvm_ir = first.llvm_ir
             self.compile_stats = first.module.stats

@@ -14,6 +14,7 @@ import time
 import weakref
 
 from .. import core
+from ..config import config
 from ..ad import backward_pass_partial, is_undefined, linearize_flat, UndefinedPrimal
 from ..batching import axis_size_of, batch_flat
 from ..core import Primitive
@@ -50,7 +51,7 @@ def compile_jaxpr(closed, name, donated=()):
         exe = Executable(program, name, donated)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe
-    return _memo(closed, ("executable", tuple(sorted(donated))), make)
+    return _memo(closed, ("executable", tuple(sorted(donated)), config.flush_denormals), make)
 
 
 def _jit_impl(*args, jaxpr, name):
