@@ -88,3 +88,17 @@ def test_mlp_training_step_runs_its_matmuls_natively():
     assert not any(lab == "numpy:dot_general" for lab in labels), labels
     for got, want in zip(jit(step)((w1, w2), x, y), step((w1, w2), x, y)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_small_products_run_on_the_calling_thread_only():
+    small = jit(lambda a, b: a @ b)
+    a, b = np.ones((8, 16), np.float32), np.ones((16, 4), np.float32)
+    ir_small = compile_jaxpr(small.lower(a, b).jaxpr, "f").llvm_ir
+    assert "fgrad_openblas_set_threads" in ir_small
+    big_a, big_b = np.ones((256, 256), np.float32), np.ones((256, 256), np.float32)
+    ir_big = compile_jaxpr(jit(lambda a, b: a @ b).lower(big_a, big_b).jaxpr, "g").llvm_ir
+    assert "fgrad_openblas_set_threads" not in ir_big
+    lib = blas._numpy_openblas()
+    before = lib.scipy_openblas_get_num_threads64_()
+    np.testing.assert_array_equal(small(a, b), a @ b)
+    assert lib.scipy_openblas_get_num_threads64_() == before    # restored

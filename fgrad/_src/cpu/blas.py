@@ -9,6 +9,11 @@ the project's cpu-codegen notes), so when NumPy's copy cannot be found no
 native matmul is emitted and dot_general stays a NumPy step (announced as
 such in `as_text`).
 
+Small products (fewer than `SMALL_GEMM` multiply-adds in all) run with
+OpenBLAS limited to the calling thread for the call: they gain nothing from
+its worker threads, and on a busy machine waiting for a descheduled worker
+made them 10-100x slower (the thread count is restored right after).
+
 `gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm per batch
 element when its layout allows it without copies: batch dims leading on both
 operands, each operand's other dims either (free, contracting) or
@@ -31,7 +36,11 @@ import numpy as np
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SYMBOLS = {np.dtype(np.float32): ("fgrad_cblas_sgemm", "scipy_cblas_sgemm64_"),
             np.dtype(np.float64): ("fgrad_cblas_dgemm", "scipy_cblas_dgemm64_")}
+_THREADS = {"fgrad_openblas_get_threads": "scipy_openblas_get_num_threads64_",
+            "fgrad_openblas_set_threads": "scipy_openblas_set_num_threads64_"}
 _registered = None
+
+SMALL_GEMM = 1 << 22
 
 
 def _numpy_openblas():
@@ -54,7 +63,7 @@ def available():
         if lib is not None:
             try:
                 addresses = {ours: ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
-                             for ours, theirs in _SYMBOLS.values()}
+                             for ours, theirs in list(_SYMBOLS.values()) + list(_THREADS.items())}
             except AttributeError:
                 addresses = None
             if addresses:
@@ -191,6 +200,19 @@ def emit_dot(ir, module, fname, eqn, spec):
         b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, spec.batch[level])), loop, done)
         b.position_at_end(done)
 
-    loops(0, [zero, zero, zero])
+    if math.prod(spec.batch) * m * n * k < SMALL_GEMM:
+        get = _declare(ir, module, "fgrad_openblas_get_threads", i32, [])
+        set_ = _declare(ir, module, "fgrad_openblas_set_threads", ir.VoidType(), [i32])
+        before = b.call(get, [])
+        b.call(set_, [ir.Constant(i32, 1)])
+        loops(0, [zero, zero, zero])
+        b.call(set_, [before])
+    else:
+        loops(0, [zero, zero, zero])
     b.ret(ir.Constant(ir.IntType(1), 0))
     return body
+
+
+def _declare(ir, module, name, ret, args):
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
