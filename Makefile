@@ -3,7 +3,12 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test demo bench clean
+PEERS := bench/.venv-peers
+PEERS_STAMP := $(PEERS)/.installed
+BENCH_ARGS ?=
+DEMO_ARGS ?=
+
+.PHONY: install test demo tour bench peers clean
 
 install: $(STAMP)
 
@@ -16,12 +21,26 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider $(PYTEST_ARGS)
 
+# Trains the ResMLP of examples/resmlp.py on the bundled digits; writes runs/resmlp/.
 demo: $(STAMP)
+	$(VENV)/bin/python examples/resmlp.py $(DEMO_ARGS)
+
+tour: $(STAMP)
 	$(VENV)/bin/python examples/tour.py
 
-bench: $(STAMP)
-	$(VENV)/bin/python bench/run.py
+# The benchmarks run in their own environment holding fgrad and its peers
+# (PyTorch, JAX, autograd, Optax) so that all are timed in one process.
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP): pyproject.toml bench/requirements-peers.txt
+	test -x $(PEERS)/bin/python || $(PY) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q --upgrade pip
+	$(PEERS)/bin/pip install -q -r bench/requirements-peers.txt -e .
+	touch $@
+
+bench: $(PEERS_STAMP)
+	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PEERS) build dist *.egg-info .pytest_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

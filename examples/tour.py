@@ -1,4 +1,5 @@
-"""A short tour of fgrad (the `make demo` program).
+"""A short tour of fgrad's transforms (`make tour`): grad, jvp, vjp,
+Hessian-vector products and make_jaxpr.
 
 It follows the worked example of the founding documents,
     f(x1, x2) = ln(x1) + x1*x2 - sin(x2)   at (x1, x2) = (2, 5),
@@ -46,8 +47,12 @@ out, pullback = fgrad.vjp(f, x1, x2)
 c1, c2 = pullback(np.array(1.0))
 print(f"pullback(1.0) = ({c1:.3f}, {c2:.3f})")
 
+section("grad: a new function that returns the gradient")
+grad_f = fgrad.grad(f, argnums=(0, 1))       # argnums=0 (the default) gives df/dx1 alone
+print(f"grad(f)(2, 5)          = {tuple(round(float(g), 3) for g in grad_f(x1, x2))}")
+print(f"grad(f, argnums=1)(..) = {fgrad.grad(f, argnums=1)(x1, x2):.3f}")
+
 section("Hessian: jvp of grad, one column per basis tangent")
-grad_f = fgrad.grad(f, argnums=(0, 1))
 basis = [(np.array(1.0), np.array(0.0)), (np.array(0.0), np.array(1.0))]
 columns = [fgrad.jvp(grad_f, (x1, x2), e)[1] for e in basis]
 H = np.array([[float(c[i]) for c in columns] for i in range(2)])
@@ -55,10 +60,38 @@ print("H =\n", np.round(H, 4))
 print("analytic [[-1/x1^2, 1], [1, sin(x2)]] =\n",
       np.round([[-1 / 4, 1], [1, np.sin(5.0)]], 4))
 
+section("Hessian-vector products: H v without forming H")
+v = (np.array(0.5), np.array(-2.0))
+
+
+def hvp_forward_over_reverse(x, v):
+    return fgrad.jvp(lambda *x: grad_f(*x), x, v)[1]      # d/dt grad f(x + t v)
+
+
+def hvp_reverse_over_reverse(x, v):
+    def slope(*x):                                       # <grad f(x), v>, a scalar
+        return sum(g * vi for g, vi in zip(grad_f(*x), v))
+    return fgrad.grad(slope, argnums=(0, 1))(*x)
+
+
+print("v                         =", tuple(float(t) for t in v))
+print("forward over reverse H v  =", tuple(round(float(t), 4) for t in
+                                         hvp_forward_over_reverse((x1, x2), v)))
+print("reverse over reverse H v  =", tuple(round(float(t), 4) for t in
+                                         hvp_reverse_over_reverse((x1, x2), v)))
+H_full = fgrad.hessian(f, argnums=(0, 1))(x1, x2)      # nested: H_full[i][j] = d2f/dxi dxj
+print("fgrad.hessian(f) @ v      =", tuple(round(float(sum(H_full[i][j] * v[j]
+                                                             for j in range(2))), 4)
+                                         for i in range(2)))
+print("analytic H v              =", tuple(round(float(t), 4) for t in
+                                         np.array([[-1 / 4, 1], [1, np.sin(5.0)]]) @ [0.5, -2.0]))
+
 section("make_jaxpr: the program fgrad traces for f ...")
 print(fgrad.make_jaxpr(f)(x1, x2))
 print("... and for grad(f): the forward pass, then the transposed linear part")
 print(fgrad.make_jaxpr(grad_f)(x1, x2))
+print("... and for the forward-over-reverse Hessian-vector product")
+print(fgrad.make_jaxpr(hvp_forward_over_reverse)((x1, x2), v))
 
 
 section("a shared node: y = e^x (e^x + 1)")
