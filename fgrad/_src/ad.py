@@ -416,6 +416,28 @@ def backward_pass_partial(jaxpr, consts, args, cts_out):
     return backward_pass(restricted, list(known.values()), cts_out)
 
 
+def transposed_program(closed, linear_mask, ct_avals, description):
+    """A closed jaxpr from (the known inputs of `closed`, the nonzero output
+    cotangents) to the cotangents of the inputs flagged in `linear_mask` (zeros
+    where none flows). `ct_avals` has per output the cotangent's type, or None
+    for a zero cotangent. Traced at the bottom level (only concrete constants)."""
+    from .lax import zeros
+    in_avals = closed.in_avals
+    known_avals = [a for a, m in zip(in_avals, linear_mask) if not m]
+    lin_avals = [a for a, m in zip(in_avals, linear_mask) if m]
+    n_known = len(known_avals)
+
+    def transposed(*xs):
+        known, cts = iter(xs[:n_known]), iter(xs[n_known:])
+        args = [UndefinedPrimal(a) if m else next(known) for a, m in zip(in_avals, linear_mask)]
+        cts_out = [None if a is None else next(cts) for a in ct_avals]
+        cts_in = backward_pass_partial(closed.jaxpr, closed.consts, args, cts_out)
+        return [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts_in, lin_avals)]
+
+    return trace_to_subjaxpr(transposed, known_avals + [a for a in ct_avals if a is not None],
+                             core.eval_trace, description)
+
+
 # ----------------------------------------------------------------------------
 # Helpers for defining rules next to each primitive
 

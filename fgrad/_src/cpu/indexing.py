@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from ..compiler.layout import c_strides
+
 # scatter primitive -> combine(cx, dtype, old, new)
 _COMBINE = {"scatter": None, "scatter_add": "add", "scatter_mul": "mul",
             "scatter_min": "min", "scatter_max": "max"}
@@ -40,14 +42,6 @@ def can_lower(eqn):
     if _COMBINE.get(name) is not None and operand.dtype.kind == "b":
         return False
     return True
-
-
-def _c_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return strides[::-1]
 
 
 def _loops(ir, b, fn, extents, body, name):
@@ -110,7 +104,7 @@ def emit(ir, module, fname, eqn, cx_of):
     elem = cx.mem_ty(dt) if combine is not None else ir.IntType(8 * dt.itemsize)
 
     batch = tuple(indices[0].aval.shape)
-    op_strides = _c_strides(operand.shape)
+    op_strides = c_strides(operand.shape)
     rest = [d for d in range(len(operand.shape)) if d not in axes]
     rest_extents = [operand.shape[d] for d in rest]
     rest_strides = [op_strides[d] for d in rest]
@@ -147,13 +141,13 @@ def emit(ir, module, fname, eqn, cx_of):
 
     if not scatter:
         def gather_row(bi):
-            b_flat = _linear(ir, b, bi, _c_strides(batch))
+            b_flat = _linear(ir, b, bi, c_strides(batch))
             base, _ = position(b_flat)
 
             def copy(ri):
                 src = b.add(base, _linear(ir, b, ri, rest_strides))
                 dst = b.add(b.mul(b_flat, ir.Constant(i64, rest_size)),
-                            _linear(ir, b, ri, _c_strides(rest_extents)))
+                            _linear(ir, b, ri, c_strides(rest_extents)))
                 v = b.load(b.gep(data_ptr, [src], inbounds=True, source_etype=elem), typ=elem)
                 b.store(v, b.gep(out, [dst], inbounds=True, source_etype=elem))
             _loops(ir, b, fn, rest_extents, copy, "rest")
@@ -167,7 +161,7 @@ def emit(ir, module, fname, eqn, cx_of):
         _loops(ir, b, fn, [math.prod(operand.shape)], copy_operand, "copy")
 
         def scatter_row(bi):
-            b_flat = _linear(ir, b, bi, _c_strides(batch))
+            b_flat = _linear(ir, b, bi, c_strides(batch))
             base, ok = position(b_flat)
             apply = fn.append_basic_block("apply")
             skip = fn.append_basic_block("skip")
@@ -177,7 +171,7 @@ def emit(ir, module, fname, eqn, cx_of):
             def update(ri):
                 dst = b.add(base, _linear(ir, b, ri, rest_strides))
                 src = b.add(b.mul(b_flat, ir.Constant(i64, rest_size)),
-                            _linear(ir, b, ri, _c_strides(rest_extents)))
+                            _linear(ir, b, ri, c_strides(rest_extents)))
                 new = b.load(b.gep(updates_ptr, [src], inbounds=True, source_etype=elem),
                              typ=elem)
                 target = b.gep(out, [dst], inbounds=True, source_etype=elem)

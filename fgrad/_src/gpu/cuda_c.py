@@ -47,7 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jaxpr import Literal
-from . import layout
+from ..compiler import layout
 
 __all__ = ["can_fuse_gpu", "emit_program", "KernelPlan", "BLOCK", "PRELUDE"]
 

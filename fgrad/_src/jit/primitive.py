@@ -15,7 +15,7 @@ import weakref
 
 from .. import core
 from ..config import config
-from ..ad import backward_pass_partial, is_undefined, linearize_flat, UndefinedPrimal
+from ..ad import is_undefined, linearize_flat, transposed_program
 from ..batching import axis_size_of, batch_flat
 from ..core import Primitive
 from ..jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
@@ -107,27 +107,11 @@ jit_p.jvp = _jit_jvp
 # Transposition
 
 def _transposed(closed, linear_mask, ct_weak):
-    """A program from (known inputs, nonzero output cotangents) to the cotangents of
-    the linear inputs (zeros where none flows). ct_weak: per output, None (zero
-    cotangent) or the cotangent's weak type."""
-    from ..lax import zeros
-    in_avals = closed.in_avals
-    ct_mask = [w is not None for w in ct_weak]
-    known_avals = [a for a, m in zip(in_avals, linear_mask) if not m]
-    ct_avals = [core.ShapedArray(a.shape, a.dtype, w) for a, w in zip(closed.out_avals, ct_weak)
-                if w is not None]
-    n_known = len(known_avals)
-
-    def transposed(*xs):
-        known, cts = iter(xs[:n_known]), iter(xs[n_known:])
-        args = [UndefinedPrimal(a) if m else next(known) for a, m in zip(in_avals, linear_mask)]
-        cts_out = [next(cts) if m else None for m in ct_mask]
-        cts_in = backward_pass_partial(closed.jaxpr, closed.consts, args, cts_out)
-        lin_avals = [a for a, m in zip(in_avals, linear_mask) if m]
-        return [c if c is not None else zeros(a.shape, a.dtype) for c, a in zip(cts_in, lin_avals)]
-
-    return trace_to_subjaxpr(transposed, known_avals + ct_avals, core.eval_trace,
-                             "jit (transpose)")
+    """The transposed program (see ad.transposed_program); ct_weak: per output, None
+    (zero cotangent) or the cotangent's weak type."""
+    ct_avals = [None if w is None else core.ShapedArray(a.shape, a.dtype, w)
+                for a, w in zip(closed.out_avals, ct_weak)]
+    return transposed_program(closed, linear_mask, ct_avals, "jit (transpose)")
 
 
 def _jit_transpose(cts, *args, jaxpr, name):

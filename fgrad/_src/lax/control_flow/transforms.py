@@ -8,8 +8,7 @@ the jaxpr they came from, so a body is transformed once per pattern.
 import weakref
 
 from ... import core
-from ...ad import UndefinedPrimal, backward_pass_partial, instantiate_zeros, jvp_flat, \
-    linearize_flat
+from ...ad import instantiate_zeros, jvp_flat, linearize_flat, transposed_program
 from ...batching import BatchTrace, BatchTracer, move_to_front, moveaxis
 from ...core import full_lower, set_current_trace
 from ...jaxpr import eval_closed, eval_jaxpr
@@ -114,20 +113,8 @@ def linearize_jaxpr(closed, nonzero, instantiate):
 def transpose_jaxpr(closed, linear_mask, ct_mask):
     """A program from (the known inputs, the nonzero output cotangents) to the
     cotangents of the inputs flagged in `linear_mask` (zeros where none flows)."""
-    in_avals = closed.in_avals
-    known_avals = [a for a, m in zip(in_avals, linear_mask) if not m]
-    lin_avals = [a for a, m in zip(in_avals, linear_mask) if m]
-    ct_avals = [a for a, m in zip(closed.out_avals, ct_mask) if m]
-    n_known = len(known_avals)
-
-    def transposed(*xs):
-        known, cts = iter(xs[:n_known]), iter(xs[n_known:])
-        args = [UndefinedPrimal(a) if m else next(known) for a, m in zip(in_avals, linear_mask)]
-        cts_out = [next(cts) if m else None for m in ct_mask]
-        cts_in = backward_pass_partial(closed.jaxpr, closed.consts, args, cts_out)
-        return [c if c is not None else zeros_of(a) for c, a in zip(cts_in, lin_avals)]
-
-    return trace_program(transposed, known_avals + ct_avals, "transpose of control flow")
+    ct_avals = [a if m else None for a, m in zip(closed.out_avals, ct_mask)]
+    return transposed_program(closed, linear_mask, ct_avals, "transpose of control flow")
 
 
 # ----------------------------------------------------------------------------
