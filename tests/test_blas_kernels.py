@@ -102,3 +102,20 @@ def test_small_products_run_on_the_calling_thread_only():
     before = lib.scipy_openblas_get_num_threads64_()
     np.testing.assert_array_equal(small(a, b), a @ b)
     assert lib.scipy_openblas_get_num_threads64_() == before    # restored
+
+
+@pytest.mark.parametrize("lshape,rshape,dims", [
+    ((6, 7), (7,), (((1,), (0,)), ((), ()))),          # matrix @ vector
+    ((7, 6), (7,), (((0,), (0,)), ((), ()))),          # matrix^T @ vector
+    ((7,), (7, 4), (((0,), (0,)), ((), ()))),          # vector @ matrix
+    ((7,), (4, 7), (((0,), (1,)), ((), ()))),          # vector @ matrix^T
+    ((3, 1, 7), (3, 7, 5), (((2,), (1,)), ((0,), (0,)))),   # batched rows
+])
+def test_matrix_vector_products_use_gemv(lshape, rshape, dims):
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(lshape), rng.standard_normal(rshape)
+    f = lambda a, b: lax.dot_general(a, b, dims)  # noqa: E731
+    np.testing.assert_allclose(jit(f)(a, b), f(a, b), rtol=1e-12)
+    ir_text = compile_jaxpr(jit(f).lower(a, b).jaxpr, "f").llvm_ir
+    assert "call void @\"fgrad_cblas_dgemv\"" in ir_text
+    assert "call void @\"fgrad_cblas_dgemm\"" not in ir_text

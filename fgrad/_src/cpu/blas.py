@@ -14,7 +14,8 @@ OpenBLAS limited to the calling thread for the call: they gain nothing from
 its worker threads, and on a busy machine waiting for a descheduled worker
 made them 10-100x slower (the thread count is restored right after).
 
-`gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm per batch
+`gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm (gemv when
+one side is a vector) per batch
 element when its layout allows it without copies: batch dims leading on both
 operands, each operand's other dims either (free, contracting) or
 (contracting, free) in order (a transposed operand is a gemm transpose flag),
@@ -36,6 +37,8 @@ import numpy as np
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SYMBOLS = {np.dtype(np.float32): ("fgrad_cblas_sgemm", "scipy_cblas_sgemm64_"),
             np.dtype(np.float64): ("fgrad_cblas_dgemm", "scipy_cblas_dgemm64_")}
+_GEMV = {np.dtype(np.float32): ("fgrad_cblas_sgemv", "scipy_cblas_sgemv64_"),
+         np.dtype(np.float64): ("fgrad_cblas_dgemv", "scipy_cblas_dgemv64_")}
 _THREADS = {"fgrad_openblas_get_threads": "scipy_openblas_get_num_threads64_",
             "fgrad_openblas_set_threads": "scipy_openblas_set_num_threads64_"}
 _registered = None
@@ -63,7 +66,8 @@ def available():
         if lib is not None:
             try:
                 addresses = {ours: ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
-                             for ours, theirs in list(_SYMBOLS.values()) + list(_THREADS.items())}
+                             for ours, theirs in list(_SYMBOLS.values()) + list(_GEMV.values())
+                             + list(_THREADS.items())}
             except AttributeError:
                 addresses = None
             if addresses:
@@ -159,11 +163,30 @@ def emit_dot(ir, module, fname, eqn, spec):
     lda = m if spec.trans_a else k
     ldb = k if spec.trans_b else n
 
+    gemv = _declare(ir, module, _GEMV[dt][0], ir.VoidType(),
+                    [i32, i32, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
+
+    def matrix_vector(matrix, trans, rows, cols, ld, vector, c):
+        """c = op(matrix) @ vector for a row-major (rows, cols) matrix (gemv is
+        several times faster than gemm with one column)."""
+        b.call(gemv, [ir.Constant(i32, _ROW_MAJOR), ir.Constant(i32, _TRANS if trans else _NO_TRANS),
+                      ir.Constant(i64, rows), ir.Constant(i64, cols), ir.Constant(real, 1.0),
+                      matrix, ir.Constant(i64, max(ld, 1)), vector, ir.Constant(i64, 1),
+                      ir.Constant(real, 0.0), c, ir.Constant(i64, 1)])
+
     def call(offsets):
         lo, ro, oo = offsets
         a = b.gep(lhs, [lo], inbounds=True, source_etype=real)
         bb = b.gep(rhs, [ro], inbounds=True, source_etype=real)
         c = b.gep(out, [oo], inbounds=True, source_etype=real)
+        if n == 1:      # C[M] = op(A) @ b: A stored (M, K), or (K, M) when transposed
+            matrix_vector(a, spec.trans_a, k if spec.trans_a else m, m if spec.trans_a else k,
+                          lda, bb, c)
+            return
+        if m == 1:      # C[N] = op(B)^T @ a: B stored (K, N), or (N, K) when transposed
+            matrix_vector(bb, not spec.trans_b, n if spec.trans_b else k,
+                          k if spec.trans_b else n, ldb, a, c)
+            return
         b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
                       ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
                       ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
