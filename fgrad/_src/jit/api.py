@@ -93,6 +93,7 @@ class Jitted:
         self._positional = positional
         self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
         self._cache = {}
+        self._flat_trees = {}
         self._hits = self._misses = 0
         self._miss_log = []
 
@@ -141,7 +142,10 @@ class Jitted:
             return self.fun(*args, **kwargs)
         if not kwargs and not self._static_nums and core.current_trace() is core.eval_trace:
             # The fast path: concrete arrays only, no static arguments.
-            leaves, tree = tree_util.flatten((args, _NO_KWARGS))  # the general path's tree
+            if all(type(a) in _FLAT_LEAF for a in args):      # no containers to flatten
+                leaves, tree = args, self._flat_tree(len(args))
+            else:
+                leaves, tree = tree_util.flatten((args, _NO_KWARGS))  # the general path's tree
             raw, key = _raw_leaves(leaves)
             if raw is not None:
                 entry = self._cache.get((tree, (), key))
@@ -153,6 +157,13 @@ class Jitted:
             return self._run(entry, [x._value if type(x) is Array else x for x in flat], flat)
         outs = jit_p.bind(*entry.hoisted, *flat, jaxpr=entry.jaxpr, name=self._name)
         return tree_util.unflatten(entry.out_tree, outs)
+
+    def _flat_tree(self, n):
+        """The tree structure of (n arrays, no keywords), as the general path builds it."""
+        tree = self._flat_trees.get(n)
+        if tree is None:
+            tree = self._flat_trees[n] = tree_util.structure(((0,) * n, _NO_KWARGS))
+        return tree
 
     def _run(self, entry, raw, leaves):
         if _gpu.ndarray is not None and _gpu.any_on_gpu(raw):
@@ -342,6 +353,9 @@ def _fmt(leaf_key):
 
 _SUPPORTED = None
 _NO_KWARGS = {}
+
+
+_FLAT_LEAF = (np.ndarray, Array)
 
 
 def _raw_leaves(leaves):
