@@ -9,3 +9,4 @@ from fgrad_nn.module import (Module, eval_mode, field, init_state, is_stateful, 
 from fgrad_nn import (checkpoint, data, functional, init, layers, losses, optim,  # noqa: F401,E402
                       schedules, training)
 from fgrad_nn.layers import *  # noqa: F401,F403,E402
+from fgrad_nn.taps import Tapped, tap, untap  # noqa: F401,E402
