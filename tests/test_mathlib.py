@@ -6,7 +6,7 @@ pow) per function; it is compiled once and run over ~6e5 inputs per function:
 random bit patterns, linear and logarithmic sweeps, special values.
 
 Errors are measured in ulps against NumPy/libm in float64 (math.erf for erf,
-long double for logistic) and against the float64 result rounded to float32
+long double for logistic, scipy's erfinv for erf_inv, and mpmath on a sample) and against the float64 result rounded to float32
 for float32 (a better reference than NumPy's float32 SIMD code, which is
 itself up to ~3 ulp off).
 """
@@ -121,6 +121,11 @@ def ref64(name, x, y=None):
             return (1 / (1 + np.exp(-xl))).astype(np.float64)
         if name == "pow":
             return np.power(x, np.asarray(y, np.float64))
+        if name == "atan2":
+            return np.arctan2(x, np.asarray(y, np.float64))
+        if name == "erf_inv":
+            import scipy.special
+            return scipy.special.erfinv(x)
         return getattr(np, name)(x)
 
 
@@ -138,7 +143,7 @@ def reference(name, dtype, x, y=None):
 RANGES = {
     "exp": (-800, 800), "expm1": (-60, 720), "tanh": (-25, 25), "erf": (-7, 7),
     "logistic": (-800, 800), "sin": (-20, 20), "cos": (-20, 20), "log": (0, 4),
-    "log1p": (-1, 4),
+    "log1p": (-1, 4), "erf_inv": (-1, 1),
 }
 
 
@@ -177,6 +182,9 @@ def unary_inputs(name, dtype, n=200_000, seed=0):
         parts.append(np.array(big, dtype))
     if name == "log1p":
         parts.append((-1 + np.logspace(-16 if f64 else -7, 0, 2000)).astype(dtype))
+    if name == "erf_inv":   # towards +-1, where erf_inv grows without bound
+        near = 1 - np.logspace(-16 if f64 else -7.3, 0, n // 2)
+        parts.append(np.concatenate([near, -near]).astype(dtype))
     return np.concatenate(parts)
 
 
@@ -215,6 +223,71 @@ def test_pow_accuracy(runners, dtype):
     d = ulp_dist(got, ref)
     i = int(np.argmax(d))
     assert d[i] <= MAX_ULP, f"pow: {d[i]} ulp at x={x[i]!r} y={y[i]!r}: got {got[i]!r}, expected {ref[i]!r}"
+
+
+def atan2_inputs(dtype, n=100_000, seed=4):
+    rng = np.random.default_rng(seed)
+    f64 = dtype == np.float64
+    span = 300 if f64 else 37
+
+    def mixed(k):
+        return rng.choice([-1.0, 1.0], k) * 10.0 ** rng.uniform(-span, span, k)
+
+    ys = [rng.standard_normal(n), mixed(n), rng.uniform(-1, 1, n)]
+    xs = [rng.standard_normal(n), mixed(n), rng.uniform(-1, 1, n) * 1.001]
+    # |y| / |x| at the reduction's interval edges (7/16, 11/16, 1) and beyond
+    t = np.concatenate([np.full(n // 8, v) for v in (7 / 16, 11 / 16, 1.0, 16 / 7)])
+    t = t * (1 + rng.uniform(-1e-3, 1e-3, t.size))
+    base = rng.choice([-1.0, 1.0], t.size) * 10.0 ** rng.uniform(-5, 5, t.size)
+    ys.append(base * t * rng.choice([-1.0, 1.0], t.size))
+    xs.append(base)
+    return np.concatenate(ys).astype(dtype), np.concatenate(xs).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_atan2_accuracy(runners, dtype):
+    y, x = atan2_inputs(dtype)
+    got = runners[dtype]("atan2", y, x)
+    ref = reference("atan2", dtype, y, x)
+    d = ulp_dist(got, ref)
+    i = int(np.argmax(d))
+    assert d[i] <= 2, f"atan2: {d[i]} ulp at y={y[i]!r} x={x[i]!r}: got {got[i]!r}, expected {ref[i]!r}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_atan2_special_cases_exact(runners, dtype):
+    """C99 / NumPy: signed zeros, infinities (pi/4, 3pi/4), NaN, extremes."""
+    fi = np.finfo(dtype)
+    vals = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -3.0, float(fi.tiny),
+            float(fi.tiny) * float(fi.eps), -float(fi.max), float(fi.max)]
+    Y, X = np.meshgrid(np.array(vals, dtype), np.array(vals, dtype))
+    y, x = Y.ravel(), X.ravel()
+    got = runners[dtype]("atan2", y, x)
+    want = np.arctan2(y, x)
+    for yi, xi, g, w in zip(y, x, got, want):
+        if np.isnan(w):
+            assert np.isnan(g), (yi, xi, g)
+        else:
+            assert np.signbit(g) == np.signbit(w), (yi, xi, g, w)
+            assert ulp_dist(np.array([g]), np.array([w]))[0] <= (0 if w == 0 or yi == 0 else 1), \
+                (yi, xi, g, w)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_erf_inv_against_mpmath(runners, dtype):
+    """A sample, with the points where our result and scipy's differ most, against
+    erfinv in 40-digit arithmetic (scipy's float64 erfinv is itself up to 3 ulp off)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    x = unary_inputs("erf_inv", dtype, n=20_000, seed=5)
+    x = x[np.abs(x) < 1]
+    got = runners[dtype]("erf_inv", x)
+    worst = np.argsort(-ulp_dist(got, reference("erf_inv", dtype, x)))[:400]
+    sample = np.concatenate([x[worst], np.random.default_rng(6).choice(x, 800)])
+    want = np.array([float(mp.erfinv(mp.mpf(float(v)))) for v in sample]).astype(dtype)
+    d = ulp_dist(runners[dtype]("erf_inv", sample), want)
+    i = int(np.argmax(d))
+    assert d[i] <= 2, f"erf_inv: {d[i]} ulp at x={sample[i]!r}"
 
 
 def test_pow_without_fma():
@@ -260,6 +333,8 @@ def test_named_special_values(runners, dtype):
         "erf": [(inf, 1.0), (-inf, -1.0), (-0.0, -0.0), (10.0, 1.0), (-10.0, -1.0)],
         "logistic": [(inf, 1.0), (-inf, 0.0), (0.0, 0.5), (1000.0, 1.0), (-1000.0, 0.0),
                      (745.0, 1.0), (-80.0, 1.8048513878454153e-35)],
+        "erf_inv": [(1.0, inf), (-1.0, -inf), (0.0, 0.0), (-0.0, 0.0), (1.5, nan),
+                    (-1.0000001, nan), (inf, nan), (-inf, nan)],
     }
     for name, pairs in cases.items():
         x = np.array([p[0] for p in pairs], dtype)
@@ -356,7 +431,7 @@ def test_loops_vectorise(runners, dtype):
     for name in mathlib.FUNCTIONS:
         body = _apply_body(opt, name)
         lanes = [int(n) for n in re.findall(r"<(\d+) x %s>" % elem, body)]
-        if name == "pow" and dtype == np.float32:      # float32 pow works in double
+        if name in ("pow", "atan2", "erf_inv") and dtype == np.float32:   # work in double
             lanes += [int(n) for n in re.findall(r"<(\d+) x double>", body)]
         assert lanes and max(lanes) >= min_lanes, f"{name} loop not vectorised"
     for name in ("sin", "cos"):

@@ -26,15 +26,17 @@ body lives in an internal `alwaysinline` function whose pointer parameters are
 `noalias` (outputs are fresh arrays; inputs are only read), so no runtime alias
 checks are needed; GEPs are `inbounds`.
 
-A group may end with a reduce_sum / reduce_max / reduce_min (numeric dtypes)
-whose input has the domain's shape: its output is filled with the identity
-(-0.0 or 0; -inf / +inf or the integer extremes) before the loop nest, and the
-body accumulates into it through strides that are 0 on the reduced axes (a
-last-axis reduction's accumulator is promoted to a register by LLVM). Max/min
-propagate NaN like np.max / np.min; max/min of a zero-size array is left to
-NumPy (it raises); a zero-size sum is 0. Only the accumulation of a float sum
-carries `reassoc` (so it vectorises with partial sums; NumPy's pairwise sum
-reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
+A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
+(numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
+input has the domain's shape: its output is filled with the identity (-0.0 or
+0; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
+and the body accumulates into it through strides that are 0 on the reduced
+axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
+Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
+left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
+over an empty domain only returns zeros); a zero-size sum is 0, an `or`
+False. Only the accumulation of a float sum or product carries `reassoc` (so
+it vectorises with partial sums; NumPy's pairwise sum reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
 squeeze, broadcast_in_dim, transpose, slice, rev, size-1 reshapes) are read
 from their source buffer through the view's IndexMap (strides, possibly
 negative, from an offset).
@@ -50,9 +52,22 @@ come from `mathlib` (a couple of ulp; tan = sin / cos). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
-Deliberate gaps (can_fuse says False): float16 anywhere, atan2, erf_inv,
-bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy
-impl raises). Float -> uint32 conversions of NaN or values outside
+float16 values are loaded as half, held in float registers and stored as
+half; every operation on them is computed in float32 and its result rounded
+to half (`_emit_half`), which is what NumPy's float16 loops do, so arithmetic,
+square roots, comparisons and conversions are bit-for-bit NumPy's (a float64
+-> float16 conversion rounds once; rsqrt and logistic round after each step of
+their impls); transcendental functions are the float32 ones rounded (<= 1
+half ulp).
+
+Standalone kernels (`can_lower_alone`): BLAS matmuls (`blas`), gather and the
+scatters (`indexing`), and pad, concatenate, dynamic_slice,
+dynamic_update_slice, the cumulative reductions and argmax / argmin
+(`structural`).
+
+Deliberate gaps (can_fuse says False): float16 sums and products (NumPy
+accumulates them in float and rounds once per block), bitcasts to or from
+bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> uint32 conversions of NaN or values outside
 [-2**31, 2**32) are unspecified (NumPy itself answers differently for small
 and large arrays); every other float -> int conversion matches NumPy on x86
 (NaN and out-of-range values give what cvttss2si/cvttsd2si give).
@@ -62,8 +77,9 @@ import re
 
 import numpy as np
 
+from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, program, threads
+from . import blas, indexing, program, structural, threads
 
 __all__ = ["can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -77,9 +93,9 @@ class FusedCompileError(RuntimeError):
 # What has an emitter
 
 _BOOL = np.dtype(bool)
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _INTS = tuple(np.dtype(f"{k}int{b}") for k in ("", "u") for b in (8, 16, 32, 64))
-_FLOATS = (_F32, _F64)
+_FLOATS = (_F16, _F32, _F64)
 _ALL = frozenset((_BOOL,) + _INTS + _FLOATS)
 
 _F = frozenset(_FLOATS)
@@ -97,6 +113,7 @@ _OPERAND_DTYPES = {
     "pow": _F, "floor": _F, "ceil": _F, "round": _F, "exp": _F, "log": _F,
     "log1p": _F, "expm1": _F, "sin": _F, "cos": _F, "tan": _F, "tanh": _F,
     "sqrt": _F, "rsqrt": _F, "logistic": _F, "erf": _F, "is_finite": _F,
+    "atan2": _F, "erf_inv": _F,
     "eq": _ALL, "ne": _ALL, "lt": _ALL, "le": _ALL, "gt": _ALL, "ge": _ALL,
     "select_n": _ALL, "convert_element_type": _ALL, "bitcast_convert_type": _ALL,
     "stop_gradient": _ALL,
@@ -108,7 +125,14 @@ _OPERAND_DTYPES = {
 
 def can_lower_alone(eqn):
     """Whether `eqn` (not element-wise) has a native kernel of its own here: a
-    dot_general that BLAS gemm runs without copies, a gather or a scatter."""
+    dot_general that BLAS gemm runs without copies, a gather or a scatter (on
+    array operands), or a structural primitive (`structural`: pad, concatenate,
+    dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
+    operands become constants)."""
+    if structural.can_lower(eqn):
+        return True
+    if any(type(a) is Literal for a in eqn.invars):
+        return False
     return blas.gemm_spec(eqn) is not None or indexing.can_lower(eqn)
 
 
@@ -119,8 +143,9 @@ def can_fuse(eqn):
         x = eqn.invars[0].aval
         if x.dtype not in _REDUCE_DTYPES[name] or eqn.outvars[0].aval.dtype != x.dtype:
             return False
-        # np.max / np.min of nothing raise: left to NumPy
-        return name == "reduce_sum" or math.prod(x.shape) > 0
+        # np.max / np.min of nothing raise, and a kernel over an empty domain only
+        # returns zeros (an empty product is 1, an empty `and` True): left to NumPy
+        return name in ("reduce_sum", "reduce_or") or math.prod(x.shape) > 0
     allowed = _OPERAND_DTYPES.get(name)
     if allowed is None or not eqn.primitive.elementwise:
         return False
@@ -171,17 +196,37 @@ class _Cx:
         self.errors = []          # i1 values: a selector was out of range
 
     def ty(self, dt):
-        """Register type of a dtype (bool is i1)."""
+        """Register type of a dtype (bool is i1; float16 values live in float
+        registers, rounded to half after every operation)."""
         ir = self.ir
         if dt.kind == "b":
             return ir.IntType(1)
         if dt.kind == "f":
-            return ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+            return ir.DoubleType() if dt.itemsize == 8 else ir.FloatType()
         return ir.IntType(_bits(dt))
 
     def mem_ty(self, dt):
-        """Memory type of a dtype (bool is one byte)."""
-        return self.ir.IntType(8) if dt.kind == "b" else self.ty(dt)
+        """Memory type of a dtype (bool is one byte, float16 is half)."""
+        if dt.kind == "b":
+            return self.ir.IntType(8)
+        return self.ir.HalfType() if dt == _F16 else self.ty(dt)
+
+    def from_mem(self, v, dt):
+        """A loaded value (of `mem_ty(dt)`) as a register value."""
+        if dt.kind == "b":
+            return self.b.icmp_unsigned("!=", v, self.ir.Constant(v.type, 0))
+        return self.b.fpext(v, self.ir.FloatType()) if dt == _F16 else v
+
+    def to_mem(self, v, dt):
+        """A register value as the value to store (of `mem_ty(dt)`)."""
+        if dt.kind == "b":
+            return self.b.zext(v, self.ir.IntType(8))
+        return self.b.fptrunc(v, self.ir.HalfType()) if dt == _F16 else v
+
+    def round_half(self, v):
+        """A float register value rounded to the nearest float16 (NumPy computes
+        float16 operations in float and rounds each result)."""
+        return self.b.fpext(self.b.fptrunc(v, self.ir.HalfType()), self.ir.FloatType())
 
     def const(self, dt, value):
         ir = self.ir
@@ -204,13 +249,13 @@ class _Cx:
 
     def call_intr(self, base, dt, *args, flags=()):
         t = self.ty(dt)
-        suffix = ("f32" if dt.itemsize == 4 else "f64") if dt.kind == "f" else f"i{_bits(dt)}"
+        suffix = ("f64" if dt.itemsize == 8 else "f32") if dt.kind == "f" else f"i{_bits(dt)}"
         fn = self.intrinsic(f"llvm.{base}.{suffix}", t, [a.type for a in args])
         return self.b.call(fn, list(args), fastmath=flags)
 
     def math(self, name, dt, *args):
         from . import mathlib
-        fn = mathlib.emit(self.module, name, dt)
+        fn = mathlib.emit(self.module, name, _F32 if dt == _F16 else dt)
         return self.b.call(fn, list(args))
 
 
@@ -502,7 +547,8 @@ EMITTERS = {
     "exp": _mathfn("exp"), "log": _mathfn("log"), "log1p": _mathfn("log1p"),
     "expm1": _mathfn("expm1"), "sin": _mathfn("sin"), "cos": _mathfn("cos"),
     "tan": _tan, "tanh": _mathfn("tanh"), "logistic": _mathfn("logistic"),
-    "erf": _mathfn("erf"), "sqrt": _sqrt, "rsqrt": _rsqrt,
+    "erf": _mathfn("erf"), "erf_inv": _mathfn("erf_inv"), "atan2": _mathfn("atan2"),
+    "sqrt": _sqrt, "rsqrt": _rsqrt,
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"),
     "le": _compare("<="), "gt": _compare(">"), "ge": _compare(">="),
     "is_finite": _is_finite, "select_n": _select_n,
@@ -518,31 +564,11 @@ assert set(EMITTERS) == set(_OPERAND_DTYPES)
 # ----------------------------------------------------------------------------
 # Loop nests
 
-def _c_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return strides[::-1]
-
-
-def _domain_strides(domain, shape, strides=None):
-    """Element strides over `domain` of an operand of `shape` read with NumPy
-    broadcasting; `strides` (over `shape`) for a fused view, None when the
-    operand is C-contiguous. 0 on broadcast and size-1 dimensions."""
-    rank = len(domain)
-    if strides is None:
-        strides = _c_strides(shape)
-    pad = (1,) * (rank - len(shape)) + tuple(shape)
-    st = (0,) * (rank - len(shape)) + tuple(strides)
-    return [0 if pad[d] == 1 else st[d] for d in range(rank)]
-
-
 def _reduced_strides(domain, axes):
     """Element strides over `domain` of a reduction's C-contiguous output
     (0 on the reduced axes)."""
     kept = [d for d in range(len(domain)) if d not in axes]
-    cs = _c_strides([domain[d] for d in kept])
+    cs = c_strides([domain[d] for d in kept])
     out = [0] * len(domain)
     for d, s in zip(kept, cs):
         out[d] = 0 if domain[d] == 1 else s
@@ -553,8 +579,7 @@ def _layout(domain, operands, offsets=None):
     """Collapsed loop extents and, per operand (its element strides over the
     domain, and the offset of its first element), ('flat'|'scalar', None) or
     ('strided', strides over the collapsed loops)."""
-    rank = len(domain)
-    flat = _domain_strides(domain, domain)
+    flat = domain_strides(domain, domain)
     offsets = offsets or [0] * len(operands)
     kinds, strided = [], []
     for st, offset in zip(operands, offsets):
@@ -566,35 +591,31 @@ def _layout(domain, operands, offsets=None):
         else:
             kinds.append("strided")
             strided.append(st)
-    keep = [d for d in range(rank) if domain[d] != 1]
-    dims = [domain[d] for d in keep]
-    strs = [[st[d] for d in keep] for st in strided]
-    # merge dimension j into j-1 where every strided operand walks them as one
-    j = len(dims) - 1
-    while j > 0:
-        if all(st[j - 1] == st[j] * dims[j] for st in strs):
-            dims[j - 1] *= dims[j]
-            del dims[j]
-            for st in strs:
-                del st[j - 1]      # the merged dimension keeps the inner stride
-        j -= 1
+    dims, strs = collapse(list(domain), strided)
     out, it = [], iter(strs)
     for k in kinds:
         out.append((k, next(it)) if k == "strided" else (k, None))
     return dims, out
 
 
-# Reductions a group may end with: (identity, combine) per dtype kind
-_REDUCE_DTYPES = {"reduce_sum": _NUM, "reduce_max": _NUM, "reduce_min": _NUM}
-# The accumulation of a float sum may be reassociated (so it vectorises with
-# several partial sums, as NumPy's pairwise sum also reorders); only that add
-# carries `reassoc`, so nothing else is rewritten through it.
+# Reductions a group may end with: (identity, combine) per dtype kind. Not float16
+# sums and products: NumPy accumulates those in float and rounds once per block.
+_REDUCE_DTYPES = {"reduce_sum": _NUM - {_F16}, "reduce_prod": _NUM - {_F16},
+                  "reduce_max": _NUM | {_BOOL}, "reduce_min": _NUM | {_BOOL},
+                  "reduce_and": frozenset({_BOOL}), "reduce_or": frozenset({_BOOL})}
+# The accumulation of a float sum (or product) may be reassociated (so it
+# vectorises with several partial sums, as NumPy's pairwise sum also reorders);
+# only that add (mul) carries `reassoc`, so nothing else is rewritten through it.
 _SUM_FLAGS = ("reassoc", "nsz", "contract")
 
 
 def _reduce_identity(cx, name, dt):
     if name == "reduce_sum":
         return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+    if name == "reduce_prod":
+        return cx.const(dt, 1)
+    if dt.kind == "b":      # and / min: True; or / max: False
+        return cx.const(dt, name in ("reduce_and", "reduce_min"))
     if dt.kind == "f":
         return cx.const(dt, -math.inf if name == "reduce_max" else math.inf)
     info = np.iinfo(dt)
@@ -605,11 +626,62 @@ def _reduce_combine(cx, name, dt, acc, x):
     b = cx.b
     if name == "reduce_sum":
         return b.fadd(acc, x, flags=_SUM_FLAGS) if dt.kind == "f" else b.add(acc, x)
+    if name == "reduce_prod":
+        return b.fmul(acc, x, flags=_SUM_FLAGS) if dt.kind == "f" else b.mul(acc, x)
+    if dt.kind == "b":
+        return b.and_(acc, x) if name in ("reduce_and", "reduce_min") else b.or_(acc, x)
     if dt.kind == "f":     # NaN-propagating, as np.max / np.min
         return cx.call_intr("maximum" if name == "reduce_max" else "minimum", dt, acc, x)
     op = ">" if name == "reduce_max" else "<"
     cmp = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     return b.select(cmp(op, x, acc), x, acc)
+
+
+# float16 operations whose float result is a float16 value already
+_HALF_EXACT = frozenset({"select_n", "neg", "abs", "sign", "max", "min", "floor", "ceil",
+                         "round", "rem", "stop_gradient"})
+
+
+def _emit_half(cx, eqn, args, dts, out):
+    """An equation with float16 operands or result: float16 values live in float
+    registers, so it is computed as float32 and the result rounded to half, as
+    NumPy's float16 loops do; a float64 -> float16 conversion rounds once, and
+    bitcasts go through the half type."""
+    b, ir = cx.b, cx.ir
+    name = eqn.primitive.name
+    half, single = ir.HalfType(), ir.FloatType()
+    if name == "bitcast_convert_type":
+        if dts[0] == out:
+            return args[0]
+        if dts[0] == _F16:
+            return b.bitcast(b.fptrunc(args[0], half), cx.ty(out))
+        return args[0] if out != _F16 else b.fpext(b.bitcast(args[0], half), single)
+    if name == "convert_element_type" and out == _F16 and dts[0] == _F64:
+        return b.fpext(b.fptrunc(args[0], half), single)
+
+    if name in ("rsqrt", "logistic"):    # the impls round after each NumPy step
+        return _half_steps(cx, name, args[0])
+
+    def as32(dt):
+        return _F32 if dt == _F16 else dt
+
+    v = EMITTERS[name](cx, args, [as32(d) for d in dts], as32(out), eqn.params)
+    exact = name in _HALF_EXACT or (name == "convert_element_type" and dts[0].kind == "b")
+    return cx.round_half(v) if out == _F16 and not exact else v
+
+
+def _half_steps(cx, name, x):
+    """float16 rsqrt = 1 / sqrt(x) and logistic = 1 / (1 + e) or e / (1 + e) with
+    e = exp(-|x|), each step rounded to half like the NumPy impls' steps."""
+    b, r = cx.b, cx.round_half
+    one = cx.const(_F32, 1.0)
+    if name == "rsqrt":
+        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x)), flags=_EXACT))
+    e = r(cx.math("exp", _F32, b.fneg(cx.call_intr("fabs", _F32, x))))
+    d = r(b.fadd(one, e))
+    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d, flags=_EXACT),
+                   b.fdiv(e, d, flags=_EXACT))
+    return r(res)
 
 
 def _emit_group(ir, module, fname, group):
@@ -642,8 +714,8 @@ def _emit_group(ir, module, fname, group):
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
     # a fused view (an IndexMap) reads its source with the view's strides from an offset
-    operands = [_domain_strides(domain, v.aval.shape, None) if m is None
-                else _domain_strides(domain, rv.aval.shape, m.strides)
+    operands = [domain_strides(domain, v.aval.shape, None) if m is None
+                else domain_strides(domain, rv.aval.shape, m.strides)
                 for v, (rv, m) in zip(ins, reads)]
     offsets = [0 if m is None else m.offset for _, m in reads]
     if red_out is not None:
@@ -657,8 +729,7 @@ def _emit_group(ir, module, fname, group):
         dt = ins[k].aval.dtype
         mt = cx.mem_ty(dt)
         p = b.gep(body.args[k], [index], inbounds=True, source_etype=mt)
-        v = b.load(p, typ=mt)
-        return b.icmp_unsigned("!=", v, ir.Constant(mt, 0)) if dt.kind == "b" else v
+        return cx.from_mem(b.load(p, typ=mt), dt)
 
     zero = ir.Constant(i64, 0)
     hoisted = {k: load(k, ir.Constant(i64, offsets[k]))
@@ -688,7 +759,7 @@ def _emit_group(ir, module, fname, group):
         b.position_at_end(loop)
         i = b.phi(i64, name="r")
         i.add_incoming(zero, pre)
-        b.store(ident, b.gep(rptr, [i], inbounds=True, source_etype=rmt))
+        b.store(cx.to_mem(ident, rdt), b.gep(rptr, [i], inbounds=True, source_etype=rmt))
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, loop)
         b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, n_red)), loop, done)
@@ -717,8 +788,11 @@ def _emit_group(ir, module, fname, group):
             args = [read(a) for a in eqn.invars]
             dts = [a.aval.dtype for a in eqn.invars]
             out_dt = eqn.outvars[0].aval.dtype
-            vals[eqn.outvars[0]] = EMITTERS[eqn.primitive.name](cx, args, dts, out_dt,
-                                                                eqn.params)
+            if _F16 in dts or out_dt == _F16:
+                vals[eqn.outvars[0]] = _emit_half(cx, eqn, args, dts, out_dt)
+            else:
+                vals[eqn.outvars[0]] = EMITTERS[eqn.primitive.name](cx, args, dts, out_dt,
+                                                                    eqn.params)
         for j, v in enumerate(outs):
             dt = v.aval.dtype
             mt = cx.mem_ty(dt)
@@ -727,15 +801,12 @@ def _emit_group(ir, module, fname, group):
                 idx = (zero if kind == "scalar" else flat if kind == "flat"
                        else offs[stride_keys[tuple(st)]])
                 p = b.gep(body.args[n_in + j], [idx], inbounds=True, source_etype=mt)
-                acc = b.load(p, typ=mt)
-                b.store(_reduce_combine(cx, red.primitive.name, dt, acc,
-                                        read(red.invars[0])), p)
+                acc = cx.from_mem(b.load(p, typ=mt), dt)
+                b.store(cx.to_mem(_reduce_combine(cx, red.primitive.name, dt, acc,
+                                                  read(red.invars[0])), dt), p)
                 continue
-            x = vals[v]
-            if dt.kind == "b":
-                x = b.zext(x, mt)
             p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
-            b.store(x, p)
+            b.store(cx.to_mem(vals[v], dt), p)
         if cx.errors:
             acc = b.load(err_slot, typ=ir.IntType(1))
             for e in cx.errors:
@@ -854,6 +925,12 @@ def _emit_indexing(ir, module, fname, group):
     return indexing.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
+def _emit_structural(ir, module, fname, group):
+    """A single structural equation as a native loop (see `structural`)."""
+    (eqn,) = group.eqns
+    return structural.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -866,7 +943,10 @@ def _sanitize(name):
 
 
 def _describe(group):
-    return "+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
+    """'exp+add over (3, 4), from model.py:12 (f)': the group and the user's line."""
+    where = next((e.source_info for e in group.eqns if e.source_info is not None), None)
+    return ("+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
+            + (f", from {where.short()}" if where is not None else ""))
 
 
 def emit_module(groups, name, segments=(), flush=False):
@@ -892,6 +972,8 @@ def emit_module(groups, name, segments=(), flush=False):
         emit = {"dot_general": _emit_dot}.get(g.eqns[0].primitive.name, _emit_group)
         if g.eqns[0].primitive.name in indexing.NAMES:
             emit = _emit_indexing
+        elif g.eqns[0].primitive.name in structural.NAMES:
+            emit = _emit_structural
         try:
             body, info = emit(ir, module, fname, g)
         except Exception as e:
@@ -1113,7 +1195,7 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
 # Rough cost of one loop iteration, in units of a simple arithmetic op, for
 # deciding whether a kernel is worth splitting over threads.
 _EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "erf",
-                        "logistic", "pow", "div", "sqrt", "rsqrt"})
+                        "logistic", "pow", "div", "sqrt", "rsqrt", "atan2", "erf_inv"})
 
 
 def _cost_per_element(group):

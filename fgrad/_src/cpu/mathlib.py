@@ -2,12 +2,13 @@
 
 `emit(module, name, dtype)` declares ``fgrad_<name>_f32`` / ``_f64`` in an
 llvmlite `ir.Module` on first use (and returns the existing function after)
-and returns it: a function taking and returning scalars (`pow` takes two).
+and returns it: a function taking and returning scalars (`pow` and
+`atan2(y, x)` take two).
 Call it from a loop and the loop vectoriser does the rest, which it does not
 for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
 
-* exp, log, log1p, expm1, tanh, erf, logistic, pow are ``internal`` +
-  ``alwaysinline``: branch-free straight-line code (selects; no calls but the
+* exp, log, log1p, expm1, tanh, erf, logistic, pow, atan2, erf_inv are
+  ``internal`` + ``alwaysinline``: branch-free straight-line code (selects; no calls but the
   ``llvm.fmuladd``/``fma``/``fabs``/``copysign`` intrinsics) that the loop
   vectoriser vectorises once inlined.
 * sin, cos are ``internal`` + ``noinline`` scalar functions carrying the
@@ -44,14 +45,27 @@ functions these get inlined into).  Methods:
   double-double (~2^-66 relative), y*log|x| as a double-double and exp of it
   with the low part as a correction (exact products by FMA where the host has
   it, else Dekker's splitting); float32 works in double precision.
+* atan2 (float32 via double): t = min(|x|,|y|) / max(|x|,|y|) in [0, 1],
+  atan(t) = c + atan(u) with c in {0, atan(1/2), pi/4} and |u| <= 7/16
+  (fdlibm's breakpoints 7/16, 11/16; 2t - 1 and t - 1 are exact), an odd
+  polynomial for atan(u), then base +- atan(t) + base_lo with base in
+  {0, pi/2, pi} by quadrant; C99 special cases (signed zeros, infinities) by
+  selects.
+* erf_inv (float32 via double): |x| <= 1/2: x P(x^2); else a polynomial in
+  s = sqrt(-log(1 - |x|)) on five intervals of s (up to 6.06 for float64),
+  with s formed as s_hi + s_lo from log(1 - |x|) as a double-double (its
+  rounding error is otherwise amplified near |x| = 1/2). erf_inv(+-1) = +-inf,
+  NaN beyond; -0.0 gives +0.0 as scipy's erfinv (the NumPy impl) does.
 
 Polynomial coefficients are weighted minimax (Remez) fits made with mpmath at
-60 digits and rounded to the target precision.  The pi-related constants and
+60 digits and rounded to the target precision (atan2 and erf_inv: mpmath's
+Chebyshev fits, near-minimax).  The pi-related constants and
 the 2/pi table are computed here exactly with integer arithmetic.
 
 Accuracy (tests/test_mathlib.py): at most 2 ulp for every function and dtype
 over the whole range against NumPy/libm (float64) or the correctly rounded
-float64 result (float32); ±0, ±inf and NaN give exactly NumPy's results.
+float64 result (float32); erf_inv against mpmath (scipy's float64 erfinv is
+itself up to 3 ulp off); ±0, ±inf and NaN give exactly NumPy's results.
 """
 from __future__ import annotations
 
@@ -64,8 +78,8 @@ from llvmlite import ir
 __all__ = ["FUNCTIONS", "ARITY", "emit", "function_name"]
 
 FUNCTIONS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf",
-             "logistic", "pow")
-ARITY = {name: (2 if name == "pow" else 1) for name in FUNCTIONS}
+             "logistic", "pow", "atan2", "erf_inv")
+ARITY = {name: (2 if name in ("pow", "atan2") else 1) for name in FUNCTIONS}
 
 _F32 = ir.FloatType()
 _F64 = ir.DoubleType()
@@ -185,6 +199,73 @@ _COEFFS = {
         '0x1.80f2be0000000p-11', '-0x1.b618ea0000000p-12', '0x1.29cac80000000p-13',
         '0x1.d8c2e60000000p-17', '-0x1.78eb8c0000000p-16',
     ),
+    # atanP: 2^-63.6
+    "atanP_f64": (
+        '-0x1.5555555555555p-2', '0x1.999999999998fp-3', '-0x1.24924924918e8p-3',
+        '0x1.c71c71c6740b1p-4', '-0x1.745d171e3eb9fp-4', '0x1.3b13abae16efbp-4',
+        '-0x1.111090a2806b0p-4', '0x1.e1d23dd1aec1fp-5', '-0x1.ae802f8797bc7p-5',
+        '0x1.812dbb32976abp-5', '-0x1.4ac2f13f00fb9p-5', '0x1.ddf4141252423p-6',
+        '-0x1.9a239e5a9c793p-7',
+    ),
+    # erfinvC: 2^-69.6
+    "erfinvC_f64": (
+        '0x1.c5bf891b4ef6bp-1', '0x1.db29fb2fee5e4p-3', '0x1.053c2c0ab91e1p-3',
+        '0x1.62847c47db921p-4', '0x1.0a13189d13ce2p-4', '0x1.a7c85c4bb4814p-5',
+        '0x1.5eeb24f5a81bep-5', '0x1.2ab9f028c982dp-5', '0x1.03a306c075187p-5',
+        '0x1.c980554d83d03p-6', '0x1.a1ed61ec91bfdp-6', '0x1.4013c4af02961p-6',
+        '0x1.1df2a40058af0p-5', '-0x1.daa08282ebc92p-6', '0x1.067118a8feb9cp-3',
+        '-0x1.2ab08112a4ba1p-3', '0x1.190d76e8757e7p-3',
+    ),
+    # erfinvT0a: 2^-85.7, mid 0x1.d5224c8b0e6a4p-1
+    "erfinvT0a_f64": (
+        '0x1.1c8b073aa115ep-1', '0x1.e916e3441ddf8p-1', '0x1.3995282447fe4p-3',
+        '-0x1.2cee401097e11p-3', '0x1.8acae0e269bb5p-4', '-0x1.5699a5e548c30p-5',
+        '0x1.a7389219a9a97p-9', '0x1.e2cf1ba08c0dbp-7', '-0x1.107ce6386bdbdp-6',
+        '0x1.51c9e36d97164p-7', '-0x1.599868caa3e65p-9', '-0x1.42f873b1a50e2p-9',
+        '0x1.09c29bc4b97cdp-8', '-0x1.9789cbc7ef83ep-9', '0x1.3da71b932bef9p-10',
+        '0x1.a8b24a65c527fp-12', '-0x1.22785e4004a5bp-10', '0x0.0p+0',
+        '0x0.0p+0',
+    ),
+    # erfinvT0b: 2^-64.5, mid 0x1.4000000000000p+0
+    "erfinvT0b_f64": (
+        '0x1.c639ee691e926p-1', '0x1.05301ab66a235p+0', '0x1.ccdad4050f209p-5',
+        '-0x1.e26d256bfea2bp-5', '0x1.514da833126c6p-5', '-0x1.747553dee0404p-6',
+        '0x1.3cc2b553d890fp-7', '-0x1.356529adc0a1dp-9', '-0x1.937c30bd4e624p-11',
+        '0x1.8e578a8743880p-10', '-0x1.4358ef71cea0ep-10', '0x1.6d365d6ecb846p-11',
+        '-0x1.0fa4f1fc476ccp-12', '0x1.3fa18ea4a1732p-17', '0x1.6be8953f81400p-14',
+        '-0x1.a28bce1e37361p-14', '0x1.0a2aaf5b73c22p-14', '0x0.0p+0',
+        '0x0.0p+0',
+    ),
+    # erfinvT1: 2^-65.7
+    "erfinvT1_f64": (
+        '0x1.ab0e63b50a61cp+0', '0x1.0caf81c5f0052p+0', '0x1.d4e0cab7b13f7p-11',
+        '-0x1.d4f2c5393a9c7p-8', '0x1.51a5a283b88b2p-8', '-0x1.6b85a77d498dbp-9',
+        '0x1.52215c9cc7c41p-10', '-0x1.1998a70150a6ap-11', '0x1.a41195ad91904p-13',
+        '-0x1.0ff806e33d89dp-14', '0x1.12265323b7e65p-16', '-0x1.b05345c4acb12p-20',
+        '-0x1.a3ad9479e8846p-20', '0x1.924322f86b217p-20', '-0x1.e0e612bcaaeecp-21',
+        '0x1.d44b39e103074p-22', '-0x1.8ae83f6c489bbp-23', '0x1.1a0baf72d35bcp-24',
+        '-0x1.00ee8fa8bfecdp-26',
+    ),
+    # erfinvT2: 2^-65.4
+    "erfinvT2_f64": (
+        '0x1.7cc84198493d9p+1', '0x1.0a0012199f333p+0', '-0x1.5a2f7c2f73829p-8',
+        '0x1.54fc01a68adf7p-12', '0x1.66a69d9df0ce7p-13', '-0x1.ca7370627d7dap-14',
+        '0x1.787121aafbfc1p-15', '-0x1.084cef5b1f4eep-16', '0x1.5444b14f4f675p-18',
+        '-0x1.9c6e50d34c44ep-20', '0x1.dc0ea0944bbecp-22', '-0x1.06bd50d47d53bp-23',
+        '0x1.151dbefaa5b81p-25', '-0x1.158a5f1648218p-27', '0x1.049a99e38ebacp-29',
+        '-0x1.c445289f9f3dfp-32', '0x1.4de983be688ddp-34', '-0x1.1d341de0cc206p-38',
+        '-0x1.af0fe19eda38dp-39',
+    ),
+    # erfinvT3: 2^-67.5
+    "erfinvT3_f64": (
+        '0x1.3528b01f951d0p+2', '0x1.0639f30d95aadp+0', '-0x1.8466d8762e292p-9',
+        '0x1.6c210206a56c4p-12', '-0x1.1e5c65cc4425ep-15', '0x1.8ed5dd26bbb50p-20',
+        '0x1.1b154bbc7339cp-21', '-0x1.f40a5675508f9p-23', '0x1.1b552fd5ad6ecp-24',
+        '-0x1.13d08577742c6p-26', '0x1.f0089df640c1ep-29', '-0x1.a8259fb571311p-31',
+        '0x1.5dd9f21273fffp-33', '-0x1.18be04cf3db29p-35', '0x1.b7b8534c153a5p-38',
+        '-0x1.4c2efc39fc7e3p-40', '0x1.f445385cf4f9dp-43', '-0x1.ba8afed910ac2p-45',
+        '0x1.3da72438197fbp-47',
+    ),
 }
 
 
@@ -272,6 +353,9 @@ def _consts(f64: bool):
         c.erfB_mids = (1.5, 2.5, 3.5, 5.0)
         c.erfB = [_c("erfB%d_f64" % i) for i in range(4)]
         c.erf_one = 6.0
+        c.atanP = _c("atanP_f64")
+        c.erfinvC = _c("erfinvC_f64")
+        c.erfinvT = [_c("erfinvT%s_f64" % i) for i in ("0a", "0b", "1", "2", "3")]
     else:
         c.ln2hi, c.ln2lo = _split(ln2, 16, f32=True)
         c.log2e = _round32(float(1 / ln2))
@@ -304,6 +388,9 @@ def _consts(f64: bool):
     c.pio2_1, c.pio2_1t, c.pio2_2, c.pio2_2t, c.pio2_3, c.pio2_3t = p1, p1t, p2, p2t, p3, p3t
     c.pio2_hi = float(pio2)
     c.pio2_lo = float(pio2 - Fraction(c.pio2_hi))
+    c.pio4_hi, c.pio4_lo = float(pi / 4), float(pi / 4 - Fraction(float(pi / 4)))
+    c.pi_hi, c.pi_lo = float(pi), float(pi - Fraction(float(pi)))
+    c.three_pio4 = float(3 * pi / 4)
     c.two3_hi = float(Fraction(2, 3))
     c.two3_lo = float(Fraction(2, 3) - Fraction(c.two3_hi))
     return c
@@ -1126,11 +1213,101 @@ def _pow(em: _Em, x, y):
 
 
 # --------------------------------------------------------------------------
+# atan2 / erf_inv (float32 evaluates the float64 code and rounds once)
+
+_ATAN_HALF = (float.fromhex('0x1.dac670561bb4fp-2'), float.fromhex('0x1.a2b7f222f65e2p-56'))
+
+
+def _in_double(em: _Em, body, *args):
+    """body(em64, *args) in double precision, rounded to the caller's type."""
+    if em.f64:
+        return body(em, *args)
+    em64 = em.other(_F64)
+    res = body(em64, *[em.b.fpext(a, em64.ty) for a in args])
+    return em.b.fptrunc(res, em.ty)
+
+
+def _atan2_f64(em: _Em, y, x):
+    C = em.C
+    ax, ay = em.abs(x), em.abs(y)
+    swap = em.gt(ay, ax)
+    t = em.div(em.sel(swap, ax, ay), em.sel(swap, ay, ax))      # in [0, 1] (or NaN)
+    # atan(t) = c + atan(u), |u| <= 7/16 (2t - 1 and t - 1 are exact)
+    mid = em.lt(t, 11 / 16)
+    small = em.lt(t, 7 / 16)
+    num = em.sel(small, t, em.sel(mid, em.sub(em.mul(t, 2.0), 1.0), em.sub(t, 1.0)))
+    den = em.sel(small, 1.0, em.sel(mid, em.add(t, 2.0), em.add(t, 1.0)))
+    u = em.div(num, den)
+    c_hi = em.sel(small, 0.0, em.sel(mid, _ATAN_HALF[0], C.pio4_hi))
+    c_lo = em.sel(small, 0.0, em.sel(mid, _ATAN_HALF[1], C.pio4_lo))
+    z = em.mul(u, u)
+    a = em.add(c_hi, em.add(em.fmuladd(em.mul(u, z), em.poly(z, C.atanP), c_lo), u))
+    # quadrant: base +- a with base in {0, pi/2, pi} (hi + lo)
+    neg = em.icmp("<", em.bits_of(x), 0)              # x < 0 or x = -0.0
+    b_hi = em.sel(swap, C.pio2_hi, em.sel(neg, C.pi_hi, 0.0))
+    b_lo = em.sel(swap, C.pio2_lo, em.sel(neg, C.pi_lo, 0.0))
+    flip = em.b.xor(neg, swap)                        # subtract a: pi - a, pi/2 - a
+    res = em.add(em.add(b_hi, em.sel(flip, em.neg(a), a)), b_lo)
+    # both zero: 0 or pi; both infinite: pi/4 or 3 pi/4
+    inf = float("inf")
+    res = em.sel(em.and_(em.eq(ax, 0.0), em.eq(ay, 0.0)), em.sel(neg, C.pi_hi, 0.0), res)
+    both_inf = em.and_(em.eq(ax, inf), em.eq(ay, inf))
+    res = em.sel(both_inf, em.sel(neg, C.three_pio4, C.pio4_hi), res)
+    res = em.copysign(res, y)
+    return em.sel(em.or_(em.isnan(x), em.isnan(y)), em.add(x, y), res)
+
+
+def _atan2(em: _Em, y, x):
+    return _in_double(em, _atan2_f64, y, x)
+
+
+_ERFINV_EDGES = (1.0, 1.5, 2.5, 4.0)
+_ERFINV_MIDS = (float.fromhex('0x1.d5224c8b0e6a4p-1'), 1.25, 2.0, 3.25, 5.05)
+
+
+def _erf_inv_f64(em: _Em, x):
+    C = em.C
+    ax = em.abs(x)
+    # |x| <= 1/2: x P(x^2)
+    central = em.mul(x, em.poly(em.mul(x, x), C.erfinvC))
+    # |x| > 1/2: a polynomial in s = sqrt(-log(1 - |x|)) on four intervals
+    # (1 - |x| is exact; it is >= 2^-53, so s < 6.06). s is formed as s_hi + s_lo
+    # from log(1 - |x|) as a double-double: its rounding error would be amplified.
+    d = em.sub(1.0, em.sel(em.gt(ax, 0.5), ax, 0.5))
+    lh, ll = _log_dd(em, d)
+    s = em.b.call(em._intr("llvm.sqrt", 1), [em.neg(lh)])
+    s_lo = em.div(em.sub(em.fma(em.neg(s), s, em.neg(lh)), ll), em.mul(s, 2.0))
+    conds = [em.lt(s, edge) for edge in _ERFINV_EDGES]
+
+    def pick(values):
+        v = em.k(values[-1])
+        for cond, val in reversed(list(zip(conds, values[:-1]))):
+            v = em.sel(cond, em.k(val), v)
+        return v
+
+    t = em.add(em.sub(s, pick(_ERFINV_MIDS)), s_lo)
+    ncoef = len(C.erfinvT[0])
+    acc = pick([cs[-1] for cs in C.erfinvT])
+    for i in range(ncoef - 2, -1, -1):
+        acc = em.fmuladd(acc, t, pick([cs[i] for cs in C.erfinvT]))
+    res = em.sel(em.gt(ax, 0.5), em.copysign(acc, x), central)
+    res = em.sel(em.eq(ax, 0.0), 0.0, res)     # +0.0 for -0.0 too, as scipy's erfinv
+    inf, nan = float("inf"), float("nan")
+    res = em.sel(em.eq(ax, 1.0), em.copysign(inf, x), res)
+    res = em.sel(em.gt(ax, 1.0), nan, res)
+    return em.sel(em.isnan(x), x, res)
+
+
+def _erf_inv(em: _Em, x):
+    return _in_double(em, _erf_inv_f64, x)
+
+
+# --------------------------------------------------------------------------
 
 _BODIES = {
     "exp": _exp, "log": _log, "log1p": _log1p, "expm1": _expm1,
     "sin": None, "cos": None, "tanh": _tanh, "erf": _erf,
-    "logistic": _logistic, "pow": _pow,
+    "logistic": _logistic, "pow": _pow, "atan2": _atan2, "erf_inv": _erf_inv,
 }
 
 

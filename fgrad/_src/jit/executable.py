@@ -68,10 +68,10 @@ class Executable:
             return slot_of(a)
 
         fused = _backend()
-        # a step the backend lowers on its own (a BLAS matmul) runs like a fused group
+        # a step the backend lowers on its own (a BLAS matmul, a gather, a pad, ...) runs
+        # like a fused group (scalar Literal operands become constants of its kernel)
         steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
-                 if type(s) is not Fused and all(type(a) is Var for a in s.invars)
-                 and fused.can_lower_alone(s) else s
+                 if type(s) is not Fused and fused.can_lower_alone(s) else s
                  for s in plan(jaxpr, fused.can_fuse)]
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
