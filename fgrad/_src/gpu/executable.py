@@ -15,6 +15,7 @@ from ..compiler.fusion import Fused, plan
 from ..compiler.simplify import simplify
 from ..core import Array
 from ..jaxpr import Literal, pretty_print
+from ..jit.slots import Slots, run_steps, step_summary
 from . import cuda_c, launch, ops
 from .runtime import cupy
 
@@ -40,23 +41,9 @@ class GpuExecutable:
     def __init__(self, closed, name="jit"):
         self.name, self.jaxpr = name, closed
         jaxpr = closed.jaxpr
-        slots, template = {}, []
-
-        def slot_of(v):
-            if v not in slots:
-                slots[v] = len(template)
-                template.append(None)
-            return slots[v]
-
-        for v, c in zip(jaxpr.constvars, closed.consts):
-            template[slot_of(v)] = _raw(c)
-        self.in_slots = [slot_of(v) for v in jaxpr.invars]
-
-        def ref(a):
-            if type(a) is Literal:
-                template.append(_raw(a.val))
-                return len(template) - 1
-            return slot_of(a)
+        slots = Slots(closed, _raw)
+        template, slot_of, ref = slots.template, slots.of, slots.ref
+        self.in_slots = slots.inputs
 
         steps = plan(jaxpr, cuda_c.can_fuse_gpu)
         groups = [s for s in steps if type(s) is Fused]
@@ -105,23 +92,13 @@ class GpuExecutable:
         env = self._template_on_device().copy()
         for i, a in zip(self.in_slots, args):
             env[i] = a if isinstance(a, cp.ndarray) else cp.asarray(a)
-        for s in self.steps:
-            result = s.fn(*[env[i] for i in s.ins], **s.params)
-            if s.multiple:
-                for i, r in zip(s.outs, result):
-                    env[i] = r
-            else:
-                env[s.outs[0]] = result
+        run_steps(self.steps, env)
         # outputs are fresh arrays: copy those that are inputs or constants
         return [env[i].copy() if copy else env[i] for i, copy in zip(self.out_refs, self.out_copy)]
 
     def as_text(self):
-        counts = {}
-        for s in self.steps:
-            kind = s.label.split(":")[0]
-            counts[kind] = counts.get(kind, 0) + 1
-        summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no"
-        lines = [f"// GPU program {self.name}: {len(self.steps)} steps ({summary})",
+        lines = [f"// GPU program {self.name}: {len(self.steps)} steps "
+                 f"({step_summary(self.steps)})",
                  "// cuda: fused CUDA C kernels (below); cublas: dot_general as cupy.matmul; "
                  "cupy: CuPy operations; host: the NumPy impl on host copies (no GPU "
                  "lowering for that primitive)"]

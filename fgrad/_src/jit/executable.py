@@ -19,6 +19,7 @@ from ..config import config
 from ..core import Array
 from ..jaxpr import Literal, Var, pretty_print
 from .donation import _root, unshare_donated
+from .slots import Slots, run_steps, step_summary
 
 
 def _backend():
@@ -48,24 +49,9 @@ class Executable:
         self.name = name
         self.jaxpr = closed
         jaxpr = closed.jaxpr
-        slots = {}
-        template = []
-
-        def slot_of(v):
-            if v not in slots:
-                slots[v] = len(template)
-                template.append(None)
-            return slots[v]
-
-        for v, c in zip(jaxpr.constvars, closed.consts):
-            template[slot_of(v)] = _raw(c)
-        self.in_slots = [slot_of(v) for v in jaxpr.invars]
-
-        def ref(a):
-            if type(a) is Literal:
-                template.append(_raw(a.val))
-                return len(template) - 1
-            return slot_of(a)
+        slots = Slots(closed, _raw)
+        template, slot_of, ref = slots.template, slots.of, slots.ref
+        self.in_slots = slots.inputs
 
         fused = _backend()
         # a step the backend lowers on its own (a BLAS matmul, a gather, a pad, ...) runs
@@ -176,23 +162,13 @@ class Executable:
         env = self.template.copy()
         for i, a in zip(self.in_slots, args):
             env[i] = a
-        for k in self.calls:
-            result = k.fn(*[env[i] for i in k.ins], **k.params)
-            if k.multiple:
-                for i, r in zip(k.outs, result):
-                    env[i] = r
-            else:
-                env[k.outs[0]] = result
+        run_steps(self.calls, env)
         return [np.array(env[i]) if copy else env[i]
                 for i, copy in zip(self.out_refs, self.out_copy)]
 
     def as_text(self):
-        counts = {}
-        for k in self.kernels:
-            kind = k.label.split(":")[0]
-            counts[kind] = counts.get(kind, 0) + 1
-        summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no"
-        lines = [f"// program {self.name}: {len(self.kernels)} steps ({summary} kernels)",
+        lines = [f"// program {self.name}: {len(self.kernels)} steps "
+                 f"({step_summary(self.kernels)} kernels)",
                  "// steps marked native: are fused loops or BLAS calls compiled to machine "
                  "code; numpy: run the primitive's NumPy implementation (no native lowering "
                  "for that primitive and dtype); python: call back into Python (debug "
