@@ -72,6 +72,7 @@ bool, integer_pow of integers to negative powers (the NumPy impl raises). Float 
 and large arrays); every other float -> int conversion matches NumPy on x86
 (NaN and out-of-range values give what cvttss2si/cvttsd2si give).
 """
+import functools
 import math
 import re
 
@@ -949,13 +950,56 @@ def _describe(group):
             + (f", from {where.short()}" if where is not None else ""))
 
 
-def emit_module(groups, name, segments=(), flush=False):
+def _emit_bodies(ir, module, base, groups, name, loops, flush):
+    """Every group's body function `<base>_k<i>_body`: (bodies, infos)."""
+    bodies, infos = [], []
+    for i, g in enumerate(groups):
+        fname = f"{base}_k{i}"
+        op = g.eqns[0].primitive.name
+        if id(g) in loops:
+            emit = functools.partial(_emit_loop, plan=loops[id(g)], name=name, flush=flush)
+        elif op == "dot_general":
+            emit = _emit_dot
+        elif op in indexing.NAMES:
+            emit = _emit_indexing
+        elif op in structural.NAMES:
+            emit = _emit_structural
+        else:
+            emit = _emit_group
+        try:
+            body, info = emit(ir, module, fname, g)
+        except Exception as e:
+            raise FusedCompileError(
+                f"jit of {name}: could not emit native code for fused group {i} "
+                f"({_describe(g)}): {type(e).__name__}: {e}") from e
+        bodies.append(body)
+        infos.append(info)
+    return bodies, infos
+
+
+def _emit_loop(ir, module, fname, group, *, plan, name, flush):
+    """A scan as a native loop (see `program.emit_scan`): its body's kernels and
+    their segment (reading raw pointers) go into this module too."""
+    body_bodies, body_infos = _emit_bodies(ir, module, fname + "_b", plan.groups, name, {},
+                                           flush)
+    segment = fname + "_seg"
+    program.emit_segment(ir, module, segment, plan.segment,
+                         {id(g): (b, info) for g, b, info in zip(plan.groups, body_bodies,
+                                                                 body_infos)},
+                         None, False)
+    module.get_global(segment).linkage = "internal"
+    return program.emit_scan(ir, module, fname, group.eqns[0], plan,
+                             module.get_global(segment)), (True, 0, False)
+
+
+def emit_module(groups, name, segments=(), flush=False, loops=None):
     """(LLVM IR text, entry names, per group (reports a selector error, outer loop
     extent, outer loop splittable over threads), segment entry names).
 
     Every group gets a body; groups outside `segments` (see `program`) get an
     entry `<base>_k<i>` of their own, each segment an entry `<base>_s<j>`. With
-    `flush`, entries run with subnormal numbers flushed to zero (FTZ/DAZ)."""
+    `flush`, entries run with subnormal numbers flushed to zero (FTZ/DAZ).
+    `loops` maps id(group) of a group standing for a scan to its `program.LoopPlan`."""
     try:
         ir = _ir()
     except ImportError as e:
@@ -966,28 +1010,15 @@ def emit_module(groups, name, segments=(), flush=False):
     module = ir.Module(name=_sanitize(name))
     base = "fgrad_" + _sanitize(name)
     in_segment = {id(m) for seg in segments for m in seg.members}
-    names, bodies, infos = [], [], []
-    for i, g in enumerate(groups):
-        fname = f"{base}_k{i}"
-        emit = {"dot_general": _emit_dot}.get(g.eqns[0].primitive.name, _emit_group)
-        if g.eqns[0].primitive.name in indexing.NAMES:
-            emit = _emit_indexing
-        elif g.eqns[0].primitive.name in structural.NAMES:
-            emit = _emit_structural
-        try:
-            body, info = emit(ir, module, fname, g)
-        except Exception as e:
-            raise FusedCompileError(
-                f"jit of {name}: could not emit native code for fused group {i} "
-                f"({_describe(g)}): {type(e).__name__}: {e}") from e
-        bodies.append(body)
-        infos.append(info)
+    bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
+    names = []
+    for i, (g, body, info) in enumerate(zip(groups, bodies, infos)):
         if id(g) in in_segment:
             names.append(None)
         else:
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
-            _emit_entry(ir, module, fname, body, n_arrays, info[0], flush)
-            names.append(fname)
+            _emit_entry(ir, module, f"{base}_k{i}", body, n_arrays, info[0], flush)
+            names.append(f"{base}_k{i}")
     segment_names = []
     for j, seg in enumerate(segments):
         segment_names.append(f"{base}_s{j}")
@@ -1009,7 +1040,7 @@ def runs_threaded(group):
                           math.prod(group.shape)) is not None
 
 
-def compile_groups(groups, name, inplace=None, segments=(), flush=False):
+def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=None):
     """Callables for the `Fused` groups, all compiled in one LLVM module:
     (one per group, None for a group run by a segment; one per segment).
 
@@ -1023,7 +1054,7 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False):
     if not groups:
         return [], []
     inplace = inplace or [{}] * len(groups)
-    text, names, infos, segment_names = emit_module(groups, name, segments, flush)
+    text, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
     try:
         from . import engine
         module = engine.compile_module(text, [n for n in names if n] + segment_names)

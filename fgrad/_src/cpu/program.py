@@ -21,6 +21,11 @@ operand's pointer (when only the segment reads the result).
 
 Kernels that split over threads, and kernels over zero-size domains, stay
 single steps.
+
+A `scan` whose body is itself one segment becomes a native loop (`emit_scan`):
+a kernel like any other, so it joins its neighbours' segment; each iteration
+fills the body segment's table with raw pointers (the body's entry reads
+pointers, not ndarray objects) and calls it.
 """
 import math
 
@@ -68,9 +73,10 @@ def _defined(step):
     return step.outputs if hasattr(step, "reads") else step.outvars
 
 
-def plan_segments(steps, fits, program_outs):
+def plan_segments(steps, fits, program_outs, min_kernels=2):
     """Segments of consecutive steps for which `fits(step)` holds (or that are
-    aliases read only inside the segment), each with at least two kernels."""
+    aliases read only inside the segment), each with at least `min_kernels`
+    kernels."""
     readers = {}
     for i, step in enumerate(steps):
         for a in _arrays_read(step):
@@ -100,7 +106,7 @@ def plan_segments(steps, fits, program_outs):
             run = run[1:]
         while run and is_alias(steps[run[-1]]):
             run = run[:-1]
-        if sum(not is_alias(steps[i]) for i in run) > 1:
+        if sum(not is_alias(steps[i]) for i in run) >= min_kernels:
             segments.append(_segment(run, steps, readers, program_outs))
     segments.sort(key=lambda seg: seg.members[0])
     return segments
@@ -242,3 +248,140 @@ def make_segment_caller(seg, cfunc, entry_name, prepare, inplace, address):
 
     run.__name__ = entry_name
     return run
+
+
+# ----------------------------------------------------------------------------
+# Native loops
+
+class LoopPlan:
+    """A scan whose body is one all-native segment: the body program (simplified),
+    its kernel groups, and the segment (members as steps) that runs one iteration."""
+    __slots__ = ("body", "groups", "segment")
+
+    def __init__(self, body, groups, segment):
+        self.body, self.groups, self.segment = body, groups, segment
+
+
+def _declare(ir, module, name, ret, args):
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def emit_scan(ir, module, fname, eqn, plan, segment_fn):
+    """`i1 fname_body(ptr inputs..., ptr outputs..., i64, i64)` running the scan
+    `eqn` as a native loop: each iteration fills the body segment's pointer table
+    (consts, the current carry, row i of each xs; the next carry, row i of each
+    ys) and calls it. Carries alternate between the carry outputs and a scratch
+    buffer so that the last iteration writes the outputs; the body's workspace
+    follows the scratch carries in one malloc'd block."""
+    p = eqn.params
+    n_consts, n_carry, length, reverse = (p["num_consts"], p["num_carry"], p["length"],
+                                          p["reverse"])
+    ptr, i8, i64 = ir.PointerType(), ir.IntType(8), ir.IntType(64)
+    body = plan.body.jaxpr
+    # inputs: the scan's operands, then the body's own constants (arrays the caller
+    # places once); outputs: the final carries, then the stacked ys
+    ins, outs = list(eqn.invars) + list(body.constvars), list(eqn.outvars)
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr] * (len(ins) + len(outs))
+                                             + [i64, i64]), fname + "_body")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    args = fn.args
+    n_ops = len(eqn.invars)
+    consts, inits, xs = (args[:n_consts], args[n_consts:n_consts + n_carry],
+                         args[n_consts + n_carry:n_ops])
+    carry_out, ys = args[len(ins):len(ins) + n_carry], args[len(ins) + n_carry:len(ins) + len(outs)]
+    carry_bytes = [_nbytes(v.aval) for v in outs[:n_carry]]
+    padded = [-(-n // ALIGN) * ALIGN for n in carry_bytes]
+    x_rows = [_nbytes(v.aval) // max(length, 1) for v in ins[n_consts + n_carry:n_ops]]
+    y_rows = [_nbytes(v.aval) // max(length, 1) for v in outs[n_carry:]]
+    seg = plan.segment
+    malloc = _declare(ir, module, "malloc", ptr, [i64])
+    free = _declare(ir, module, "free", ir.VoidType(), [ptr])
+    memcpy = _declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                      [ptr, ptr, i64, ir.IntType(1)])
+
+    def at(base, offset):
+        return b.gep(base, [offset], inbounds=True, source_etype=i8)
+
+    if length == 0:          # the carries come out as they went in; no rows
+        for src, dst, n in zip(inits, carry_out, carry_bytes):
+            b.call(memcpy, [dst, src, ir.Constant(i64, n), ir.Constant(ir.IntType(1), 0)])
+        b.ret(ir.Constant(ir.IntType(1), 0))
+        return fn
+    block = b.call(malloc, [ir.Constant(i64, sum(padded) + seg.workspace + ALIGN)])
+    scratch, offset = [], 0
+    for n in padded:
+        scratch.append(at(block, ir.Constant(i64, offset)))
+        offset += n
+    base = b.ptrtoint(at(block, ir.Constant(i64, offset)), i64)
+    workspace = b.and_(b.add(base, ir.Constant(i64, ALIGN - 1)), ir.Constant(i64, -ALIGN))
+    n_slots = len(seg.imported) + len(seg.exported) + 2
+    table = b.alloca(i64, ir.Constant(i64, n_slots), name="table")
+
+    def put(k, value):
+        b.store(value if value.type == i64 else b.ptrtoint(value, i64),
+                b.gep(table, [ir.Constant(i64, k)], inbounds=True, source_etype=i64))
+
+    put(n_slots - 2, workspace)
+    pre = b.block
+    loop = fn.append_basic_block("iteration")
+    done = fn.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    t = b.phi(i64, name="t")
+    t.add_incoming(ir.Constant(i64, 0), pre)
+    err = b.phi(ir.IntType(1), name="err")
+    err.add_incoming(ir.Constant(ir.IntType(1), 0), pre)
+    row = b.sub(ir.Constant(i64, length - 1), t) if reverse else t
+    # iteration t writes the outputs when (length - 1 - t) is even, else the scratch
+    final = b.icmp_unsigned("==", b.and_(b.sub(ir.Constant(i64, length - 1), t),
+                                          ir.Constant(i64, 1)), ir.Constant(i64, 0))
+    first = b.icmp_unsigned("==", t, ir.Constant(i64, 0))
+    source = dict(zip(body.constvars, args[n_ops:len(ins)]))   # body input -> its pointer
+    for k, v in enumerate(body.invars):
+        if k < n_consts:
+            source[v] = consts[k]
+        elif k < n_consts + n_carry:
+            c = k - n_consts      # read what the previous iteration wrote
+            previous = b.select(final, scratch[c], carry_out[c])
+            source[v] = b.select(first, inits[c], previous)
+        else:
+            j = k - n_consts - n_carry
+            source[v] = at(xs[j], b.mul(row, ir.Constant(i64, x_rows[j])))
+    target, sizes = [], []   # per body output: where it goes this iteration, its bytes
+    for k, v in enumerate(body.outvars):
+        if k < n_carry:
+            target.append(b.select(final, carry_out[k], scratch[k]))
+            sizes.append(carry_bytes[k])
+        else:
+            j = k - n_carry
+            target.append(at(ys[j], b.mul(row, ir.Constant(i64, y_rows[j]))))
+            sizes.append(y_rows[j])
+    first_out = {}
+    for k, v in enumerate(body.outvars):
+        first_out.setdefault(v, k)
+    for k, v in enumerate(seg.imported):
+        put(k, source[v])
+    for k, v in enumerate(seg.exported):
+        put(len(seg.imported) + k, target[first_out[v]])
+    put(n_slots - 1, ir.Constant(i64, 0))
+    b.call(segment_fn, [table])
+    flag = b.load(b.gep(table, [ir.Constant(i64, n_slots - 1)], inbounds=True,
+                        source_etype=i64), typ=i64)
+    # outputs the body passes through from an input, or repeats: copied
+    for k, v in enumerate(body.outvars):
+        src = source.get(v) if v in source else (target[first_out[v]] if first_out[v] != k
+                                                 else None)
+        if src is not None and sizes[k]:
+            b.call(memcpy, [target[k], src, ir.Constant(i64, sizes[k]),
+                            ir.Constant(ir.IntType(1), 0)])
+    failed = b.or_(err, b.icmp_unsigned("!=", flag, ir.Constant(i64, 0)))
+    nxt = b.add(t, ir.Constant(i64, 1))
+    t.add_incoming(nxt, b.block)
+    err.add_incoming(failed, b.block)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, length)), loop, done)
+    b.position_at_end(done)
+    b.call(free, [block])
+    b.ret(failed)
+    return fn

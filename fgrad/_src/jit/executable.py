@@ -54,11 +54,16 @@ class Executable:
         self.in_slots = slots.inputs
 
         fused = _backend()
-        # a step the backend lowers on its own (a BLAS matmul, a gather, a pad, ...) runs
-        # like a fused group (scalar Literal operands become constants of its kernel)
-        steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
-                 if type(s) is not Fused and fused.can_lower_alone(s) else s
-                 for s in plan(jaxpr, fused.can_fuse)]
+        steps = _native_steps(jaxpr, fused)
+        loops = {}               # id(group) -> LoopPlan of a scan run as a native loop
+        for i, step in enumerate(steps):
+            loop = _native_scan(step, fused) if type(step) is not Fused else None
+            if loop is not None:     # the body's constants become inputs of the loop
+                for v, c in zip(loop.body.jaxpr.constvars, loop.body.consts):
+                    template[slot_of(v)] = _raw(c)
+                steps[i] = Fused([step], list(step.invars) + list(loop.body.jaxpr.constvars),
+                                 list(step.outvars), (1,))
+                loops[id(steps[i])] = loop
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
             if type(eqn) is not Fused and eqn.primitive.impl is None:
@@ -82,7 +87,7 @@ class Executable:
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
             fns, segment_fns = fused.compile_groups(groups, name, inplace, segments,
-                                                    config.flush_denormals)
+                                                    config.flush_denormals, loops)
             first = next(f for f in fns + segment_fns if f is not None)
             self.llvm_ir = first.llvm_ir
             self.compile_stats = first.module.stats
@@ -181,6 +186,42 @@ class Executable:
             lines += ["", "; LLVM IR of the native kernels (as emitted, before optimisation)",
                       self.llvm_ir]
         return "\n".join(lines)
+
+
+def _native_steps(jaxpr, fused):
+    """The fusion plan, with each step the backend lowers on its own (a BLAS matmul,
+    a gather, a pad, ...) wrapped as a one-equation fused group (scalar Literal
+    operands become constants of its kernel)."""
+    return [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
+            if type(s) is not Fused and fused.can_lower_alone(s) else s
+            for s in plan(jaxpr, fused.can_fuse)]
+
+
+def _native_scan(eqn, fused):
+    """A LoopPlan when `eqn` is a scan whose body, simplified, is one native segment
+    (no Literal operands or outputs; outputs that are inputs or repeats are
+    copied; the body's constants are passed in), else None (the scan then runs as a Python loop
+    over its compiled body)."""
+    from ..compiler.simplify import simplify
+    from ..cpu.program import LoopPlan, is_alias
+    if eqn.primitive.name != "scan" or any(type(a) is Literal for a in eqn.invars):
+        return None
+    body = simplify(eqn.params["jaxpr"])
+    outs = body.jaxpr.outvars
+    if any(type(v) is not Var for v in outs):
+        return None
+    computed = {id(v) for v in outs if v not in body.jaxpr.invars}
+    steps = _native_steps(body.jaxpr, fused)
+    if not all((type(s) is Fused and _size(s.shape) > 0 and not fused.runs_threaded(s))
+               or (type(s) is not Fused and is_alias(s)) for s in steps):
+        return None
+    segments = plan_segments(steps, lambda st: type(st) is Fused, set(outs), min_kernels=1)
+    if len(segments) != 1 or len(segments[0].members) != len(steps) \
+            or set(map(id, segments[0].exported)) != computed:
+        return None
+    segment = segments[0]
+    segment.members = [steps[i] for i in segment.members]
+    return LoopPlan(body, [s for s in steps if type(s) is Fused], segment)
 
 
 # NumPy steps whose impl always returns new memory (never a view of an operand).
