@@ -109,3 +109,33 @@ def test_loop_compile_time_does_not_grow_with_the_trip_count():
         sizes.append(len(exe.llvm_ir))
         _same(jit(f)(x0), f(x0))
     assert abs(sizes[0] - sizes[1]) <= 16, sizes     # only the trip count's digits differ
+
+
+def _newton(a):
+    def cond(s):
+        x, it = s
+        return (fnp.abs(x * x - a) > 1e-12 * a) & (it < 100)
+
+    def body(s):
+        x, it = s
+        return 0.5 * (x + a / x), it + 1
+    return lax.while_loop(cond, body, (a, 0))
+
+
+@pytest.mark.parametrize("a", [1.0, 2.0, 9.0, 1e6])
+def test_while_loop_is_a_native_loop(a):
+    a = np.float64(a)                 # 1.0 stops at once: the carry is never written
+    labels = _labels(_newton, a)
+    assert "native:while" in labels and not any(lab.startswith("loop:") for lab in labels)
+    _same(jit(_newton)(a), _newton(a))
+
+
+def test_while_loop_with_traced_bounds_and_arrays():
+    f = lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 2.0 + x, x)  # noqa: E731
+    x = np.linspace(0.0, 1.0, 5)
+    for n in (0, 1, 4, 7):
+        _same(jit(f)(np.int32(n), x), f(np.int32(n), x))
+    assert "native:while" in _labels(f, np.int32(3), x)
+    batched = fgrad.vmap(_newton)          # a batched predicate: loops until all are done
+    a = np.array([1.0, 4.0, 1e6, 0.01])
+    _same(jit(batched)(a), batched(a))

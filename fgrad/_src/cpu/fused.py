@@ -978,18 +978,17 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
 
 
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
-    """A scan as a native loop (see `program.emit_scan`): its body's kernels and
-    their segment (reading raw pointers) go into this module too."""
-    body_bodies, body_infos = _emit_bodies(ir, module, fname + "_b", plan.groups, name, {},
-                                           flush)
-    segment = fname + "_seg"
-    program.emit_segment(ir, module, segment, plan.segment,
-                         {id(g): (b, info) for g, b, info in zip(plan.groups, body_bodies,
-                                                                 body_infos)},
-                         None, False)
-    module.get_global(segment).linkage = "internal"
-    return program.emit_scan(ir, module, fname, group.eqns[0], plan,
-                             module.get_global(segment)), (True, 0, False)
+    """A scan or while loop as a native loop (see `program.emit_scan`/`emit_while`):
+    each part's kernels and its segment (reading raw pointers) go into this module."""
+    for j, part in enumerate(plan.parts):
+        bodies, infos = _emit_bodies(ir, module, f"{fname}_p{j}", part.groups, name, {}, flush)
+        segment = program.part_name(fname, j)
+        program.emit_segment(ir, module, segment, part.segment,
+                             {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
+                             None, False)
+        module.get_global(segment).linkage = "internal"
+    emit = program.emit_scan if plan.kind == "scan" else program.emit_while
+    return emit(ir, module, fname, group.eqns[0], plan), (True, 0, False)
 
 
 def emit_module(groups, name, segments=(), flush=False, loops=None):

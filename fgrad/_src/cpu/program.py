@@ -253,13 +253,27 @@ def make_segment_caller(seg, cfunc, entry_name, prepare, inplace, address):
 # ----------------------------------------------------------------------------
 # Native loops
 
-class LoopPlan:
-    """A scan whose body is one all-native segment: the body program (simplified),
-    its kernel groups, and the segment (members as steps) that runs one iteration."""
+class BodyPlan:
+    """A loop's body (or condition) that is one all-native segment: the program
+    (simplified), its kernel groups, and the segment (members as steps)."""
     __slots__ = ("body", "groups", "segment")
 
     def __init__(self, body, groups, segment):
         self.body, self.groups, self.segment = body, groups, segment
+
+
+class LoopPlan:
+    """A scan (parts: its body) or a while loop (parts: condition, body) run as a
+    native loop."""
+    __slots__ = ("kind", "parts")
+
+    def __init__(self, kind, parts):
+        self.kind, self.parts = kind, parts
+
+    @property
+    def constvars(self):
+        """The parts' own constants, passed to the loop after the operands."""
+        return [v for part in self.parts for v in part.body.jaxpr.constvars]
 
 
 def _declare(ir, module, name, ret, args):
@@ -267,121 +281,209 @@ def _declare(ir, module, name, ret, args):
     return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
 
 
-def emit_scan(ir, module, fname, eqn, plan, segment_fn):
+class _LoopEmitter:
+    """What emit_scan and emit_while share: the function, malloc'd scratch, and
+    running one part (fill its table, call its segment, copy pass-through outputs)."""
+
+    def __init__(self, ir, module, fname, eqn, plan):
+        self.ir, self.module, self.plan, self.fname = ir, module, plan, fname
+        ptr, self.i8, self.i64 = ir.PointerType(), ir.IntType(8), ir.IntType(64)
+        self.ins = list(eqn.invars) + plan.constvars
+        self.outs = list(eqn.outvars)
+        self.fn = ir.Function(module, ir.FunctionType(
+            ir.IntType(1), [ptr] * (len(self.ins) + len(self.outs)) + [self.i64, self.i64]),
+            fname + "_body")
+        self.fn.linkage = "internal"
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.args = self.fn.args
+        self.n_ops = len(eqn.invars)
+        consts = self.args[self.n_ops:len(self.ins)]
+        self.constants, k = [], 0          # per part: {its constvar: pointer}
+        for part in plan.parts:
+            n = len(part.body.jaxpr.constvars)
+            self.constants.append(dict(zip(part.body.jaxpr.constvars, consts[k:k + n])))
+            k += n
+        self.out_args = self.args[len(self.ins):len(self.ins) + len(self.outs)]
+        self.malloc = _declare(ir, module, "malloc", ptr, [self.i64])
+        self.free = _declare(ir, module, "free", ir.VoidType(), [ptr])
+        self.memcpy_fn = _declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                                  [ptr, ptr, self.i64, ir.IntType(1)])
+        self.tables = [self.b.alloca(self.i64, ir.Constant(self.i64, self._slots(part)),
+                                     name=f"table{j}") for j, part in enumerate(plan.parts)]
+
+    @staticmethod
+    def _slots(part):
+        return len(part.segment.imported) + len(part.segment.exported) + 2
+
+    def const(self, n):
+        return self.ir.Constant(self.i64, n)
+
+    def at(self, base, offset):
+        return self.b.gep(base, [offset], inbounds=True, source_etype=self.i8)
+
+    def memcpy(self, dst, src, n):
+        if n:
+            self.b.call(self.memcpy_fn, [dst, src, self.const(n),
+                                         self.ir.Constant(self.ir.IntType(1), 0)])
+
+    def scratch(self, sizes):
+        """One malloc'd block: an aligned buffer per size, then each part's aligned
+        workspace (written into its table). Returns (block, buffers)."""
+        padded = [-(-n // ALIGN) * ALIGN for n in sizes]
+        total = sum(padded) + sum(p.segment.workspace + ALIGN for p in self.plan.parts)
+        block = self.b.call(self.malloc, [self.const(total + ALIGN)])
+        buffers, offset = [], 0
+        for n in padded:
+            buffers.append(self.at(block, self.const(offset)))
+            offset += n
+        for part, table in zip(self.plan.parts, self.tables):
+            base = self.b.ptrtoint(self.at(block, self.const(offset)), self.i64)
+            aligned = self.b.and_(self.b.add(base, self.const(ALIGN - 1)), self.const(-ALIGN))
+            self._put(table, self._slots(part) - 2, aligned)
+            offset += part.segment.workspace + ALIGN
+        return block, buffers
+
+    def _put(self, table, k, value):
+        b = self.b
+        b.store(value if value.type == self.i64 else b.ptrtoint(value, self.i64),
+                b.gep(table, [self.const(k)], inbounds=True, source_etype=self.i64))
+
+    def run_part(self, j, inputs, targets, sizes):
+        """Run part j on pointers `inputs` (one per body input, constants excluded)
+        writing `targets` (one per body output, `sizes` bytes each); returns its
+        error flag (i1)."""
+        b, part, table = self.b, self.plan.parts[j], self.tables[j]
+        jaxpr, seg = part.body.jaxpr, part.segment
+        source = dict(self.constants[j])
+        source.update(zip(jaxpr.invars, inputs))
+        first = {}
+        for k, v in enumerate(jaxpr.outvars):
+            first.setdefault(v, k)
+        for k, v in enumerate(seg.imported):
+            self._put(table, k, source[v])
+        for k, v in enumerate(seg.exported):
+            self._put(table, len(seg.imported) + k, targets[first[v]])
+        flag_slot = self._slots(part) - 1
+        self._put(table, flag_slot, self.const(0))
+        segment_fn = self.module.get_global(part_name(self.fname, j))
+        b.call(segment_fn, [table])
+        # outputs the body passes through from an input, or repeats: copied
+        for k, v in enumerate(jaxpr.outvars):
+            src = source[v] if v in source else (targets[first[v]] if first[v] != k else None)
+            if src is not None:
+                self.memcpy(targets[k], src, sizes[k])
+        flag = b.load(b.gep(table, [self.const(flag_slot)], inbounds=True,
+                            source_etype=self.i64), typ=self.i64)
+        return b.icmp_unsigned("!=", flag, self.const(0))
+
+
+def part_name(fname, j):
+    """The name of a loop kernel's j-th part's segment function."""
+    return f"{fname}_seg{j}"
+
+
+def emit_scan(ir, module, fname, eqn, plan):
     """`i1 fname_body(ptr inputs..., ptr outputs..., i64, i64)` running the scan
-    `eqn` as a native loop: each iteration fills the body segment's pointer table
-    (consts, the current carry, row i of each xs; the next carry, row i of each
-    ys) and calls it. Carries alternate between the carry outputs and a scratch
-    buffer so that the last iteration writes the outputs; the body's workspace
-    follows the scratch carries in one malloc'd block."""
+    `eqn` natively: each iteration runs the body's segment on the consts, the
+    current carry and row i of each xs, writing the next carry and row i of each
+    ys. Carries alternate between the carry outputs and a scratch buffer so that
+    the last iteration writes the outputs."""
     p = eqn.params
     n_consts, n_carry, length, reverse = (p["num_consts"], p["num_carry"], p["length"],
                                           p["reverse"])
-    ptr, i8, i64 = ir.PointerType(), ir.IntType(8), ir.IntType(64)
-    body = plan.body.jaxpr
-    # inputs: the scan's operands, then the body's own constants (arrays the caller
-    # places once); outputs: the final carries, then the stacked ys
-    ins, outs = list(eqn.invars) + list(body.constvars), list(eqn.outvars)
-    fn = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr] * (len(ins) + len(outs))
-                                             + [i64, i64]), fname + "_body")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    args = fn.args
-    n_ops = len(eqn.invars)
+    e = _LoopEmitter(ir, module, fname, eqn, plan)
+    b, i64, args, n_ops = e.b, e.i64, e.args, e.n_ops
     consts, inits, xs = (args[:n_consts], args[n_consts:n_consts + n_carry],
                          args[n_consts + n_carry:n_ops])
-    carry_out, ys = args[len(ins):len(ins) + n_carry], args[len(ins) + n_carry:len(ins) + len(outs)]
-    carry_bytes = [_nbytes(v.aval) for v in outs[:n_carry]]
-    padded = [-(-n // ALIGN) * ALIGN for n in carry_bytes]
-    x_rows = [_nbytes(v.aval) // max(length, 1) for v in ins[n_consts + n_carry:n_ops]]
-    y_rows = [_nbytes(v.aval) // max(length, 1) for v in outs[n_carry:]]
-    seg = plan.segment
-    malloc = _declare(ir, module, "malloc", ptr, [i64])
-    free = _declare(ir, module, "free", ir.VoidType(), [ptr])
-    memcpy = _declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
-                      [ptr, ptr, i64, ir.IntType(1)])
-
-    def at(base, offset):
-        return b.gep(base, [offset], inbounds=True, source_etype=i8)
-
+    carry_out, ys = e.out_args[:n_carry], e.out_args[n_carry:]
+    carry_bytes = [_nbytes(v.aval) for v in e.outs[:n_carry]]
+    x_rows = [_nbytes(v.aval) // max(length, 1) for v in eqn.invars[n_consts + n_carry:]]
+    y_rows = [_nbytes(v.aval) // max(length, 1) for v in e.outs[n_carry:]]
     if length == 0:          # the carries come out as they went in; no rows
         for src, dst, n in zip(inits, carry_out, carry_bytes):
-            b.call(memcpy, [dst, src, ir.Constant(i64, n), ir.Constant(ir.IntType(1), 0)])
+            e.memcpy(dst, src, n)
         b.ret(ir.Constant(ir.IntType(1), 0))
-        return fn
-    block = b.call(malloc, [ir.Constant(i64, sum(padded) + seg.workspace + ALIGN)])
-    scratch, offset = [], 0
-    for n in padded:
-        scratch.append(at(block, ir.Constant(i64, offset)))
-        offset += n
-    base = b.ptrtoint(at(block, ir.Constant(i64, offset)), i64)
-    workspace = b.and_(b.add(base, ir.Constant(i64, ALIGN - 1)), ir.Constant(i64, -ALIGN))
-    n_slots = len(seg.imported) + len(seg.exported) + 2
-    table = b.alloca(i64, ir.Constant(i64, n_slots), name="table")
-
-    def put(k, value):
-        b.store(value if value.type == i64 else b.ptrtoint(value, i64),
-                b.gep(table, [ir.Constant(i64, k)], inbounds=True, source_etype=i64))
-
-    put(n_slots - 2, workspace)
+        return e.fn
+    block, scratch = e.scratch(carry_bytes)
     pre = b.block
-    loop = fn.append_basic_block("iteration")
-    done = fn.append_basic_block("done")
+    loop = e.fn.append_basic_block("iteration")
+    done = e.fn.append_basic_block("done")
     b.branch(loop)
     b.position_at_end(loop)
     t = b.phi(i64, name="t")
-    t.add_incoming(ir.Constant(i64, 0), pre)
+    t.add_incoming(e.const(0), pre)
     err = b.phi(ir.IntType(1), name="err")
     err.add_incoming(ir.Constant(ir.IntType(1), 0), pre)
-    row = b.sub(ir.Constant(i64, length - 1), t) if reverse else t
+    row = b.sub(e.const(length - 1), t) if reverse else t
     # iteration t writes the outputs when (length - 1 - t) is even, else the scratch
-    final = b.icmp_unsigned("==", b.and_(b.sub(ir.Constant(i64, length - 1), t),
-                                          ir.Constant(i64, 1)), ir.Constant(i64, 0))
-    first = b.icmp_unsigned("==", t, ir.Constant(i64, 0))
-    source = dict(zip(body.constvars, args[n_ops:len(ins)]))   # body input -> its pointer
-    for k, v in enumerate(body.invars):
-        if k < n_consts:
-            source[v] = consts[k]
-        elif k < n_consts + n_carry:
-            c = k - n_consts      # read what the previous iteration wrote
-            previous = b.select(final, scratch[c], carry_out[c])
-            source[v] = b.select(first, inits[c], previous)
-        else:
-            j = k - n_consts - n_carry
-            source[v] = at(xs[j], b.mul(row, ir.Constant(i64, x_rows[j])))
-    target, sizes = [], []   # per body output: where it goes this iteration, its bytes
-    for k, v in enumerate(body.outvars):
-        if k < n_carry:
-            target.append(b.select(final, carry_out[k], scratch[k]))
-            sizes.append(carry_bytes[k])
-        else:
-            j = k - n_carry
-            target.append(at(ys[j], b.mul(row, ir.Constant(i64, y_rows[j]))))
-            sizes.append(y_rows[j])
-    first_out = {}
-    for k, v in enumerate(body.outvars):
-        first_out.setdefault(v, k)
-    for k, v in enumerate(seg.imported):
-        put(k, source[v])
-    for k, v in enumerate(seg.exported):
-        put(len(seg.imported) + k, target[first_out[v]])
-    put(n_slots - 1, ir.Constant(i64, 0))
-    b.call(segment_fn, [table])
-    flag = b.load(b.gep(table, [ir.Constant(i64, n_slots - 1)], inbounds=True,
-                        source_etype=i64), typ=i64)
-    # outputs the body passes through from an input, or repeats: copied
-    for k, v in enumerate(body.outvars):
-        src = source.get(v) if v in source else (target[first_out[v]] if first_out[v] != k
-                                                 else None)
-        if src is not None and sizes[k]:
-            b.call(memcpy, [target[k], src, ir.Constant(i64, sizes[k]),
-                            ir.Constant(ir.IntType(1), 0)])
-    failed = b.or_(err, b.icmp_unsigned("!=", flag, ir.Constant(i64, 0)))
-    nxt = b.add(t, ir.Constant(i64, 1))
+    final = b.icmp_unsigned("==", b.and_(b.sub(e.const(length - 1), t), e.const(1)),
+                            e.const(0))
+    first = b.icmp_unsigned("==", t, e.const(0))
+    inputs = list(consts)
+    for c in range(n_carry):          # read what the previous iteration wrote
+        inputs.append(b.select(first, inits[c], b.select(final, scratch[c], carry_out[c])))
+    inputs += [e.at(x, b.mul(row, e.const(n))) for x, n in zip(xs, x_rows)]
+    targets = [b.select(final, carry_out[c], scratch[c]) for c in range(n_carry)]
+    targets += [e.at(y, b.mul(row, e.const(n))) for y, n in zip(ys, y_rows)]
+    failed = b.or_(err, e.run_part(0, inputs, targets, carry_bytes + y_rows))
+    nxt = b.add(t, e.const(1))
     t.add_incoming(nxt, b.block)
     err.add_incoming(failed, b.block)
-    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, length)), loop, done)
+    b.cbranch(b.icmp_unsigned("<", nxt, e.const(length)), loop, done)
     b.position_at_end(done)
-    b.call(free, [block])
+    b.call(e.free, [block])
     b.ret(failed)
-    return fn
+    return e.fn
+
+
+def emit_while(ir, module, fname, eqn, plan):
+    """`i1 fname_body(...)` running the while loop `eqn` natively: the condition's
+    segment writes a bool; while it is true the body's segment maps the current
+    carry to the other of two buffers (the outputs and a scratch). At the end the
+    carry is copied to the outputs unless it is already there."""
+    p = eqn.params
+    n_cc, n_bc = p["cond_nconsts"], p["body_nconsts"]
+    e = _LoopEmitter(ir, module, fname, eqn, plan)
+    b, i64, args = e.b, e.i64, e.args
+    cond_consts, body_consts = args[:n_cc], args[n_cc:n_cc + n_bc]
+    inits = args[n_cc + n_bc:e.n_ops]
+    carry_out = e.out_args
+    carry_bytes = [_nbytes(v.aval) for v in e.outs]
+    block, buffers = e.scratch(carry_bytes + [1])
+    scratch, pred = buffers[:-1], buffers[-1]
+    pre = b.block
+    test = e.fn.append_basic_block("test")
+    step = e.fn.append_basic_block("step")
+    done = e.fn.append_basic_block("done")
+    b.branch(test)
+    b.position_at_end(test)
+    state = b.phi(i64, name="state")       # where the carry is: 0 inputs, 1 outputs, 2 scratch
+    state.add_incoming(e.const(0), pre)
+    err = b.phi(ir.IntType(1), name="err")
+    err.add_incoming(ir.Constant(ir.IntType(1), 0), pre)
+    in_outputs = b.icmp_unsigned("==", state, e.const(1))
+    current = [b.select(b.icmp_unsigned("==", state, e.const(0)), init,
+                        b.select(in_outputs, out, tmp))
+               for init, out, tmp in zip(inits, carry_out, scratch)]
+    cond_failed = b.or_(err, e.run_part(0, list(cond_consts) + current, [pred], [1]))
+    go = b.icmp_unsigned("!=", b.load(pred, typ=e.i8), ir.Constant(e.i8, 0))
+    b.cbranch(b.and_(go, b.not_(cond_failed)), step, done)
+    b.position_at_end(step)
+    targets = [b.select(in_outputs, tmp, out) for out, tmp in zip(carry_out, scratch)]
+    body_failed = b.or_(cond_failed, e.run_part(1, list(body_consts) + current, targets,
+                                                carry_bytes))
+    state.add_incoming(b.select(in_outputs, e.const(2), e.const(1)), b.block)
+    err.add_incoming(body_failed, b.block)
+    b.branch(test)
+    b.position_at_end(done)
+    for out, cur, n in zip(carry_out, current, carry_bytes):
+        copy = e.fn.append_basic_block("copy")
+        after = e.fn.append_basic_block("copied")
+        b.cbranch(in_outputs, after, copy)
+        b.position_at_end(copy)
+        e.memcpy(out, cur, n)
+        b.branch(after)
+        b.position_at_end(after)
+    b.call(e.free, [block])
+    b.ret(cond_failed)
+    return e.fn

@@ -195,7 +195,7 @@ def emit(ir, module, fname, eqn, cx_of):
 # Moves
 
 def _pad(kn):
-    b, eqn = kn.b, kn.eqn
+    eqn = kn.eqn
     x = eqn.invars[0].aval
     out_shape = eqn.outvars[0].aval.shape
     out = kn.outs[0]
@@ -352,7 +352,7 @@ def _cumulative(kn):
 
 
 def _arg_extremum(kn):
-    b, eqn, cx, ir = kn.b, kn.eqn, kn.cx, kn.ir
+    b, eqn, cx = kn.b, kn.eqn, kn.cx
     name = eqn.primitive.name
     shape = eqn.invars[0].aval.shape
     dt = np.dtype(eqn.invars[0].aval.dtype)

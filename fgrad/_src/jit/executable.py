@@ -55,14 +55,21 @@ class Executable:
 
         fused = _backend()
         steps = _native_steps(jaxpr, fused)
-        loops = {}               # id(group) -> LoopPlan of a scan run as a native loop
+        loops = {}               # id(group) -> LoopPlan of a loop run natively
         for i, step in enumerate(steps):
-            loop = _native_scan(step, fused) if type(step) is not Fused else None
-            if loop is not None:     # the body's constants become inputs of the loop
-                for v, c in zip(loop.body.jaxpr.constvars, loop.body.consts):
-                    template[slot_of(v)] = _raw(c)
-                steps[i] = Fused([step], list(step.invars) + list(loop.body.jaxpr.constvars),
-                                 list(step.outvars), (1,))
+            loop = _native_loop(step, fused) if type(step) is not Fused else None
+            if loop is not None:     # the bodies' constants become inputs of the loop
+                for part in loop.parts:
+                    for v, c in zip(part.body.jaxpr.constvars, part.body.consts):
+                        template[slot_of(v)] = _raw(c)
+                operands = []        # a Literal operand is passed as a 0-d constant
+                for a in step.invars:
+                    if type(a) is Literal:
+                        v = Var(a.aval)
+                        template[slot_of(v)] = np.asarray(_raw(a.val), a.aval.dtype)
+                        a = v
+                    operands.append(a)
+                steps[i] = Fused([step], operands + loop.constvars, list(step.outvars), (1,))
                 loops[id(steps[i])] = loop
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
@@ -197,16 +204,13 @@ def _native_steps(jaxpr, fused):
             for s in plan(jaxpr, fused.can_fuse)]
 
 
-def _native_scan(eqn, fused):
-    """A LoopPlan when `eqn` is a scan whose body, simplified, is one native segment
-    (no Literal operands or outputs; outputs that are inputs or repeats are
-    copied; the body's constants are passed in), else None (the scan then runs as a Python loop
-    over its compiled body)."""
+def _native_body(closed, fused):
+    """A BodyPlan when the loop body `closed`, simplified, is one native segment
+    (outputs that are inputs or repeats are copied by the loop; its constants are
+    passed in), else None."""
     from ..compiler.simplify import simplify
-    from ..cpu.program import LoopPlan, is_alias
-    if eqn.primitive.name != "scan" or any(type(a) is Literal for a in eqn.invars):
-        return None
-    body = simplify(eqn.params["jaxpr"])
+    from ..cpu.program import BodyPlan, is_alias
+    body = simplify(closed)
     outs = body.jaxpr.outvars
     if any(type(v) is not Var for v in outs):
         return None
@@ -221,7 +225,21 @@ def _native_scan(eqn, fused):
         return None
     segment = segments[0]
     segment.members = [steps[i] for i in segment.members]
-    return LoopPlan(body, [s for s in steps if type(s) is Fused], segment)
+    return BodyPlan(body, [s for s in steps if type(s) is Fused], segment)
+
+
+def _native_loop(eqn, fused):
+    """A LoopPlan when `eqn` is a scan or while loop whose body (and condition) are
+    native segments, else None (it then runs as a Python loop over its compiled
+    bodies)."""
+    from ..cpu.program import LoopPlan
+    name = eqn.primitive.name
+    if name not in ("scan", "while"):
+        return None
+    closed = ([eqn.params["jaxpr"]] if name == "scan"
+              else [eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]])
+    parts = [_native_body(c, fused) for c in closed]
+    return None if None in parts else LoopPlan(name, parts)
 
 
 # NumPy steps whose impl always returns new memory (never a view of an operand).
