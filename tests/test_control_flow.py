@@ -169,7 +169,7 @@ def test_cond_eager_grad_and_jit():
         _close(fgrad.grad(_branchy)(0.7, p), dwant, rtol=1e-6)
         _close(fgrad.jit(fgrad.grad(_branchy))(0.7, p), dwant, rtol=1e-6)
         check_grads(_branchy, (np.float64(0.7), np.float64(p)), order=2)
-    assert "branch:cond" in fgrad.jit(_branchy).lower(0.7, 1.0).as_text()
+    assert "native:cond" in fgrad.jit(_branchy).lower(0.7, 1.0).as_text()
 
 
 def test_cond_vmap_batched_and_unbatched_predicate():

@@ -139,3 +139,42 @@ def test_while_loop_with_traced_bounds_and_arrays():
     batched = fgrad.vmap(_newton)          # a batched predicate: loops until all are done
     a = np.array([1.0, 4.0, 1e6, 0.01])
     _same(jit(batched)(a), batched(a))
+
+
+def _branches(x, y):
+    return lax.switch((fnp.sum(x) > 0).astype(fnp.int32) + (fnp.sum(y) > 2).astype(fnp.int32), [
+        lambda x, y: (fnp.sin(x) * y, y),
+        lambda x, y: (x, x + y),                 # one output passes an operand through
+        lambda x, y: (y, x),                     # both do: copies only
+    ], x, y)
+
+
+@pytest.mark.parametrize("shift", [-5.0, 0.5, 5.0])
+def test_cond_and_switch_are_native_branches(shift):
+    x, y = np.linspace(-1.0, 1.0, 6) + shift, np.linspace(0.0, 1.0, 6) + shift
+    labels = _labels(_branches, x, y)
+    assert "native:cond" in labels and not any(lab.startswith("branch:") for lab in labels)
+    _same(jit(_branches)(x, y), _branches(x, y))
+
+
+def test_cond_index_is_clamped_like_the_interpreter():
+    f = lambda i, x: lax.switch(i, [lambda x: x + 1.0, lambda x: x * 3.0], x)  # noqa: E731
+    x = np.arange(3.0)
+    for i, dt in [(-4, np.int32), (0, np.int8), (1, np.int64), (9, np.uint8), (2 ** 40, np.uint64)]:
+        _same(jit(f)(dt(i), x), f(dt(i), x))
+    g = lambda p, x: lax.cond(p, lambda x: x - 1.0, lambda x: x * 2.0, x)  # noqa: E731
+    for p in (True, False):
+        _same(jit(g)(np.bool_(p), x), g(np.bool_(p), x))
+    assert "native:cond" in _labels(g, np.bool_(True), x)
+
+
+def test_grad_through_cond_inside_scan_is_native():
+    def loss(w, xs):
+        def body(c, x):
+            c = lax.cond(x > 0, lambda c: fnp.tanh(c * w), lambda c: c * 0.5, c)
+            return c, c
+        return fnp.sum(lax.scan(body, np.float64(0.3), xs)[1])
+
+    xs = np.array([0.5, -1.0, 2.0, -0.3, 0.7])
+    g = fgrad.grad(loss)
+    _same(jit(g)(np.float64(1.3), xs), g(np.float64(1.3), xs))

@@ -978,16 +978,20 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
 
 
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
-    """A scan or while loop as a native loop (see `program.emit_scan`/`emit_while`):
-    each part's kernels and its segment (reading raw pointers) go into this module."""
+    """A scan, while loop or cond run natively (see `program.emit_scan`,
+    `emit_while`, `emit_cond`): each part's kernels and its segment (reading raw
+    pointers) go into this module."""
     for j, part in enumerate(plan.parts):
+        if part.segment is None:
+            continue                 # a body that only passes its inputs through
         bodies, infos = _emit_bodies(ir, module, f"{fname}_p{j}", part.groups, name, {}, flush)
         segment = program.part_name(fname, j)
         program.emit_segment(ir, module, segment, part.segment,
                              {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
                              None, False)
         module.get_global(segment).linkage = "internal"
-    emit = program.emit_scan if plan.kind == "scan" else program.emit_while
+    emit = {"scan": program.emit_scan, "while": program.emit_while,
+            "cond": program.emit_cond}[plan.kind]
     return emit(ir, module, fname, group.eqns[0], plan), (True, 0, False)
 
 

@@ -254,8 +254,9 @@ def make_segment_caller(seg, cfunc, entry_name, prepare, inplace, address):
 # Native loops
 
 class BodyPlan:
-    """A loop's body (or condition) that is one all-native segment: the program
-    (simplified), its kernel groups, and the segment (members as steps)."""
+    """A loop's body (or condition, or a cond branch) that is one all-native
+    segment: the program (simplified), its kernel groups, and the segment (members
+    as steps; None when the body only passes inputs through)."""
     __slots__ = ("body", "groups", "segment")
 
     def __init__(self, body, groups, segment):
@@ -263,8 +264,8 @@ class BodyPlan:
 
 
 class LoopPlan:
-    """A scan (parts: its body) or a while loop (parts: condition, body) run as a
-    native loop."""
+    """A scan (parts: its body), a while loop (parts: condition, body) or a cond
+    (parts: the branches) run natively."""
     __slots__ = ("kind", "parts")
 
     def __init__(self, kind, parts):
@@ -309,11 +310,16 @@ class _LoopEmitter:
         self.memcpy_fn = _declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                   [ptr, ptr, self.i64, ir.IntType(1)])
         self.tables = [self.b.alloca(self.i64, ir.Constant(self.i64, self._slots(part)),
-                                     name=f"table{j}") for j, part in enumerate(plan.parts)]
+                                     name=f"table{j}") if part.segment is not None else None
+                       for j, part in enumerate(plan.parts)]
 
     @staticmethod
     def _slots(part):
         return len(part.segment.imported) + len(part.segment.exported) + 2
+
+    @staticmethod
+    def _workspace(part):
+        return part.segment.workspace if part.segment is not None else 0
 
     def const(self, n):
         return self.ir.Constant(self.i64, n)
@@ -330,17 +336,19 @@ class _LoopEmitter:
         """One malloc'd block: an aligned buffer per size, then each part's aligned
         workspace (written into its table). Returns (block, buffers)."""
         padded = [-(-n // ALIGN) * ALIGN for n in sizes]
-        total = sum(padded) + sum(p.segment.workspace + ALIGN for p in self.plan.parts)
+        total = sum(padded) + sum(self._workspace(p) + ALIGN for p in self.plan.parts)
         block = self.b.call(self.malloc, [self.const(total + ALIGN)])
         buffers, offset = [], 0
         for n in padded:
             buffers.append(self.at(block, self.const(offset)))
             offset += n
         for part, table in zip(self.plan.parts, self.tables):
-            base = self.b.ptrtoint(self.at(block, self.const(offset)), self.i64)
-            aligned = self.b.and_(self.b.add(base, self.const(ALIGN - 1)), self.const(-ALIGN))
-            self._put(table, self._slots(part) - 2, aligned)
-            offset += part.segment.workspace + ALIGN
+            if table is not None:
+                base = self.b.ptrtoint(self.at(block, self.const(offset)), self.i64)
+                aligned = self.b.and_(self.b.add(base, self.const(ALIGN - 1)),
+                                      self.const(-ALIGN))
+                self._put(table, self._slots(part) - 2, aligned)
+            offset += self._workspace(part) + ALIGN
         return block, buffers
 
     def _put(self, table, k, value):
@@ -359,19 +367,21 @@ class _LoopEmitter:
         first = {}
         for k, v in enumerate(jaxpr.outvars):
             first.setdefault(v, k)
-        for k, v in enumerate(seg.imported):
-            self._put(table, k, source[v])
-        for k, v in enumerate(seg.exported):
-            self._put(table, len(seg.imported) + k, targets[first[v]])
-        flag_slot = self._slots(part) - 1
-        self._put(table, flag_slot, self.const(0))
-        segment_fn = self.module.get_global(part_name(self.fname, j))
-        b.call(segment_fn, [table])
+        if seg is not None:
+            for k, v in enumerate(seg.imported):
+                self._put(table, k, source[v])
+            for k, v in enumerate(seg.exported):
+                self._put(table, len(seg.imported) + k, targets[first[v]])
+            flag_slot = self._slots(part) - 1
+            self._put(table, flag_slot, self.const(0))
+            b.call(self.module.get_global(part_name(self.fname, j)), [table])
         # outputs the body passes through from an input, or repeats: copied
         for k, v in enumerate(jaxpr.outvars):
             src = source[v] if v in source else (targets[first[v]] if first[v] != k else None)
             if src is not None:
                 self.memcpy(targets[k], src, sizes[k])
+        if seg is None:
+            return self.ir.Constant(self.ir.IntType(1), 0)
         flag = b.load(b.gep(table, [self.const(flag_slot)], inbounds=True,
                             source_etype=self.i64), typ=self.i64)
         return b.icmp_unsigned("!=", flag, self.const(0))
@@ -486,4 +496,42 @@ def emit_while(ir, module, fname, eqn, plan):
         b.position_at_end(after)
     b.call(e.free, [block])
     b.ret(cond_failed)
+    return e.fn
+
+
+def emit_cond(ir, module, fname, eqn, plan):
+    """`i1 fname_body(...)` running a cond natively: the index (clamped into range,
+    as the impl does) picks the branch whose segment writes the outputs."""
+    e = _LoopEmitter(ir, module, fname, eqn, plan)
+    b, i64 = e.b, e.i64
+    index_aval = eqn.invars[0].aval
+    bits = 8 * np.dtype(index_aval.dtype).itemsize
+    raw = b.load(e.args[0], typ=ir.IntType(bits))
+    unsigned = index_aval.dtype.kind in "bu"
+    index = raw if bits == 64 else (b.zext(raw, i64) if unsigned else b.sext(raw, i64))
+    last = e.const(len(plan.parts) - 1)
+    if unsigned:
+        index = b.select(b.icmp_unsigned(">", index, last), last, index)
+    else:
+        index = b.select(b.icmp_signed("<", index, e.const(0)), e.const(0), index)
+        index = b.select(b.icmp_signed(">", index, last), last, index)
+    block, _ = e.scratch([])
+    operands = list(e.args[1:e.n_ops])
+    sizes = [_nbytes(v.aval) for v in e.outs]
+    join = e.fn.append_basic_block("join")
+    cases = [e.fn.append_basic_block(f"branch{j}") for j in range(len(plan.parts))]
+    switch = b.switch(index, cases[-1])
+    for j, case in enumerate(cases[:-1]):
+        switch.add_case(e.const(j), case)
+    flags = []
+    for j, case in enumerate(cases):
+        b.position_at_end(case)
+        flags.append((e.run_part(j, operands, list(e.out_args), sizes), b.block))
+        b.branch(join)
+    b.position_at_end(join)
+    failed = b.phi(ir.IntType(1), name="failed")
+    for flag, block_j in flags:
+        failed.add_incoming(flag, block_j)
+    b.call(e.free, [block])
+    b.ret(failed)
     return e.fn

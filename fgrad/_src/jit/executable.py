@@ -216,6 +216,8 @@ def _native_body(closed, fused):
         return None
     computed = {id(v) for v in outs if v not in body.jaxpr.invars}
     steps = _native_steps(body.jaxpr, fused)
+    if not steps and not computed:       # every output is an input: copies only
+        return BodyPlan(body, [], None)
     if not all((type(s) is Fused and _size(s.shape) > 0 and not fused.runs_threaded(s))
                or (type(s) is not Fused and is_alias(s)) for s in steps):
         return None
@@ -229,15 +231,19 @@ def _native_body(closed, fused):
 
 
 def _native_loop(eqn, fused):
-    """A LoopPlan when `eqn` is a scan or while loop whose body (and condition) are
-    native segments, else None (it then runs as a Python loop over its compiled
-    bodies)."""
+    """A LoopPlan when `eqn` is a scan, while loop or cond whose bodies (condition,
+    branches) are native segments, else None (it then runs as a step calling its
+    compiled bodies from Python)."""
     from ..cpu.program import LoopPlan
     name = eqn.primitive.name
-    if name not in ("scan", "while"):
+    if name == "scan":
+        closed = [eqn.params["jaxpr"]]
+    elif name == "while":
+        closed = [eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]]
+    elif name == "cond":
+        closed = list(eqn.params["branches"])
+    else:
         return None
-    closed = ([eqn.params["jaxpr"]] if name == "scan"
-              else [eqn.params["cond_jaxpr"], eqn.params["body_jaxpr"]])
     parts = [_native_body(c, fused) for c in closed]
     return None if None in parts else LoopPlan(name, parts)
 

@@ -104,8 +104,13 @@ def switch(index, branches, *operands):
         if aval.shape != () or aval.dtype.kind not in "iub":
             raise FgradTypeError(f"switch: the index must be an integer scalar, got "
                                  f"{aval.str_short()}")
+        dt = np.dtype(aval.dtype)     # clamp in the index's own dtype, as eagerly: a
+        if dt.kind != "b":            # huge unsigned index must not wrap in the int32
+            if dt.kind == "i":
+                index = lax_max(index, np.zeros((), dt))
+            if n - 1 <= np.iinfo(dt).max:
+                index = lax_min(index, np.asarray(n - 1, dt))
         index = convert_element_type(index, np.int32)
-        index = lax_min(lax_max(index, np.int32(0)), np.int32(n - 1))
     else:
         if np.dtype(get_aval(index).dtype).kind not in "iub":
             raise FgradTypeError(f"switch: the index must be an integer scalar, got {index!r}")
