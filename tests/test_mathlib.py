@@ -415,6 +415,73 @@ def test_trig_scalar_and_vector_paths(runners, name, dtype):
         np.testing.assert_array_equal(r(name, x[:n]), full[:n])
 
 
+# float32 arguments below 2^20 closest to a multiple of pi/2, one per
+# binade where the minimum over the binade drops (an exhaustive search over
+# every float32 below 2^20; |r| = 2^-24.5, 2^-26.3, 2^-27.8, 2^-24.1, 2^-25.9,
+# 2^-24.8): the hardest cases for the float32 Cody-Waite reduction.  Twice
+# such an argument is as close relative to its size, so the scaled copies
+# are hard as well.
+TRIG_HARD_F32 = ("0x1.921fb6p+0", "0x1.2d97c8p+2", "0x1.f9cbe2p+7", "0x1.17cc5p+11",
+                 "0x1.9a48dep+15", "0x1.04ccbcp+18")
+
+
+def trig_reduction_inputs(n=400_000, seed=8):
+    """float32 arguments for the float32 reduction (|x| < 2^20): random bit
+    patterns in [pi/4, 2^20) and, more densely, in [2^17, 2^20) (where the
+    reduction's rounding errors are largest), the hardest cases above scaled
+    by powers of two and their neighbours, and both sides of the 2^20 bound."""
+    rng = np.random.default_rng(seed)
+    lo, mid, hi = (int(np.float32(v).view(np.uint32)) for v in (0.7, 2.0 ** 17, 2.0 ** 20))
+    parts = [rng.integers(lo, hi, n, dtype=np.uint32).view(np.float32),
+             rng.integers(mid, hi, 5 * n, dtype=np.uint32).view(np.float32)]
+    hard = np.array([float.fromhex(h) * 2.0 ** j for h in TRIG_HARD_F32 for j in range(20)])
+    hard = hard[hard < 2 ** 20].astype(np.float32)
+    parts += [hard, np.nextafter(hard, np.float32(0)), np.nextafter(hard, np.float32(np.inf))]
+    edge = int(np.float32(2.0 ** 20).view(np.uint32))
+    parts.append(np.arange(edge - 1000, edge + 1000, dtype=np.uint32).view(np.float32))
+    x = np.concatenate(parts)
+    return np.concatenate([x, -x])
+
+
+def test_f32_exp_family_without_fma():
+    """float32 exp and its users without FMA (the reduction then uses a 16-bit
+    ln2_hi so that n*ln2_hi is exact without FMA)."""
+    names = ["exp", "expm1", "tanh", "logistic"]
+    r = Runner(np.float32, names, fma=False)
+    for name in names:
+        x = unary_inputs(name, np.float32, n=50_000, seed=9)
+        d = ulp_dist(r(name, x), reference(name, np.float32, x))
+        i = int(np.argmax(d))
+        assert d[i] <= 2, f"{name}: {d[i]} ulp at x={x[i]!r}"
+
+
+@pytest.mark.parametrize("fma", [None, False], ids=["host", "no-fma"])
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_trig_f32_reduction(name, fma):
+    """float32 sin/cos are within 1 ulp of the correctly rounded float64 result
+    where the reduction is hardest; "host" runs the float32-arithmetic path
+    (FMA hosts), "no-fma" the double-precision one (an exhaustive run of the
+    float32 path over all |x| < 2^20 gave at most 1 ulp too)."""
+    r = Runner(np.float32, [name], fma=fma)
+    x = trig_reduction_inputs()
+    d = ulp_dist(r(name, x), reference(name, np.float32, x))
+    i = int(np.argmax(d))
+    assert d[i] <= 1, f"{name}: {d[i]} ulp at x={x[i]!r}"
+
+
+@pytest.mark.skipif(not engine.host_has_feature("fma"), reason="host lacks FMA")
+def test_trig_f32_fast_path_in_float32(runners):
+    """With FMA, the float32 sin/cos vector variants compute in float32: no
+    double-precision values outside the Payne-Hanek function (which runs only
+    for |x| >= 2^20)."""
+    opt = engine.optimized_ir(runners[np.float32].text)
+    for name in ("sin", "cos"):
+        fname = mathlib.function_name(name, np.float32)
+        start = opt.index(f"@{fname}_v8(")
+        body = opt[start:opt.index("\n}\n", start)]
+        assert "<8 x float>" in body and "double" not in body, f"{fname}_v8 uses double"
+
+
 def _apply_body(opt_ir: str, name: str) -> str:
     start = opt_ir.index(f"@apply_{name}(")
     return opt_ir[start:opt_ir.index("\n}\n", start)]

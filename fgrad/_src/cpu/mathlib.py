@@ -25,19 +25,25 @@ Nothing uses fast-math flags, so results do not depend on the caller's flags
 functions these get inlined into).  Methods:
 
 * exp, expm1: Cody-Waite reduction x = n ln2 + r (ln2 in two parts, the first
-  with 32 significant bits so n*ln2_hi is exact), a minimax polynomial for
+  short enough that n*ln2_hi is exact; float32 on FMA hosts: 24-bit parts,
+  x - n*ln2_hi exact in an FMA, n rounded inside one), a minimax polynomial for
   expm1(r) on |r| <= ln2/2 and the rounding error of r fed back as a
   correction; 2^n applied as two factors so subnormal results round once.
 * log, log1p: exponent/mantissa split through bitcasts (subnormals prescaled),
   m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + s(f^2/2 + R(s^2)),
   s = f/(2+f) (fdlibm's scheme with our own minimax R); log1p adds the
   rounding error of 1+x as a first-order correction.
-* sin, cos: |x| <= 2^20: three-stage Cody-Waite reduction by pi/2 (33-bit
+* sin, cos: float64, |x| <= 2^20: three-stage Cody-Waite reduction by pi/2 (33-bit
   pieces, ~118 bits of pi/2) giving r as a double-double; larger |x|:
   Payne-Hanek with integer arithmetic on 32-bit limbs against a table of 2/pi
   bits (192 bits per binary exponent for float64, 128 for float32); then
-  fdlibm-style kernels on (r_hi, r_lo).  float32 reduces and evaluates the
-  kernels in double precision.
+  fdlibm-style kernels on (r_hi, r_lo).  float32, |x| < 2^20, in float32
+  arithmetic (8 lanes per AVX2 vector): Cody-Waite with pi/2 in three
+  24-bit pieces and FMA, r as a float pair (exact to ~2^-50 relative: the
+  closest float32 to a multiple of pi/2 below 2^20 is 2^-27.8 from it),
+  minimax kernels with the rounding error of 1 - r^2/2 fed back; hosts
+  without FMA reduce and evaluate in double precision.  Payne-Hanek
+  beyond 2^20 works in double precision for both types.
 * tanh = t/(t+2) with t = expm1(2|x|); logistic = 1/(1+e^-x) or
   e^x/(1+e^x) by sign; erf: odd minimax polynomial on |x| < 1, piecewise
   minimax polynomials for erfc on [1, 6) (float32: [1, 4)), 1 beyond.
@@ -358,6 +364,7 @@ def _consts(f64: bool):
         c.erfinvT = [_c("erfinvT%s_f64" % i) for i in ("0a", "0b", "1", "2", "3")]
     else:
         c.ln2hi, c.ln2lo = _split(ln2, 16, f32=True)
+        c.ln2hi_fma, c.ln2lo_fma = _split(ln2, 24, f32=True)   # with FMA
         c.log2e = _round32(float(1 / ln2))
         c.exp_lo, c.exp_hi = -104.0, 89.0
         c.expm1_lo, c.expm1_mid = -20.0, 27
@@ -371,6 +378,15 @@ def _consts(f64: bool):
         c.erfB_mids = (1.5, 3.0)
         c.erfB = [_c("erfB%d_f32" % i) for i in range(2)]
         c.erf_one = 4.0
+        # pi/2 as three float32 pieces of 24 bits (~72 bits) for the float32
+        # Cody-Waite reduction, and 2/pi rounded to float32.
+        rem = _pi_fraction() / 2
+        c.pio2_f32 = []
+        for _ in range(3):
+            piece = _trunc_bits(rem, 24)
+            c.pio2_f32.append(piece)
+            rem -= Fraction(piece)
+        c.twoopi_f32 = _round32(float(2 / _pi_fraction()))
     c.bits = 64 if f64 else 32
     c.magic = 1.5 * 2.0 ** c.mant
     # Trig (always double precision constants).
@@ -678,10 +694,22 @@ def _exp_reduce(em: _Em, x, lo_clamp):
     lo_clamp); returns (n as int, r, c, xc), c the rounding error of r."""
     C = em.C
     xc = em.clamp(x, lo_clamp, C.exp_hi)
-    nf, ni = em.rint(em.mul(xc, C.log2e))
-    hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
-    lo = em.mul(nf, C.ln2lo)
-    r, c = em.fast_two_sum(hi, em.neg(lo))
+    if em.f64 or not em.fma_hw:
+        nf, ni = em.rint(em.mul(xc, C.log2e))
+        hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
+        lo = em.mul(nf, C.ln2lo)
+        r, c = em.fast_two_sum(hi, em.neg(lo))
+        return ni, r, c, xc
+    # float32 with FMA: n rounded inside the FMA, xc - n ln2hi exact with a
+    # 24-bit ln2hi (|n| <= 150), c = the rounding error of r (r - rr exact
+    # unless |r| is so small that c does not matter).
+    t = em.fma(xc, C.log2e, C.magic)
+    nf = em.sub(t, C.magic)
+    ni = em.isub(em.bits_of(t), em.bits_of(em.k(C.magic)))
+    nneg = em.neg(nf)
+    hi = em.fma(nneg, C.ln2hi_fma, xc)
+    r = em.fma(nneg, C.ln2lo_fma, hi)
+    c = em.fma(nneg, C.ln2lo_fma, em.sub(hi, r))
     return ni, r, c, xc
 
 
@@ -996,8 +1024,9 @@ def _trig_kernels_f32(em64: _Em, q, r, is_cos):
     return _trig_select(em64, q, ks, kc, is_cos)
 
 
-def _trig_fast_f32(em: _Em, x, is_cos: bool):
-    """Two-constant Cody-Waite in double precision for |x| < 2^20."""
+def _trig_fast_f32_in_f64(em: _Em, x, is_cos: bool):
+    """Two-constant Cody-Waite and the kernels in double precision for
+    |x| < 2^20 (hosts without FMA)."""
     b = em.b
     em64 = em.other(_F64)
     C = em64.C
@@ -1007,6 +1036,49 @@ def _trig_fast_f32(em: _Em, x, is_cos: bool):
     r = em64.sub(em64.sub(axd, em64.mul(nf, C.pio2_1)), em64.mul(nf, C.pio2_1t))
     res = b.fptrunc(_trig_kernels_f32(em64, ni, r, is_cos), em.ty)
     return res if is_cos else em.flip_sign_like(res, x)
+
+
+def _trig_fast_f32(em: _Em, x, is_cos: bool):
+    """float32 arithmetic throughout (needs FMA), |x| < 2^20.
+
+    Reduction: n = rint(|x| 2/pi), r = |x| - n pi/2 as rh + rl with pi/2 =
+    P1 + P2 + P3 (24-bit pieces): |x| - n P1 is exact (FMA; for n > 0 both
+    are multiples of 2^-24 and the difference is below 1), n P2 = p + pe
+    exactly (FMA), |x| - n P1 - p = rh + e exactly (TwoSum), rl = e - pe -
+    n P3.  |r| >= 2^-27.8 for every float32 in (pi/4, 2^20) (found by an
+    exhaustive search), so the ~2^-75 n error of P1 + P2 + P3 and the
+    rounding of rl stay below 2^-50 relative.  n may be off by one where
+    |x| 2/pi is within its rounding error of a half-integer (|r| up to
+    ~0.87); the kernels stay within 2^-27.9 relative there.
+
+    Kernels on (rh, rl): sin = rh + (rh z S(z) + rl), cos = w + (ew + z^2
+    C(z) - rh rl) with w = fl(1 - rh^2/2) and ew its rounding error (FMA)."""
+    C = em.C
+    P1, P2, P3 = C.pio2_f32
+    ax = em.abs(x)
+    nf, ni = em.rint(em.mul(ax, C.twoopi_f32))
+    nneg = em.neg(nf)
+    a = em.fma(nneg, P1, ax)
+    p = em.mul(nf, P2)
+    pe = em.fma(nf, P2, em.neg(p))
+    rh, e = em.two_sum(a, em.neg(p))
+    rl = em.fma(nneg, P3, em.sub(e, pe))
+    z = em.mul(rh, rh)
+    ks = em.add(rh, em.fma(em.mul(rh, z), em.poly(z, _c("sinS_f32")), rl))
+    hr = em.mul(rh, -0.5)
+    w = em.fma(hr, rh, 1.0)
+    ew = em.fma(hr, rh, em.sub(1.0, w))
+    t = em.fma(em.mul(z, z), em.poly(z, _c("cosC_f32")), ew)
+    kc = em.add(w, em.fma(em.neg(rh), rl, t))
+    odd = em.icmp("!=", em.iand(ni, 1), 0)
+    if is_cos:
+        v = em.sel(odd, ks, kc)
+        sign = em.shl(em.iadd(ni, 1), 30)             # bit 1 of n + 1
+    else:
+        v = em.sel(odd, kc, ks)
+        sign = em.ixor(em.shl(ni, 30), em.bits_of(x))  # bit 1 of n, sign of x
+    sign = em.iand(sign, 1 << 31)
+    return em.from_bits(em.ixor(em.bits_of(v), sign))
 
 
 def _trig_slow_f32(em: _Em, x, is_cos: bool):
@@ -1027,7 +1099,9 @@ def _trig_slow_f32(em: _Em, x, is_cos: bool):
 
 
 def _trig_fast(em, x, is_cos):
-    return (_trig_fast_f64 if em.f64 else _trig_fast_f32)(em, x, is_cos)
+    if em.f64:
+        return _trig_fast_f64(em, x, is_cos)
+    return (_trig_fast_f32 if em.fma_hw else _trig_fast_f32_in_f64)(em, x, is_cos)
 
 
 def _trig_slow(em, x, is_cos):
@@ -1355,8 +1429,9 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     ``internal`` + ``alwaysinline``, except sin/cos, which are ``noinline``
     with explicit vector variants (see the module docstring).  `fma` chooses
     how exact products are formed (float64 pow, huge-argument sin/cos):
-    hardware FMA or Dekker's splitting; default: whatever the host has.
-    Results are correct either way.
+    hardware FMA or Dekker's splitting, and whether float32 sin/cos and the
+    exp reduction run in float32 with FMA or (sin/cos) in double precision;
+    default: whatever the host has.  Results are correct either way.
     """
     fname = function_name(name, dtype)
     existing = module.globals.get(fname)
