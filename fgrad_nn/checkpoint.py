@@ -173,6 +173,7 @@ def save(path, tree, metadata=None):
             _write(file, data)
             file.flush()
             os.fsync(file.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())    # mkstemp makes it private; a file is not
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -181,6 +182,21 @@ def save(path, tree, metadata=None):
             pass
         raise
     _fsync_directory(directory)
+
+
+def _umask():
+    """The process's umask, read without changing it where the OS allows (setting it
+    to read it would race with other threads creating files)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_directory(directory):

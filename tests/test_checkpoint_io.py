@@ -237,3 +237,13 @@ def test_save_overwrites(tmp_path):
     checkpoint.save(path, {"w": np.ones(3)})
     assert bits_equal(checkpoint.load(path)["w"], np.ones(3))
     assert os.listdir(tmp_path) == ["c"]
+
+
+def test_saved_files_get_the_usual_permissions(tmp_path):
+    import os
+    from fgrad_nn import checkpoint
+    path = tmp_path / "model.safetensors"
+    checkpoint.save(path, {"w": np.ones(3, np.float32)})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~mask)
