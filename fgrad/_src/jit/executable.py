@@ -167,8 +167,15 @@ class Executable:
         # donated inputs some kernel may write into (guarded against aliasing per call)
         self.donated = sorted(written)
         self.const_roots = {_root(c) for c in template if type(c) is np.ndarray}
+        # a program that is one native call on its inputs, giving its outputs, is that call
+        only = self.calls[0] if len(self.calls) == 1 else None
+        self.direct = (only.fn if only is not None and only.multiple and not self.donated
+                       and only.ins == self.in_slots and only.outs == self.out_refs
+                       and not any(self.out_copy) else None)
 
     def __call__(self, *args):
+        if self.direct is not None:
+            return self.direct(*args)
         if self.donated:
             args = unshare_donated(args, self.donated, self.const_roots)
         env = self.template.copy()
