@@ -169,7 +169,8 @@ class Executable:
         self.const_roots = {_root(c) for c in template if type(c) is np.ndarray}
         # a program that is one native call on its inputs, giving its outputs, is that call
         only = self.calls[0] if len(self.calls) == 1 else None
-        self.direct = (only.fn if only is not None and only.multiple and not self.donated
+        self.direct = (only.fn if only is not None and only.multiple and not only.params
+                       and not self.donated
                        and only.ins == self.in_slots and only.outs == self.out_refs
                        and not any(self.out_copy) else None)
 
