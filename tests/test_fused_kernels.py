@@ -1092,3 +1092,38 @@ def test_flush_denormals_option(monkeypatch):
     assert "llvm.x86.sse.ldmxcsr" in _exe(f, tiny).llvm_ir
     # the caller's flags are restored: NumPy still sees subnormals afterwards
     assert np.float32(1e-40) * np.float32(1.0) != 0
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, np.int32, np.bool_])
+def test_views_feeding_native_kernels_are_native_copies(dt):
+    rng = np.random.default_rng(24)
+    x = (rng.standard_normal((6, 8)) * 4).astype(dt)
+    idx = np.array([0, 3, 5, 1])
+
+    def f(x, idx):       # a slice, a reversal and a transpose, each read by a gather
+        return (fnp.take(x[1:5, ::2], idx % 4, axis=0),
+                fnp.take(lax.rev(x, (0,)), idx, axis=0),
+                fnp.take(x.T, idx, axis=1))
+
+    labels = _labels(f, x, idx)
+    if dt == np.float16:   # float16 gathers are NumPy steps, so their operands stay views
+        assert labels[-1] == "native:transpose", labels      # the output is still copied
+    else:
+        copies = [lab for lab in labels if lab.split(":")[1] in ("slice", "rev", "transpose")]
+        assert len(copies) == 4, labels
+        assert not any(lab.startswith("numpy:") for lab in labels), labels
+    for got, want in zip(jit(f)(x, idx), f(x, idx)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_sliced_and_broadcast_matmul_operands_stay_in_one_segment():
+    rng = np.random.default_rng(25)
+    x, w, b = rng.standard_normal((6, 8)), rng.standard_normal((5, 3)), rng.standard_normal(5)
+
+    def f(x, w, b):
+        return (x[:, 1:6] @ w, lax.broadcast_in_dim(b, (4, 5), (1,)) @ w)
+
+    exe = _exe(f, x, w, b)
+    assert [k.label for k in exe.calls] == ["native:segment 0"], [k.label for k in exe.calls]
+    for got, want in zip(jit(f)(x, w, b), f(x, w, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -82,7 +82,7 @@ from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from . import blas, indexing, program, structural, threads
 
-__all__ = ["can_fuse", "can_lower_alone", "compile_groups", "emit_module",
+__all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
 
 
@@ -122,6 +122,11 @@ _OPERAND_DTYPES = {
     "shift_left": _INT, "shift_right_logical": _INT, "shift_right_arithmetic": _INT,
     "population_count": _INT,
 }
+
+
+def can_copy(aval):
+    """Whether a view of an array of this type can be copied by a loop nest."""
+    return aval.dtype in _ALL
 
 
 def can_lower_alone(eqn):
@@ -786,6 +791,8 @@ def _emit_group(ir, module, fname, group):
             return vals[a]
 
         for eqn in elementwise:
+            if eqn.outvars[0] in vals:
+                continue          # a view copied through its index map: already read
             args = [read(a) for a in eqn.invars]
             dts = [a.aval.dtype for a in eqn.invars]
             out_dt = eqn.outvars[0].aval.dtype

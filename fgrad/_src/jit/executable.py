@@ -13,7 +13,7 @@ NumPy fallback.
 """
 import numpy as np
 
-from ..compiler.fusion import Fused, plan
+from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
 from ..cpu.program import plan_segments
 from ..config import config
 from ..core import Array
@@ -206,10 +206,40 @@ class Executable:
 def _native_steps(jaxpr, fused):
     """The fusion plan, with each step the backend lowers on its own (a BLAS matmul,
     a gather, a pad, ...) wrapped as a one-equation fused group (scalar Literal
-    operands become constants of its kernel)."""
-    return [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
-            if type(s) is not Fused and fused.can_lower_alone(s) else s
-            for s in plan(jaxpr, fused.can_fuse)]
+    operands become constants of its kernel), and views read only by such kernels
+    turned into copies (see _native_copies)."""
+    steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
+             if type(s) is not Fused and fused.can_lower_alone(s) else s
+             for s in plan(jaxpr, fused.can_fuse)]
+    return _native_copies(steps, jaxpr, fused)
+
+
+def _native_copies(steps, jaxpr, fused):
+    """A view (transpose, slice, rev, broadcast, ...) that is a step of its own feeds
+    kernels that need contiguous operands (BLAS, gathers, ...) or is an output: NumPy's
+    view would be copied by the kernel's caller or as an output anyway. Such a view,
+    when native kernels are its only readers, becomes a native copy (a loop reading
+    its source through the view's index map), so it can join their segment."""
+    readers = {}
+    for step in steps:
+        for a in (step.inputs if type(step) is Fused else step.invars):
+            if type(a) is Var:
+                readers.setdefault(a, []).append(step)
+    outputs = {a for a in jaxpr.outvars if type(a) is Var}
+    out = []
+    for step in steps:
+        if type(step) is not Fused and step.primitive.name in VIEWS \
+                and type(step.invars[0]) is Var:
+            src, view = step.invars[0], step.outvars[0]
+            index_map = view_map(step, identity_map(src.aval.shape))
+            users = readers.get(view, [])
+            # an output is copied anyway (outputs are fresh arrays)
+            if index_map is not None and (users or view in outputs) \
+                    and fused.can_copy(view.aval) and _size(view.aval.shape) > 0 \
+                    and all(type(u) is Fused for u in users):
+                step = Fused([step], [src], [view], tuple(view.aval.shape), [(view, index_map)])
+        out.append(step)
+    return out
 
 
 def _native_body(closed, fused):
