@@ -270,10 +270,11 @@ def test_zero_size_boolean_and_product_reductions():
     f = lambda e: {"or": lax.reduce_or(e, (1,)), "or0": lax.reduce_or(e, (0,))}  # noqa: E731
     _compare(f, e)
     _native(f, e)
-    # the identity of an empty product / and is 1 / True: left to NumPy
+    # an empty product / and is its identity, 1 / True, also natively
     for g in (lambda e: lax.reduce_and(e, (1,)),
-              lambda e: lax.reduce_prod(e.astype(np.float32), (1,))):
-        assert not _labels(g, e)[-1].startswith("native:")
+              lambda e: lax.reduce_prod(e.astype(np.float32), (1,)),
+              lambda e: lax.reduce_prod(e.astype(np.int32), (0, 1))):
+        assert _labels(g, e)[-1].startswith("native:")
         _same(jit(g)(e), g(e))
 
 

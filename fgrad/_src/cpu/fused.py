@@ -149,9 +149,9 @@ def can_fuse(eqn):
         x = eqn.invars[0].aval
         if x.dtype not in _REDUCE_DTYPES[name] or eqn.outvars[0].aval.dtype != x.dtype:
             return False
-        # np.max / np.min of nothing raise, and a kernel over an empty domain only
-        # returns zeros (an empty product is 1, an empty `and` True): left to NumPy
-        return name in ("reduce_sum", "reduce_or") or math.prod(x.shape) > 0
+        # np.max / np.min of nothing raise: left to NumPy. Over an empty domain the
+        # caller fills a sum/or with 0 and a product/and with 1 (their identities).
+        return name not in ("reduce_max", "reduce_min") or math.prod(x.shape) > 0
     allowed = _OPERAND_DTYPES.get(name)
     if allowed is None or not eqn.primitive.elementwise:
         return False
@@ -1160,6 +1160,10 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
     ins = [a for a in group.inputs if type(a) is not Literal]
     in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in group.outputs]
+    red = group.reduction
+    empty_fills = [1 if red is not None and v is red.outvars[0]
+                   and red.primitive.name in ("reduce_prod", "reduce_and") else 0
+                   for v in group.outputs]
     n_in, n_out = len(ins), len(out_specs)
     size = math.prod(group.shape)
     # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
@@ -1175,7 +1179,7 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
         return t, t.ctypes.data
 
     tables.append(new_table())
-    empty, zeros = np.empty, np.zeros
+    empty, full = np.empty, np.full
     address = _address
 
     def prepare(k, x):
@@ -1196,8 +1200,8 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
             table[err] |= part[err]
 
     def run(*xs):
-        if size == 0:     # nothing to loop over; an empty sum is 0
-            return [zeros(shape, dt) for shape, dt in out_specs]
+        if size == 0:     # nothing to loop over: each output is its reduction's identity
+            return [full(shape, fill, dt) for (shape, dt), fill in zip(out_specs, empty_fills)]
         outs = [empty(shape, dt) for shape, dt in out_specs]
         table, table_addr = tables.pop() if tables else new_table()
         keep = None
