@@ -52,11 +52,21 @@ def test_dot_general_layouts(lshape, rshape, dims, native, dt):
     assert (_labels(f, a, b) == ["native:dot_general"]) == native, _labels(f, a, b)
 
 
-def test_integer_and_mixed_precision_dots_stay_numpy_steps():
-    a = np.arange(12, dtype=np.int32).reshape(3, 4)
-    f = lambda a: a @ a.T  # noqa: E731
-    assert _labels(f, a) == ["numpy:dot_general"]
-    np.testing.assert_array_equal(jit(f)(a), a @ a.T)
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int32, np.uint32, np.int64])
+@pytest.mark.parametrize("lshape,rshape,dims,native", [c for c in CASES if c[3]])
+def test_integer_dots_are_native_loops(lshape, rshape, dims, native, dt):
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dt)       # large values: products and sums wrap, as in NumPy
+    a = rng.integers(info.min // 2, info.max // 2, lshape, endpoint=True).astype(dt)
+    b = rng.integers(info.min // 2, info.max // 2, rshape, endpoint=True).astype(dt)
+    f = lambda a, b: lax.dot_general(a, b, dims)  # noqa: E731
+    with np.errstate(over="ignore"):
+        want = f(a, b)
+    np.testing.assert_array_equal(jit(f)(a, b), want)
+    assert _labels(f, a, b) == ["native:dot_general"]
+
+
+def test_mixed_precision_dots_stay_numpy_steps():
     x = np.ones((3, 4), np.float32)
     g = lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ())),  # noqa: E731
                                   preferred_element_type=np.float64)

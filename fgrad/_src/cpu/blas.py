@@ -113,7 +113,8 @@ def gemm_spec(eqn):
     if eqn.primitive.name != "dot_general" or eqn.params["preferred_element_type"] is not None:
         return None
     lhs, rhs = (a.aval for a in eqn.invars)
-    if lhs.dtype not in _SYMBOLS or rhs.dtype != lhs.dtype or not available():
+    if rhs.dtype != lhs.dtype or not (lhs.dtype.kind in "iu" or (lhs.dtype in _SYMBOLS
+                                                                 and available())):
         return None
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     nb = len(lb)
@@ -141,8 +142,11 @@ def gemm_spec(eqn):
 
 
 def emit_dot(ir, module, fname, eqn, spec):
-    """Emit `fname_body` for a dot_general with its GemmSpec; returns the function."""
+    """Emit `fname_body` for a dot_general with its GemmSpec; returns the function.
+    Integer products have no BLAS: they are loop nests (exact, wrapping like NumPy)."""
     dt = eqn.outvars[0].aval.dtype
+    if dt.kind in "iu":
+        return _emit_integer_dot(ir, module, fname, dt, spec)
     ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
     real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
     symbol = _SYMBOLS[dt][0]
@@ -239,3 +243,86 @@ def emit_dot(ir, module, fname, eqn, spec):
 def _declare(ir, module, name, ret, args):
     fn = module.globals.get(name)
     return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def _emit_integer_dot(ir, module, fname, dt, spec):
+    """C[b, i, j] = sum_p op(A)[b, i, p] * op(B)[b, p, j] in the integer type (sums of
+    integers are exact modulo 2^bits in any order, so this equals NumPy's matmul)."""
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    t = ir.IntType(8 * dt.itemsize)
+    body = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, ptr, i64, i64]),
+                       fname + "_body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+    lhs, rhs, out = body.args[:3]
+    m, n, k = spec.m, spec.n, spec.k
+    lda = m if spec.trans_a else k
+    ldb = k if spec.trans_b else n
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def loop(extent, inner, name, carried=None):
+        """for x in range(extent): carried = inner(x, carried); returns the last value."""
+        pre = b.block
+        head = body.append_basic_block(name)
+        done = body.append_basic_block(name + "_done")
+        b.branch(head)
+        b.position_at_end(head)
+        x = b.phi(i64, name=name)
+        x.add_incoming(const(0), pre)
+        acc = None
+        if carried is not None:
+            acc = b.phi(carried.type, name=name + "_acc")
+            acc.add_incoming(carried, pre)
+        new = inner(x, acc)
+        nxt = b.add(x, const(1))
+        x.add_incoming(nxt, b.block)
+        if acc is not None:
+            acc.add_incoming(new, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, const(extent)), head, done)
+        b.position_at_end(done)
+        return new
+
+    def element(ptr_, index):
+        return b.load(b.gep(ptr_, [index], inbounds=True, source_etype=t), typ=t)
+
+    def matrix(offsets):
+        lo, ro, oo = offsets
+
+        def row(i, _):
+            def column(j, _):
+                def term(p, acc):
+                    a = element(lhs, b.add(lo, b.add(b.mul(p, const(lda)), i) if spec.trans_a
+                                           else b.add(b.mul(i, const(lda)), p)))
+                    c = element(rhs, b.add(ro, b.add(b.mul(j, const(ldb)), p) if spec.trans_b
+                                           else b.add(b.mul(p, const(ldb)), j)))
+                    return b.add(acc, b.mul(a, c))
+                total = loop(k, term, "p", ir.Constant(t, 0))
+                b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(n)), j))],
+                                     inbounds=True, source_etype=t))
+            loop(n, column, "j")
+        loop(m, row, "i")
+
+    out_strides, acc = [], m * n
+    for extent in reversed(spec.batch):
+        out_strides.append(acc)
+        acc *= extent
+    out_strides.reverse()
+
+    def batches(level, offsets):
+        if level == len(spec.batch):
+            matrix(offsets)
+            return
+        steps = (spec.lhs_batch_strides[level], spec.rhs_batch_strides[level],
+                 out_strides[level])
+
+        def inner(x, _):
+            batches(level + 1, [off if step == 0 else b.add(off, b.mul(x, const(step)))
+                                for off, step in zip(offsets, steps)])
+        loop(spec.batch[level], inner, f"batch{level}")
+
+    batches(0, [const(0)] * 3)
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return body
