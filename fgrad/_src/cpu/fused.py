@@ -80,7 +80,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, program, structural, threads
+from . import blas, indexing, program, sorting, structural, threads
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -135,7 +135,7 @@ def can_lower_alone(eqn):
     array operands), or a structural primitive (`structural`: pad, concatenate,
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
-    if structural.can_lower(eqn):
+    if structural.can_lower(eqn) or sorting.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -939,6 +939,12 @@ def _emit_structural(ir, module, fname, group):
     return structural.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
+def _emit_sort(ir, module, fname, group):
+    """A single sort as a native merge sort (see `sorting`)."""
+    (eqn,) = group.eqns
+    return sorting.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -971,6 +977,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_indexing
         elif op in structural.NAMES:
             emit = _emit_structural
+        elif op in sorting.NAMES:
+            emit = _emit_sort
         else:
             emit = _emit_group
         try:
