@@ -66,12 +66,20 @@ def test_integer_dots_are_native_loops(lshape, rshape, dims, native, dt):
     assert _labels(f, a, b) == ["native:dot_general"]
 
 
-def test_mixed_precision_dots_stay_numpy_steps():
-    x = np.ones((3, 4), np.float32)
+def test_mixed_precision_dots_convert_then_multiply_natively():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
     g = lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ())),  # noqa: E731
                                   preferred_element_type=np.float64)
-    assert _labels(g, x) == ["numpy:dot_general"]
-    np.testing.assert_array_equal(jit(g)(x), np.full((3, 3), 4.0))
+    assert _labels(g, x) == ["native:convert_element_type", "native:dot_general"]
+    got = jit(g)(x)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, g(x), rtol=1e-15)
+    i = rng.integers(-100, 100, (5, 6)).astype(np.int8)        # int8 products summed in int32
+    h = lambda i: lax.dot_general(i, i, (((1,), (1,)), ((), ())),  # noqa: E731
+                                  preferred_element_type=np.int32)
+    np.testing.assert_array_equal(jit(h)(i), h(i))
+    assert "native:dot_general" in _labels(h, i)
 
 
 def test_non_contiguous_and_special_values():

@@ -3,9 +3,10 @@
 `simplify` runs small passes to a (bounded) fixpoint:
 
 - `inline_calls`: nested `jit` equations are replaced by their bodies;
-- `expand_outer_products`: a dot_general that contracts nothing but size-1
-  dims (an outer product, e.g. a weight gradient at batch 1) becomes a
-  multiply of broadcasts, which fusion folds into its consumers;
+- `expand_dots`: a dot_general that contracts nothing but size-1 dims (an
+  outer product, e.g. a weight gradient at batch 1) becomes a multiply of
+  broadcasts, which fusion folds into its consumers; one with a
+  preferred_element_type becomes a dot of converted operands;
 - `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
   replaced by their operand;
 - `fold_transposes_into_dots`: a dot_general reading a transposed operand reads
@@ -45,7 +46,7 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     """Inline nested calls, then forward trivial ops, fold constants, eliminate
     common subexpressions and dead code until nothing changes (at most
     `max_rounds` rounds)."""
-    closed = expand_outer_products(inline_calls(closed))
+    closed = expand_dots(inline_calls(closed))
     for _ in range(max_rounds):
         start = closed
         for p in (forward_trivial, fold_transposes_into_dots, fold_constants, cse, dce):
@@ -151,7 +152,7 @@ def inline_calls(closed):
 
 
 # ----------------------------------------------------------------------------
-# expand_outer_products
+# expand_dots
 
 def _is_outer_product(eqn):
     if eqn.primitive.name != "dot_general":
@@ -185,12 +186,37 @@ def _outer_product_body(eqn):
     return body
 
 
-def expand_outer_products(closed):
+def _converted_dot_body(eqn):
+    """A function computing `eqn`'s dot_general with a preferred_element_type as a
+    dot of its operands converted to that type (what the NumPy impl does), which
+    the backends then run as a plain matmul."""
+    from .. import lax
+    dims, dtype = eqn.params["dimension_numbers"], eqn.params["preferred_element_type"]
+
+    def body(lhs, rhs):
+        return [lax.dot_general(lax.convert_element_type(lhs, dtype),
+                                lax.convert_element_type(rhs, dtype), dims)]
+    return body
+
+
+def _dot_expansion(eqn):
+    """The replacement body for a dot_general worth rewriting, or None."""
+    if eqn.primitive.name != "dot_general":
+        return None
+    if _is_outer_product(eqn):
+        return _outer_product_body(eqn)
+    if eqn.params["preferred_element_type"] is not None:
+        return _converted_dot_body(eqn)
+    return None
+
+
+def expand_dots(closed):
     """Replace each dot_general whose contracting dims all have size 1 by a
-    multiply of its operands broadcast to the output (exactly the same sums:
-    each has one term)."""
+    multiply of its operands broadcast to the output (exactly the same sums: each
+    has one term), and each with a preferred_element_type by a dot of converted
+    operands."""
     jaxpr = closed.jaxpr
-    if not any(_is_outer_product(e) for e in jaxpr.eqns):
+    if not any(_dot_expansion(e) is not None for e in jaxpr.eqns):
         return closed
     from ..partial_eval import trace_to_jaxpr
     env = {}
@@ -198,12 +224,13 @@ def expand_outer_products(closed):
     eqns = []
     for eqn in jaxpr.eqns:
         invars = [read(a) for a in eqn.invars]
-        if not _is_outer_product(eqn):
+        expansion = _dot_expansion(eqn)
+        if expansion is None:
             eqns.append(_with_invars(eqn, invars))
             continue
-        body = trace_to_jaxpr(_outer_product_body(eqn), [a.aval for a in eqn.invars],
-                              "expanding an outer product").jaxpr
-        assert not body.constvars, "an expanded outer product needs no constants"
+        body = trace_to_jaxpr(expansion, [a.aval for a in eqn.invars],
+                              "expanding a dot_general").jaxpr
+        assert not body.constvars, "an expanded dot_general needs no constants"
         inner = dict(zip(body.invars, invars))
         inner_read = _reader(inner)
         for ie in body.eqns:
