@@ -81,6 +81,7 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from . import blas, indexing, program, sorting, structural, threads
+from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1086,11 +1087,11 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         if entry_name is None:
             fns.append(None)
             continue
-        fns.append(_annotated(_make_caller(g, module.entry(entry_name).cfunc, check, entry_name,
+        fns.append(_annotated(_make_caller(g, module.entry(entry_name), check, entry_name,
                                            outer, splittable, pairs), text, entry_name, module))
     segment_fns = []
     for seg, entry_name in zip(segments, segment_names):
-        fn = program.make_segment_caller(seg, module.entry(entry_name).cfunc, entry_name,
+        fn = program.make_segment_caller(seg, module.entry(entry_name), entry_name,
                                          _prepared, _segment_inplace(seg, groups, inplace),
                                          _address)
         segment_fns.append(_annotated(fn, text, entry_name, module))
@@ -1157,14 +1158,18 @@ else:  # pragma: no cover
         return a.__array_interface__["data"][0]
 
 
-def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, inplace):
-    """The Python side of one kernel: check inputs, allocate outputs, fill the
-    argument table (object addresses, or data pointers when the ndarray layout
-    is unknown), call. A big kernel whose outer loop may be split runs its
-    halves (thirds, ...) on the worker threads and this one at once.
-    `inplace` maps output j to input k when output j may be written into input
-    k's (donated) buffer: the kernel reads each element of k once, at the index
-    where it writes j, so it is used when writeable."""
+def _make_caller(group, entry, check_selector, entry_name, outer, splittable, inplace):
+    """The Python side of one kernel (`entry`: the engine's compiled entry): check
+    inputs, allocate outputs, fill the argument table (object addresses, or data
+    pointers when the ndarray layout is unknown), call. A big kernel whose outer
+    loop may be split runs its halves (thirds, ...) on the worker threads and
+    this one at once. `inplace` maps output j to input k when output j may be
+    written into input k's (donated) buffer: the kernel reads each element of k
+    once, at the index where it writes j, so it is used when writeable. The
+    callable's `native` (a dispatch.NativeEntry, or None when the kernel is split
+    over threads, writes in place or loops over nothing) lets native code call
+    the kernel directly."""
+    cfunc = entry.cfunc
     ins = [a for a in group.inputs if type(a) is not Literal]
     in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in group.outputs]
@@ -1242,6 +1247,10 @@ def _make_caller(group, cfunc, check_selector, entry_name, outer, splittable, in
 
     run.__name__ = entry_name
     run.chunks = chunks
+    run.native = None
+    if chunks is None and not inplace and size > 0:
+        run.native = NativeEntry(entry.address, in_specs, n_out,
+                                 err if check_selector else -1, lambda: (new_table()[0], ()))
     return run
 
 

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal, Var
+from .dispatch import NativeEntry
 
 ALIGN = 64
 
@@ -197,12 +198,14 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False):
     b.ret_void()
 
 
-def make_segment_caller(seg, cfunc, entry_name, prepare, inplace, address):
-    """The Python side of a segment: take the imported arrays (in `seg.imported`
-    order), allocate the exported ones (or reuse a donated input: `inplace` maps
-    an exported index to an imported index), run, return the exported arrays.
-    `prepare(k, x, dtype, shape)` makes an odd input C-contiguous; `address(a)`
-    is what a table slot holds for array a."""
+def make_segment_caller(seg, entry, entry_name, prepare, inplace, address):
+    """The Python side of a segment (`entry`: the engine's compiled entry): take
+    the imported arrays (in `seg.imported` order), allocate the exported ones (or
+    reuse a donated input: `inplace` maps an exported index to an imported
+    index), run, return the exported arrays. `prepare(k, x, dtype, shape)` makes
+    an odd input C-contiguous; `address(a)` is what a table slot holds for array
+    a. The callable's `native` lets native code call the segment directly."""
+    cfunc = entry.cfunc
     in_specs = [(v.aval.dtype, tuple(v.aval.shape)) for v in seg.imported]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in seg.exported]
     n_in, n_out = len(in_specs), len(out_specs)
@@ -247,6 +250,10 @@ def make_segment_caller(seg, cfunc, entry_name, prepare, inplace, address):
         return outs
 
     run.__name__ = entry_name
+    run.native = None
+    if not inplace:
+        run.native = NativeEntry(entry.address, in_specs, n_out, err,
+                                 lambda: (lambda ctx: (ctx[0], ctx[2]))(new_context()))
     return run
 
 

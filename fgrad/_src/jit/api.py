@@ -14,6 +14,8 @@ import optree
 
 from .. import core, tree_util
 from ..config import config
+from ..cpu import dispatch
+from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
 from ..debug.tracebacks import api_boundary, with_filtered_traceback
@@ -34,12 +36,14 @@ class CacheInfo(NamedTuple):
 class _Entry:
     """A traced program: its jaxpr (inputs: hoisted tracer constants, then the flat
     dynamic arguments), the output tree, and the hoisted values."""
-    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated")
+    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated", "runs", "fast")
 
     def __init__(self, jaxpr, out_tree, hoisted, donated=()):
         self.jaxpr, self.out_tree, self.hoisted = jaxpr, out_tree, hoisted
         self.executable = None
         self.donated = donated   # positions of the flat arguments that are donated
+        self.runs = 0            # calls with flat array arguments, before `fast` is tried
+        self.fast = None         # the native call path (cpu.dispatch); False: not eligible
 
 
 def _compile(entry, name):
@@ -93,6 +97,7 @@ class Jitted:
         self._positional = positional
         self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
         self._cache = {}
+        self._fast = None        # the native call path of the entry run last (see _try_fast)
         self._flat_trees = {}
         self._hits = self._misses = 0
         self._miss_log = []
@@ -130,6 +135,11 @@ class Jitted:
     # -- calling ---------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         __tracebackhide__ = True  # noqa: F841 -- pytest: do not show this frame
+        fast = self._fast
+        if fast is not None and not kwargs:
+            out = fast(*args)     # checks the arguments natively; MISS: not served
+            if out is not MISS:
+                return out
         try:
             return self._call(args, kwargs)
         except Exception as e:
@@ -142,7 +152,8 @@ class Jitted:
             return self.fun(*args, **kwargs)
         if not kwargs and not self._static_nums and core.current_trace() is core.eval_trace:
             # The fast path: concrete arrays only, no static arguments.
-            if all(type(a) in _FLAT_LEAF for a in args):      # no containers to flatten
+            flat_args = all(type(a) in _FLAT_LEAF for a in args)   # no containers
+            if flat_args:
                 leaves, tree = args, self._flat_tree(len(args))
             else:
                 leaves, tree = tree_util.flatten((args, _NO_KWARGS))  # the general path's tree
@@ -151,12 +162,47 @@ class Jitted:
                 entry = self._cache.get((tree, (), key))
                 if entry is not None:
                     self._hits += 1
-                    return self._run(entry, raw, leaves)
+                    outs = self._run(entry, raw, leaves)
+                    if flat_args and entry.fast is None:
+                        self._try_fast(entry)
+                    return outs
         entry, flat = self._lookup(args, kwargs)
         if core.current_trace() is core.eval_trace and not entry.hoisted:
             return self._run(entry, [x._value if type(x) is Array else x for x in flat], flat)
         outs = jit_p.bind(*entry.hoisted, *flat, jaxpr=entry.jaxpr, name=self._name)
         return tree_util.unflatten(entry.out_tree, outs)
+
+    def _try_fast(self, entry):
+        """From an entry's second call with flat array arguments on, serve its calls
+        through the native call path when its program allows (cpu.dispatch)."""
+        entry.runs += 1
+        if entry.runs < 2 or entry.executable is None:
+            return
+        entry.fast = False
+        found = None if entry.hoisted or entry.donated else entry.executable.native_call()
+        if found is None:
+            return
+        native, call_map, constants = found
+        exe, n_out = entry.executable, len(entry.executable.out_refs)
+        sizes = [v.aval.size * v.aval.dtype.itemsize for v in entry.jaxpr.jaxpr.invars]
+        sizes += [c.nbytes for c in constants if c is not None]
+        sizes += [a.aval.size * a.aval.dtype.itemsize for a in entry.jaxpr.jaxpr.outvars]
+        if n_out == 0 or sum(sizes) > dispatch.MAX_BYTES:
+            return
+        if entry.out_tree == tree_util.structure(0):
+            finish, as_tuple = None, False
+        elif entry.out_tree == tree_util.structure((0,) * n_out):
+            finish, as_tuple = None, True
+        else:
+            finish, as_tuple = functools.partial(tree_util.unflatten, entry.out_tree), True
+        in_avals = [(v.aval.shape, v.aval.dtype, v.aval.weak_type)
+                    for v in entry.jaxpr.jaxpr.invars]
+        out_avals = [(v.aval.shape, v.aval.dtype, w)
+                     for v, w in zip(entry.jaxpr.jaxpr.outvars, exe.out_weak)]
+        entry.fast = dispatch.fast_function(native, in_avals, call_map, constants, out_avals,
+                                            finish, as_tuple, exe, self._name) or False
+        if entry.fast:
+            self._fast = entry.fast
 
     def _flat_tree(self, n):
         """The tree structure of (n arrays, no keywords), as the general path builds it."""
@@ -266,7 +312,8 @@ class Jitted:
 
     def cache_info(self):
         """Hits, misses and cached programs of this function."""
-        return CacheInfo(self._hits, self._misses, len(self._cache))
+        native = sum(dispatch.hits(e.fast) for e in self._cache.values() if e.fast)
+        return CacheInfo(self._hits + native, self._misses, len(self._cache))
 
     def cache_misses(self):
         """Why each miss traced again (a list of sentences, oldest first)."""
@@ -274,6 +321,7 @@ class Jitted:
 
     def clear_cache(self):
         self._cache.clear()
+        self._fast = None
 
     def _describe(self, i):
         if i < len(self._positional):

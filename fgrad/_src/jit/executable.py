@@ -186,6 +186,34 @@ class Executable:
         return [np.array(env[i]) if copy else env[i]
                 for i, copy in zip(self.out_refs, self.out_copy)]
 
+    def native_call(self):
+        """(NativeEntry, per input of the call: the program input it reads or None,
+        per input of the call: the constant it reads or None) when the program is
+        one native call reading only the program's inputs and constants and giving
+        exactly its outputs (native code may then run it; see cpu.dispatch), else None."""
+        only = self.calls[0] if len(self.calls) == 1 else None
+        native = getattr(only.fn, "native", None) if only is not None else None
+        if native is None or self.donated or any(self.out_copy) or only.params \
+                or not only.multiple or only.outs != self.out_refs:
+            return None
+        avals = [v.aval for v in self.jaxpr.jaxpr.invars]
+        call_map, constants = [], []
+        for i, (dt, shape) in zip(only.ins, native.in_specs):
+            if i in self.in_slots:
+                k = self.in_slots.index(i)
+                if avals[k].dtype != dt or tuple(avals[k].shape) != tuple(shape):
+                    return None
+                call_map.append(k)
+                constants.append(None)
+                continue
+            c = self.template[i]
+            if type(c) is not np.ndarray or c.dtype != dt or c.shape != tuple(shape) \
+                    or not c.flags.c_contiguous:
+                return None
+            call_map.append(None)
+            constants.append(c)
+        return native, call_map, constants
+
     def as_text(self):
         lines = [f"// program {self.name}: {len(self.kernels)} steps "
                  f"({step_summary(self.kernels)} kernels)",
