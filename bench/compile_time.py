@@ -6,7 +6,10 @@ negligible run. Every repeat changes the constant so that no cache can answer
 (fgrad also gets an empty disk cache each time). Also: grad of grad of a 100-op
 chain, and the first call in a fresh process, cold and with the disk cache a
 previous process left (fgrad's object cache, JAX's persistent compilation cache);
-the fresh-process rows exclude the time to import the library.
+the fresh-process rows exclude the time to import the library. Fresh processes
+may write Python bytecode (PYTHONDONTWRITEBYTECODE is unset for them), as an
+installed library has it: otherwise every fresh process would compile fgrad's
+lazily imported modules from source, which JAX's wheel never has to.
 """
 from common import FGRAD, PEER, Column, Section, Table, Timing, agree, guarded  # first: threads
 import peers
@@ -132,6 +135,7 @@ print(time.perf_counter() - start)
 def _fresh_process(lib, cache, runs):
     code = _FRESH[lib].format(cache=cache) + _FRESH_BODY.format(ops=FRESH_PROCESS_OPS)
     env = dict(os.environ, FGRAD_CACHE_DIR=cache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     times = []
     for _ in range(runs):
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -129,9 +129,11 @@ def test_explicit_cache_dir_and_disabled_cache(tmp_path, monkeypatch):
     d = tmp_path / "explicit"
     cm = engine.compile_module(kernel(9.0), ["scale"], cache_dir=d)
     assert Path(cm.stats.cache_path).parent.parent == d
-    assert not (tmp_path / "env").exists()
+    assert not [p for p in (tmp_path / "env").rglob("*") if p.suffix in (".o", ".so")]
     cm = engine.compile_module(kernel(10.0), ["scale"], cache=False)
-    assert cm.stats.cache_path is None and not (tmp_path / "env").exists()
+    assert cm.stats.cache_path is None
+    env = tmp_path / "env"    # (may hold the per-CPU host description, no code)
+    assert not [p for p in env.rglob("*") if p.suffix in (".o", ".so")]
     monkeypatch.delenv("FGRAD_CACHE_DIR")
     assert engine.default_cache_dir() == Path.home() / ".cache" / "fgrad"
 
@@ -247,6 +249,7 @@ def test_add_symbol_and_cached_external_reference(cache_dir):
     for expect_hit in (False, True):
         cm = engine.compile_module(CALLBACK_IR, ["go"])
         assert cm.stats.cache_hit == expect_hit
+        assert not cm.stats.shared_library   # a private symbol: MCJIT resolves it
         cm.entry("go")(np.array([42 + expect_hit], np.int64))
     assert seen == [42, 43]
 
@@ -269,3 +272,56 @@ def test_concurrent_compiles(cache_dir):
     assert not errors
     for k in range(4):
         np.testing.assert_array_equal(results[k], 100.0 + k)
+
+
+def test_code_is_a_shared_library_when_a_linker_exists(cache_dir):
+    cm = engine.compile_module(kernel(17.0), ["scale"])
+    assert cm.stats.shared_library == (engine._linker() is not None)
+    assert cm.stats.cache_path.endswith(".so" if cm.stats.shared_library else ".o")
+    np.testing.assert_array_equal(run_scale(cm, np.arange(4.0)), 17.0 * np.arange(4.0))
+
+
+def test_link_failure_falls_back_to_mcjit(cache_dir, monkeypatch):
+    monkeypatch.setattr(engine, "_linker", lambda: "/bin/false")
+    cm = engine.compile_module(kernel(19.0), ["scale"])
+    assert not cm.stats.shared_library and cm.stats.link_error
+    assert cm.stats.cache_path.endswith(".o")
+    np.testing.assert_array_equal(run_scale(cm, np.arange(4.0)), 19.0 * np.arange(4.0))
+
+
+def test_fresh_process_cache_hit_does_not_load_llvm(cache_dir):
+    if engine._linker() is None:
+        pytest.skip("no system linker: cached code is loaded by MCJIT")
+    text = kernel(21.0)
+    engine.compile_module(text, ["scale"])
+    code = (
+        "import sys, numpy as np\n"
+        "from fgrad._src.cpu import engine\n"
+        "cm = engine.compile_module(sys.stdin.read(), ['scale'])\n"
+        "x = np.arange(3.0); out = np.zeros(3)\n"
+        "cm.entry('scale')(np.array([3, x.ctypes.data, out.ctypes.data], np.int64))\n"
+        "print(cm.stats.cache_hit, 'llvmlite.binding' in sys.modules, out.tolist())\n"
+    )
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    for _ in range(2):   # the first run also remembers LLVM's view of this CPU
+        res = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "True False [0.0, 21.0, 42.0]"
+
+
+def test_aliases(cache_dir):
+    assert engine.load_alias("a" * 64, ["scale"]) is None
+    cm = engine.compile_module(kernel(23.0), ["scale"])
+    engine.save_alias("b" * 64, cm, {"infos": [[True, 3, False]]})
+    found, meta = engine.load_alias("b" * 64, ["scale"])
+    assert found.stats.cache_hit and meta == {"infos": [[True, 3, False]]}
+    np.testing.assert_array_equal(run_scale(found, np.ones(2)), 23.0)
+    assert engine.load_alias("b" * 64, ["nope"]) is None   # no such entry: compile
+    path = Path(cm.stats.cache_path).with_name("b" * 64 + ".alias")
+    path.write_bytes(path.read_bytes()[:-3])           # damaged: no alias
+    assert engine.load_alias("b" * 64, ["scale"]) is None
+    uncached = engine.compile_module(kernel(24.0), ["scale"], cache=False)
+    engine.save_alias("c" * 64, uncached, {})          # nothing on disk to name
+    assert engine.load_alias("c" * 64, ["scale"]) is None

@@ -177,7 +177,7 @@ def plan(jaxpr, can_fuse):
 
     def emit(group):
         """Place a pending group in `steps`, after the pending groups it reads."""
-        for dep in list(group.deps):
+        for dep in [g for g in pending if g in group.deps]:   # oldest first
             if dep in pending:
                 emit(dep)
         pending.remove(group)

@@ -2,9 +2,8 @@
 
 fgrad uses one BLAS in a process: the OpenBLAS that NumPy's wheel bundles
 (`numpy.libs/libscipy_openblas64_*.so`), found with dlopen(RTLD_NOLOAD) so
-its already-loaded copy is reused; its CBLAS `sgemm`/`dgemm` (64-bit integer
-interface) are registered as the symbols `fgrad_cblas_sgemm`/`_dgemm` for
-JIT-compiled code. Two OpenBLAS copies in one process fight over threads (see
+its already-loaded copy is reused and made global; compiled code calls its
+CBLAS `sgemm`/`dgemm`/`gemv` (64-bit integer interface) by their own names. Two OpenBLAS copies in one process fight over threads (see
 the project's cpu-codegen notes), so when NumPy's copy cannot be found no
 native matmul is emitted and dot_general stays a NumPy step (announced as
 such in `as_text`).
@@ -35,12 +34,14 @@ from typing import NamedTuple
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_SYMBOLS = {np.dtype(np.float32): ("fgrad_cblas_sgemm", "scipy_cblas_sgemm64_"),
-            np.dtype(np.float64): ("fgrad_cblas_dgemm", "scipy_cblas_dgemm64_")}
-_GEMV = {np.dtype(np.float32): ("fgrad_cblas_sgemv", "scipy_cblas_sgemv64_"),
-         np.dtype(np.float64): ("fgrad_cblas_dgemv", "scipy_cblas_dgemv64_")}
-_THREADS = {"fgrad_openblas_get_threads": "scipy_openblas_get_num_threads64_",
-            "fgrad_openblas_set_threads": "scipy_openblas_set_num_threads64_"}
+# NumPy's OpenBLAS symbols, called by these names (the library is made global,
+# so a compiled object loaded with dlopen resolves them as MCJIT does)
+_SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_",
+            np.dtype(np.float64): "scipy_cblas_dgemm64_"}
+_GEMV = {np.dtype(np.float32): "scipy_cblas_sgemv64_",
+         np.dtype(np.float64): "scipy_cblas_dgemv64_"}
+_GET_THREADS, _SET_THREADS = "scipy_openblas_get_num_threads64_", \
+    "scipy_openblas_set_num_threads64_"
 _registered = None
 
 SMALL_GEMM = 1 << 22
@@ -65,9 +66,9 @@ def available():
         _registered = False
         if lib is not None:
             try:
-                addresses = {ours: ctypes.cast(getattr(lib, theirs), ctypes.c_void_p).value
-                             for ours, theirs in list(_SYMBOLS.values()) + list(_GEMV.values())
-                             + list(_THREADS.items())}
+                addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                             for name in [*_SYMBOLS.values(), *_GEMV.values(), _GET_THREADS,
+                                          _SET_THREADS]}
             except AttributeError:
                 addresses = None
             if addresses:
@@ -149,7 +150,7 @@ def emit_dot(ir, module, fname, eqn, spec):
         return _emit_integer_dot(ir, module, fname, dt, spec)
     ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
     real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
-    symbol = _SYMBOLS[dt][0]
+    symbol = _SYMBOLS[dt]
     gemm = module.globals.get(symbol)
     if gemm is None:
         gemm = ir.Function(module, ir.FunctionType(
@@ -167,7 +168,7 @@ def emit_dot(ir, module, fname, eqn, spec):
     lda = m if spec.trans_a else k
     ldb = k if spec.trans_b else n
 
-    gemv = _declare(ir, module, _GEMV[dt][0], ir.VoidType(),
+    gemv = _declare(ir, module, _GEMV[dt], ir.VoidType(),
                     [i32, i32, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
 
     def matrix_vector(matrix, trans, rows, cols, ld, vector, c):
@@ -228,8 +229,8 @@ def emit_dot(ir, module, fname, eqn, spec):
         b.position_at_end(done)
 
     if math.prod(spec.batch) * m * n * k < SMALL_GEMM:
-        get = _declare(ir, module, "fgrad_openblas_get_threads", i32, [])
-        set_ = _declare(ir, module, "fgrad_openblas_set_threads", ir.VoidType(), [i32])
+        get = _declare(ir, module, _GET_THREADS, i32, [])
+        set_ = _declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
         before = b.call(get, [])
         b.call(set_, [ir.Constant(i32, 1)])
         loops(0, [zero, zero, zero])

@@ -378,13 +378,21 @@ def _emit(L):
 
 
 def _dispatcher():
-    """(address of fgrad_dispatch, its module), compiled once per process."""
+    """(address of fgrad_dispatch, its module), compiled once per process (found
+    in the disk cache without emitting IR when an earlier process compiled it)."""
     if not _FUNCTION:
+        from ..jit.fingerprint import source_digest
         from . import engine
         for name in _C_API:
             engine.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name),
                                                 ctypes.c_void_p).value)
-        module = engine.compile_module(_emit(layout()), ["fgrad_dispatch"])
+        alias = engine.cache_key(f"fgrad dispatch {sorted(layout().items())} {source_digest()}")
+        found = engine.load_alias(alias, ["fgrad_dispatch"])
+        if found is not None:
+            module = found[0]
+        else:
+            module = engine.compile_module(_emit(layout()), ["fgrad_dispatch"])
+            engine.save_alias(alias, module, {})
         _FUNCTION.append((module.address("fgrad_dispatch"), module))
     return _FUNCTION[0][0]
 

@@ -1028,20 +1028,14 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
             f"[{'; '.join(_describe(g) for g in groups)}]") from e
     module = ir.Module(name=_sanitize(name))
     base = "fgrad_" + _sanitize(name)
-    in_segment = {id(m) for seg in segments for m in seg.members}
+    names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
-    names = []
-    for i, (g, body, info) in enumerate(zip(groups, bodies, infos)):
-        if id(g) in in_segment:
-            names.append(None)
-        else:
+    for g, body, info, entry in zip(groups, bodies, infos, names):
+        if entry is not None:
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
-            _emit_entry(ir, module, f"{base}_k{i}", body, n_arrays, info[0], flush)
-            names.append(f"{base}_k{i}")
-    segment_names = []
-    for j, seg in enumerate(segments):
-        segment_names.append(f"{base}_s{j}")
-        program.emit_segment(ir, module, segment_names[-1], seg,
+            _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
+    for seg, entry in zip(segments, segment_names):
+        program.emit_segment(ir, module, entry, seg,
                              {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
                              _DATA_OFFSET, flush)
     return str(module), names, infos, segment_names
@@ -1059,7 +1053,8 @@ def runs_threaded(group):
                           math.prod(group.shape)) is not None
 
 
-def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=None):
+def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=None,
+                   fingerprint=None, canonical=None):
     """Callables for the `Fused` groups, all compiled in one LLVM module:
     (one per group, None for a group run by a segment; one per segment).
 
@@ -1067,21 +1062,49 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
     order) and returns the list of its outputs (fresh arrays, except where
     `inplace[g]` maps an output to a donated input whose buffer it reuses); a
     segment's takes its imported values and returns its exported ones. Each
-    carries `llvm_ir` (the module's unoptimised IR text), `entry_name` and
-    `module`.
+    carries `llvm_ir()` (the module's unoptimised IR text, emitted on demand),
+    `entry_name` and `module`.
+
+    `fingerprint` (jit.fingerprint of the program and these options) finds
+    code compiled by an earlier process without emitting any IR, when the plan
+    agrees with that process's at the boundary between Python and native code:
+    each entry's table (`canonical(var)` names the arrays in it) and each
+    segment's workspace size (inside the IR anything may differ).
     """
     if not groups:
         return [], []
+    from . import engine
     inplace = inplace or [{}] * len(groups)
-    text, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
-    try:
-        from . import engine
-        module = engine.compile_module(text, [n for n in names if n] + segment_names)
-    except Exception as e:
-        raise FusedCompileError(
-            f"jit of {name}: compiling native code for fused groups "
-            f"[{'; '.join(_describe(g) for g in groups)}] failed: "
-            f"{type(e).__name__}: {e}") from e
+    names, segment_names = _entry_names(groups, name, segments)
+    entries = [n for n in names if n] + segment_names
+    alias = None
+    if fingerprint is not None:
+        tables = [(n, [canonical(a) for a in g.inputs if type(a) is not Literal],
+                   [canonical(v) for v in g.outputs]) for g, n in zip(groups, names) if n]
+        tables += [(n, [canonical(v) for v in seg.imported], [canonical(v) for v in seg.exported],
+                    seg.workspace) for seg, n in zip(segments, segment_names)]
+        alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
+                                 f"{threads.num_threads()} blas {blas.available()}")
+    found = engine.load_alias(alias, entries) if alias else None
+    if found is not None and len(found[1].get("infos", ())) != len(groups):
+        found = None              # not this program after all: emit it
+    if found is not None:
+        module, meta = found
+        infos = [tuple(info) for info in meta["infos"]]
+        text = functools.lru_cache(maxsize=None)(
+            lambda: emit_module(groups, name, segments, flush, loops)[0])
+    else:
+        emitted, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
+        text = lambda: emitted  # noqa: E731
+        try:
+            module = engine.compile_module(emitted, entries)
+        except Exception as e:
+            raise FusedCompileError(
+                f"jit of {name}: compiling native code for fused groups "
+                f"[{'; '.join(_describe(g) for g in groups)}] failed: "
+                f"{type(e).__name__}: {e}") from e
+        if alias:
+            engine.save_alias(alias, module, {"infos": infos})
     fns = []
     for g, entry_name, (check, outer, splittable), pairs in zip(groups, names, infos, inplace):
         if entry_name is None:
@@ -1096,6 +1119,15 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                                          _address)
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
+
+
+def _entry_names(groups, name, segments):
+    """(per group: its entry `<base>_k<i>`, or None inside a segment; per segment:
+    `<base>_s<j>`)."""
+    base = "fgrad_" + _sanitize(name)
+    in_segment = {id(m) for seg in segments for m in seg.members}
+    return ([None if id(g) in in_segment else f"{base}_k{i}" for i, g in enumerate(groups)],
+            [f"{base}_s{j}" for j in range(len(segments))])
 
 
 def _annotated(fn, text, entry_name, module):

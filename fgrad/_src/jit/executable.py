@@ -19,6 +19,7 @@ from ..config import config
 from ..core import Array
 from ..jaxpr import Literal, Var, pretty_print
 from .donation import _root, unshare_donated
+from .fingerprint import fingerprint
 from .slots import Slots, run_steps, step_summary
 
 
@@ -77,7 +78,7 @@ class Executable:
                 raise NotImplementedError(
                     f"jit cannot compile {eqn.primitive.name}: it has no implementation to "
                     f"run (in {name})")
-        self.llvm_ir = None
+        self._llvm_ir = None      # () -> the native module's IR text (emitted on demand)
         self.compile_stats = None  # the native module's compile statistics (disk-cache hit, ms)
         inplace = _in_place(groups, steps, jaxpr, donated)
         # consecutive native kernels run as one native call (a segment)
@@ -93,10 +94,12 @@ class Executable:
         fns, segment_fns = [None] * len(groups), []
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
+            key = fingerprint(closed, name, tuple(donated), config.flush_denormals)
             fns, segment_fns = fused.compile_groups(groups, name, inplace, segments,
-                                                    config.flush_denormals, loops)
+                                                    config.flush_denormals, loops, key,
+                                                    _canonical_names(jaxpr, template, slot_of))
             first = next(f for f in fns + segment_fns if f is not None)
-            self.llvm_ir = first.llvm_ir
+            self._llvm_ir = first.llvm_ir
             self.compile_stats = first.module.stats
         self.kernels = []        # the program's steps, as listed by as_text
         self.calls = []          # what a call runs: steps, with segments as one call each
@@ -186,6 +189,11 @@ class Executable:
         return [np.array(env[i]) if copy else env[i]
                 for i, copy in zip(self.out_refs, self.out_copy)]
 
+    @property
+    def llvm_ir(self):
+        """The LLVM IR of the native kernels (as emitted), or None when there are none."""
+        return self._llvm_ir() if self._llvm_ir is not None else None
+
     def native_call(self):
         """(NativeEntry, per input of the call: the program input it reads or None,
         per input of the call: the constant it reads or None) when the program is
@@ -229,6 +237,22 @@ class Executable:
             lines += ["", "; LLVM IR of the native kernels (as emitted, before optimisation)",
                       self.llvm_ir]
         return "\n".join(lines)
+
+
+def _canonical_names(jaxpr, template, slot_of):
+    """var -> a name that is the same in every process compiling this jaxpr: its
+    position in the jaxpr, or for a constant placed for a native loop, its type and
+    a digest of its value."""
+    import hashlib
+    position = {v: i for i, v in enumerate(
+        jaxpr.constvars + jaxpr.invars + [v for e in jaxpr.eqns for v in e.outvars])}
+
+    def name(v):
+        if v in position:
+            return position[v]
+        value = np.ascontiguousarray(template[slot_of(v)])
+        return f"{v.aval.str_short()}:{hashlib.sha256(value.tobytes()).hexdigest()[:24]}"
+    return name
 
 
 def _native_steps(jaxpr, fused):
