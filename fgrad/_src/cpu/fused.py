@@ -80,7 +80,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, program, sorting, structural, threads
+from . import blas, indexing, outputs, program, sorting, structural, threads
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -1224,7 +1224,8 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
         return t, t.ctypes.data
 
     tables.append(new_table())
-    empty, full = np.empty, np.full
+    empty = outputs.empty if any(outputs.is_big(*spec) for spec in out_specs) else np.empty
+    full = np.full
     address = _address
 
     def prepare(k, x):

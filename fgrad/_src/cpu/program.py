@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal, Var
+from . import outputs
 from .dispatch import NativeEntry
 
 ALIGN = 64
@@ -220,7 +221,8 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address):
         return table, table.ctypes.data, ws
 
     pool.append(new_context())
-    empty, ndarray = np.empty, np.ndarray
+    empty = outputs.empty if any(outputs.is_big(*spec) for spec in out_specs) else np.empty
+    ndarray = np.ndarray
 
     def run(*xs):
         table, table_address, ws = pool.pop() if pool else new_context()
