@@ -736,7 +736,7 @@ def test_zero_size_reductions(shape, axes):
             jit(lambda x: lax.reduce_min(x, axes))(x)
 
 
-def test_products_and_boolean_reductions_fuse_but_float16_sums_stay_numpy_steps():
+def test_products_and_boolean_reductions_fuse():
     x = np.linspace(0.5, 1.5, 12).reshape(3, 4)
     f = lambda x: fnp.prod(x * 2.0, axis=1)  # noqa: E731
     assert _labels(f, x) == ["native:mul+reduce_prod"]
@@ -744,12 +744,29 @@ def test_products_and_boolean_reductions_fuse_but_float16_sums_stay_numpy_steps(
     b = np.array([[True, False], [True, True]])
     assert _labels(lambda b: lax.reduce_max(b, (1,)), b) == ["native:reduce_max"]
     _check(jit(lambda b: lax.reduce_max(b, (1,)))(b), np.array([True, True]))
-    # NumPy sums float16 in a float accumulator and rounds once per block: not
-    # reproduced by a half-precision accumulator, so left to NumPy
-    h = np.ones((3, 4), np.float16)
-    g = lambda h: fnp.sum(h * h, axis=1)  # noqa: E731
-    assert _labels(g, h)[-1] == "numpy:reduce_sum"
-    _check(jit(g)(h), g(h))
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+@pytest.mark.parametrize("reduce", ["sum", "prod"])
+def test_float16_sums_and_products_accumulate_in_float32_natively(axis, reduce):
+    """As XLA does: the sum of 10^4 float16 ones is 10^4 (NumPy's own float16 sum
+    along axis 0 would stop at 2048), eagerly and under jit, in native code."""
+    rng = np.random.default_rng(21)
+    if reduce == "sum":
+        h = np.ones((10_000, 3), np.float16)
+        f = lambda h: fnp.sum(h * h, axis=axis)  # noqa: E731
+        exact = np.sum(h.astype(np.float64) ** 2, axis=axis)
+    else:
+        h = rng.uniform(0.97, 1.03, (300, 3)).astype(np.float16)
+        f = lambda h: fnp.prod(h, axis=axis)  # noqa: E731
+        exact = np.prod(h.astype(np.float64), axis=axis)
+    eager, compiled = np.asarray(f(h)), np.asarray(jit(f)(h))
+    assert eager.dtype == compiled.dtype == np.float16
+    ulp = np.spacing(exact.astype(np.float16)).astype(np.float64)
+    assert np.all(np.abs(eager - exact) <= ulp) and np.all(np.abs(compiled - exact) <= ulp)
+    np.testing.assert_allclose(compiled.astype(np.float64), eager, rtol=0, atol=ulp.max())
+    labels = _labels(f, h)
+    assert all(lab.startswith("native:") for lab in labels), labels
 
 
 def test_shape_views_are_index_arithmetic():

@@ -46,7 +46,7 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     """Inline nested calls, then forward trivial ops, fold constants, eliminate
     common subexpressions and dead code until nothing changes (at most
     `max_rounds` rounds)."""
-    closed = expand_dots(inline_calls(closed))
+    closed = widen_half_reductions(expand_dots(inline_calls(closed)))
     for _ in range(max_rounds):
         start = closed
         for p in (forward_trivial, fold_transposes_into_dots, fold_constants, cse, dce):
@@ -239,6 +239,40 @@ def expand_dots(closed):
         env[eqn.outvars[0]] = inner_read(body.outvars[0])
     return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns,
                     [read(a) for a in jaxpr.outvars])
+
+
+# ----------------------------------------------------------------------------
+# widen_half_reductions
+
+_ACCUMULATED = ("reduce_sum", "reduce_prod")
+
+
+def widen_half_reductions(closed):
+    """Write each float16 sum and product as what it computes (lax/reductions.py):
+    convert to float32, reduce, convert back, so the backend fuses a float32
+    reduction instead of needing a float16 accumulator."""
+    from ..core import ShapedArray
+    from ..lax.elementwise import convert_element_type_p
+    jaxpr = closed.jaxpr
+    if not any(e.primitive.name in _ACCUMULATED and e.invars[0].aval.dtype == np.float16
+               for e in jaxpr.eqns):
+        return closed
+    eqns = []
+    for eqn in jaxpr.eqns:
+        x = eqn.invars[0]
+        if eqn.primitive.name not in _ACCUMULATED or x.aval.dtype != np.float16:
+            eqns.append(eqn)
+            continue
+        out = eqn.outvars[0]
+        wide_in = Var(ShapedArray(x.aval.shape, np.dtype(np.float32)))
+        wide_out = Var(ShapedArray(out.aval.shape, np.dtype(np.float32)))
+        eqns += [Eqn(convert_element_type_p, [x], [wide_in],
+                     {"new_dtype": np.dtype(np.float32), "weak_type": False}, eqn.source_info),
+                 Eqn(eqn.primitive, [wide_in], [wide_out], eqn.params, eqn.source_info),
+                 Eqn(convert_element_type_p, [wide_out], [out],
+                     {"new_dtype": np.dtype(np.float16), "weak_type": out.aval.weak_type},
+                     eqn.source_info)]
+    return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns, jaxpr.outvars)
 
 
 # ----------------------------------------------------------------------------

@@ -65,9 +65,9 @@ scatters (`indexing`), and pad, concatenate, dynamic_slice,
 dynamic_update_slice, the cumulative reductions and argmax / argmin
 (`structural`).
 
-Deliberate gaps (can_fuse says False): float16 sums and products (NumPy
-accumulates them in float and rounds once per block), bitcasts to or from
-bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> uint32 conversions of NaN or values outside
+float16 sums and products reach the backend as float32 ones between converts
+(`simplify.widen_half_reductions`). Deliberate gaps (can_fuse says False):
+bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> uint32 conversions of NaN or values outside
 [-2**31, 2**32) are unspecified (NumPy itself answers differently for small
 and large arrays); every other float -> int conversion matches NumPy on x86
 (NaN and out-of-range values give what cvttss2si/cvttsd2si give).
@@ -605,8 +605,8 @@ def _layout(domain, operands, offsets=None):
     return dims, out
 
 
-# Reductions a group may end with: (identity, combine) per dtype kind. Not float16
-# sums and products: NumPy accumulates those in float and rounds once per block.
+# Reductions a group may end with: (identity, combine) per dtype kind. float16 sums
+# and products accumulate in float32: simplify rewrites them to float32 ones.
 _REDUCE_DTYPES = {"reduce_sum": _NUM - {_F16}, "reduce_prod": _NUM - {_F16},
                   "reduce_max": _NUM | {_BOOL}, "reduce_min": _NUM | {_BOOL},
                   "reduce_and": frozenset({_BOOL}), "reduce_or": frozenset({_BOOL})}

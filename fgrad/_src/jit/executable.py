@@ -13,6 +13,7 @@ NumPy fallback.
 """
 import numpy as np
 
+from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
 from ..cpu.program import plan_segments
 from ..config import config
@@ -47,6 +48,8 @@ class Executable:
     """A compiled program: call it with the NumPy values of the jaxpr's inputs."""
 
     def __init__(self, closed, name="jit", donated=()):
+        fused = _backend()
+        closed = blas_layout_dots(closed, fused.can_lower_alone)
         self.name = name
         self.jaxpr = closed
         jaxpr = closed.jaxpr
@@ -54,7 +57,6 @@ class Executable:
         template, slot_of, ref = slots.template, slots.of, slots.ref
         self.in_slots = slots.inputs
 
-        fused = _backend()
         steps = _native_steps(jaxpr, fused)
         loops = {}               # id(group) -> LoopPlan of a loop run natively
         for i, step in enumerate(steps):
@@ -300,7 +302,7 @@ def _native_body(closed, fused):
     passed in), else None."""
     from ..compiler.simplify import simplify
     from ..cpu.program import BodyPlan, is_alias
-    body = simplify(closed)
+    body = blas_layout_dots(simplify(closed), fused.can_lower_alone)
     outs = body.jaxpr.outvars
     if any(type(v) is not Var for v in outs):
         return None

@@ -1,0 +1,63 @@
+"""Matrix products in a layout BLAS takes: transpose the operands first.
+
+gemm multiplies row-major matrices, possibly transposed, batched over leading
+dimensions. A dot_general whose batch dimensions are not the operands' leading
+ones, or whose contracting dimensions sit between free ones (an einsum such as
+'bqhd,bkhd->bhqk'), does not fit. Transposing an operand to (batch, free,
+contracting) or (batch, contracting, free) makes it fit, and a transpose that
+only feeds a native kernel compiles to a copy loop, so the product runs
+natively instead of as a NumPy step. The output layout (batch, lhs free, rhs
+free) does not change.
+
+This runs after `simplify` (whose `fold_transposes_into_dots` would fold the
+transposes back) and only where the backend says the dot's layout is all that
+stops it.
+"""
+from ..core import ShapedArray
+from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
+from ..lax.shape_ops import transpose_p
+
+
+def blas_layout_dots(closed, takes):
+    """`closed` with each dot_general that `takes(eqn)` rejects, but accepts once
+    its operands are transposed, rewritten that way (the same object when none)."""
+    jaxpr = closed.jaxpr
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general" and not takes(eqn):
+            rewritten = _with_transposed_operands(eqn)
+            if rewritten is not None and takes(rewritten[-1]):
+                eqns.extend(rewritten)
+                changed = True
+                continue
+        eqns.append(eqn)
+    if not changed:
+        return closed
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars), closed.consts)
+
+
+def _with_transposed_operands(eqn):
+    """[transposes of the operands that need one..., the dot on them], or None."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lhs, rhs = eqn.invars
+    if type(lhs) is Literal or type(rhs) is Literal:
+        return None
+    nl, nr = len(lhs.aval.shape), len(rhs.aval.shape)
+    lhs_free = [d for d in range(nl) if d not in lc and d not in lb]
+    rhs_free = [d for d in range(nr) if d not in rc and d not in rb]
+    nb, nc = len(lb), len(lc)
+    eqns, operands = [], []
+    for a, perm in ((lhs, [*lb, *lhs_free, *lc]), (rhs, [*rb, *rc, *rhs_free])):
+        if perm == list(range(len(perm))):
+            operands.append(a)
+            continue
+        aval = ShapedArray(tuple(a.aval.shape[d] for d in perm), a.aval.dtype, a.aval.weak_type)
+        moved = Var(aval)
+        eqns.append(Eqn(transpose_p, [a], [moved], {"permutation": tuple(perm)},
+                        eqn.source_info))
+        operands.append(moved)
+    batch = tuple(range(nb))
+    dims = ((tuple(range(nl - nc, nl)), tuple(range(nb, nb + nc))), (batch, batch))
+    eqns.append(Eqn(eqn.primitive, operands, eqn.outvars,
+                    dict(eqn.params, dimension_numbers=dims), eqn.source_info))
+    return eqns
