@@ -30,17 +30,16 @@ NAMES = frozenset({"gather"}) | frozenset(_COMBINE)
 
 def can_lower(eqn):
     """Whether `eqn` is a gather/scatter this module emits (numeric or bool data,
-    integer indices, no zero-size operand). gather and scatter only move bytes, so
-    they take float16 too; the combining scatters do not (NumPy adds float16 in
-    float32 and rounds, which a half-precision add would not reproduce)."""
+    integer indices, no zero-size operand; the combining scatters not on bool).
+    A float16 combine is computed in float32 and rounded to half, as NumPy's
+    float16 loops compute each update of `ufunc.at`."""
     name = eqn.primitive.name
     if name not in NAMES:
         return False
     operand = eqn.invars[0].aval
     if 0 in operand.shape or operand.dtype.kind not in "biuf" or operand.dtype.itemsize > 8:
         return False
-    if _COMBINE.get(name) is not None and (operand.dtype.kind == "b"
-                                           or operand.dtype == np.float16):
+    if _COMBINE.get(name) is not None and operand.dtype.kind == "b":
         return False
     return True
 
@@ -176,7 +175,12 @@ def emit(ir, module, fname, eqn, cx_of):
                 new = b.load(b.gep(updates_ptr, [src], inbounds=True, source_etype=elem),
                              typ=elem)
                 target = b.gep(out, [dst], inbounds=True, source_etype=elem)
-                if combine is not None:
+                if combine is not None and dt == np.float16:   # in float32, rounded
+                    wide = np.dtype(np.float32)                 # (as NumPy's half loops)
+                    new = cx.to_mem(_combine(cx, combine, wide,
+                                             cx.from_mem(b.load(target, typ=elem), dt),
+                                             cx.from_mem(new, dt)), dt)
+                elif combine is not None:
                     new = _combine(cx, combine, dt, b.load(target, typ=elem), new)
                 b.store(new, target)
             _loops(ir, b, fn, rest_extents, update, "rest")
