@@ -215,3 +215,31 @@ def test_large_and_donated_programs_keep_the_python_path():
         w = step(w, g)
     assert not step._fast
     np.testing.assert_allclose(np.asarray(w), 0.7, rtol=1e-6)
+
+
+def test_a_failed_allocation_raises_and_releases_what_was_made():
+    """The native path's error exit: the outputs made before the failure are freed."""
+    import weakref
+    f = fgrad.jit(lambda x: (x * 2, x + 1))
+    x = fnp.ones(3)
+    warm(f, x)
+    entry = next(iter(f._cache.values()))
+    made = []
+
+    def allocate(shape, dtype):
+        if made:
+            raise MemoryError("no room for the second output")
+        made.append(weakref.ref(out := np.empty(shape, dtype)))
+        return out
+    native, call_map, constants = entry.executable.native_call()
+    avals = [(v.aval.shape, v.aval.dtype, v.aval.weak_type)
+             for v in entry.jaxpr.jaxpr.invars]
+    outs = [(v.aval.shape, v.aval.dtype, False) for v in entry.jaxpr.jaxpr.outvars]
+    fast = dispatch.fast_function(native, avals, call_map, constants, outs, None, True,
+                                  entry.executable, allocate=allocate)
+    with pytest.raises(MemoryError, match="second output"):
+        fast(x)
+    gc.collect()
+    assert len(made) == 1 and made[0]() is None
+    with pytest.raises(MemoryError):     # now the first allocation fails: none to free
+        fast(x)

@@ -194,6 +194,23 @@ def _emit(L):
         b.store(i, counter)
         b.cbranch(b.icmp_signed("<", i, limit), block, end)
 
+    def releasing(name, then):
+        """A block that drops outs[counter - 1], ..., outs[0], then goes to `then`."""
+        head, one = fn.append_basic_block(name), fn.append_basic_block(name + "_one")
+        here = b.block
+        b.position_at_end(head)
+        k = b.load(counter, typ=i64)
+        b.cbranch(b.icmp_signed(">", k, c64(0)), one, then)
+        b.position_at_end(one)
+        b.store(b.sub(k, c64(1)), counter)
+        b.call(decref, [item(outs, b.sub(k, c64(1)), ptr)])
+        b.branch(head)
+        b.position_at_end(here)
+        return head
+
+    release = releasing("release", B["fail"])    # then return NULL (an exception)
+    drop = releasing("drop", B["miss"])          # then take the Python path
+
     # a state the native path serves: jit on, no transform tracing, the arity
     current = field(obj(STATE), L["trace"])
     ok = b.and_(b.icmp_unsigned("==", item(obj(BLOCKED), c64(0)), c64(0)),
@@ -259,15 +276,6 @@ def _emit(L):
     b.cbranch(b.icmp_unsigned("==", out, null), failed, stored)
     b.position_at_end(failed)            # release the outputs made so far
     b.store(j, counter)
-    release = fn.append_basic_block("release")
-    b.branch(release)
-    b.position_at_end(release)
-    k = b.load(counter, typ=i64)
-    release_one = fn.append_basic_block("release_one")
-    b.cbranch(b.icmp_signed(">", k, c64(0)), release_one, B["fail"])
-    b.position_at_end(release_one)
-    b.store(b.sub(k, c64(1)), counter)
-    b.call(decref, [item(outs, b.sub(k, c64(1)), ptr)])
     b.branch(release)
     b.position_at_end(stored)
     set_item(outs, j, out, ptr)
@@ -308,15 +316,6 @@ def _emit(L):
     b.position_at_end(B["err"])          # e.g. a bad selector: the Python path raises
     set_item(table, err_slot, c64(0))
     b.store(n_out, counter)
-    drop = fn.append_basic_block("drop")
-    b.branch(drop)
-    b.position_at_end(drop)
-    k = b.load(counter, typ=i64)
-    drop_one = fn.append_basic_block("drop_one")
-    b.cbranch(b.icmp_signed(">", k, c64(0)), drop_one, B["miss"])
-    b.position_at_end(drop_one)
-    b.store(b.sub(k, c64(1)), counter)
-    b.call(decref, [item(outs, b.sub(k, c64(1)), ptr)])
     b.branch(drop)
 
     # wrap each output: an Array with the value and weak flag set directly
@@ -409,12 +408,13 @@ _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
 
 
 def fast_function(native, in_avals, call_map, constants, out_avals, finish, as_tuple,
-                  keep_alive, name="jitted"):
+                  keep_alive, name="jitted", allocate=np.empty):
     """A builtin taking the program's arguments: its outputs (an Array, a tuple of
     Arrays, or finish(tuple)) or MISS. `native`: the NativeEntry of the program's
     one call; `call_map[p]`: the argument read by the call's input p, or None
     for a constant (`constants[p]`, preset in the table); `in_avals` and
-    `out_avals`: (shape, dtype, weak) of arguments and outputs."""
+    `out_avals`: (shape, dtype, weak) of arguments and outputs; `allocate(shape,
+    dtype)` makes each output."""
     from .. import core
     L = layout()
     if L is None:
@@ -439,7 +439,7 @@ def fast_function(native, in_avals, call_map, constants, out_avals, finish, as_t
     header[N_IN], header[N_OUT] = len(in_avals), len(out_avals)
     header[KERNEL], header[TABLE] = native.address, table.ctypes.data
     header[ARRAY_T], header[NDARRAY_T] = id(core.Array), id(np.ndarray)
-    header[MISS_OBJ], header[EMPTY] = id(MISS), id(np.empty)
+    header[MISS_OBJ], header[EMPTY] = id(MISS), id(allocate)
     header[FINISH] = 0 if finish is None else id(finish)
     header[ERR_SLOT] = native.err_slot
     header[BLOCKED], header[STATE], header[EVAL] = _blocked.ctypes.data, id(core._state), \
@@ -450,7 +450,7 @@ def fast_function(native, in_avals, call_map, constants, out_avals, finish, as_t
     method = _MethodDef(f"{name} (native call)".encode(), _dispatcher(), _METH_FASTCALL, None)
     # `self` keeps everything the spec points to alive, the method definition too
     bound = (spec, table, table_keep, method, out_shapes, dtypes, out_dtypes, finish,
-             constants, keep_alive)
+             constants, keep_alive, allocate)
     fast = _new_function(ctypes.addressof(method), bound, None)
     return fast
 
