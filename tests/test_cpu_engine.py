@@ -290,6 +290,8 @@ def test_link_failure_falls_back_to_mcjit(cache_dir, monkeypatch):
     assert not cm.stats.shared_library and cm.stats.link_error
     assert cm.stats.cache_path.endswith(".o")
     np.testing.assert_array_equal(run_scale(cm, np.arange(4.0)), 19.0 * np.arange(4.0))
+    again = engine.compile_module(kernel(20.0), ["scale"])    # not tried a second time
+    assert not again.stats.shared_library and again.stats.link_error is None
 
 
 def test_aliases(cache_dir):

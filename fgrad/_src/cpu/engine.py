@@ -194,10 +194,13 @@ def _linker() -> str | None:
     return shutil.which("ld")
 
 
+_broken_linkers: set[str] = set()     # linkers that failed once: not tried again
+
+
 def _links_as_shared_library(text: str) -> bool:
-    """A linker exists and each add_symbol name the module declares is the
-    address the dynamic linker finds for it."""
-    if _linker() is None:
+    """A (working) linker exists and each add_symbol name the module declares is
+    the address the dynamic linker finds for it."""
+    if _linker() is None or _linker() in _broken_linkers:
         return False
     for line in text.splitlines():
         if line.startswith("declare"):
@@ -541,6 +544,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                 stats.shared_library = True
             except OSError as e:    # no usable linker after all: MCJIT below
                 stats.link_error = str(e)
+                _broken_linkers.add(_linker())
                 payload = cm = None
                 if path is not None:
                     path = path.with_suffix(".o")
