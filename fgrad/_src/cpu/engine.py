@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
-ENGINE_VERSION = "2"
+ENGINE_VERSION = "3"
 
 _CACHE_MAGIC = b"FGRADOBJ\x01"
 _HEADER_LEN = len(_CACHE_MAGIC) + 32 + 8     # magic, sha256(payload), length
@@ -365,6 +365,21 @@ def _optimize(mod, opt: int) -> None:
     mpm.run(mod, pb)
 
 
+def _drop_unused(mod, entries) -> None:
+    """After optimisation, every function but the entries is internal, and those
+    nothing calls any more (e.g. the vector variants of a math function the
+    vectoriser did not pick, kept weak_odr until it ran) are deleted rather than
+    compiled."""
+    llvm = _binding()
+    for fn in mod.functions:
+        if not fn.is_declaration and fn.name not in entries:
+            fn.linkage = llvm.Linkage.internal
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.run(mod, llvm.create_pass_builder(host_target_machine(3),
+                                         llvm.create_pipeline_tuning_options(3)))
+
+
 def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
     """The IR after the optimisation pipeline `compile_module` uses."""
     initialize()
@@ -535,6 +550,8 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         _set_target(mod, host_target_machine(opt))
         t1 = time.perf_counter()
         _optimize(mod, opt)
+        if entry_names:
+            _drop_unused(mod, set(entry_names))
         t2 = time.perf_counter()
         payload = cm = None
         if shared:
