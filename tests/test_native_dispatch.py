@@ -143,6 +143,12 @@ def test_config_switches_are_honoured_after_the_fast_path_exists():
         fgrad.config.update("disable_jit", False)
     f(x)
     assert len(calls) == traced + 1
+    fgrad.config.disable_jit = True           # set directly: honoured as well
+    try:
+        f(x)
+        assert len(calls) == traced + 2
+    finally:
+        fgrad.config.disable_jit = False
     fgrad.config.update("debug_nans", True)
     try:
         with pytest.raises(FloatingPointError):

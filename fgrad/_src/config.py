@@ -33,7 +33,11 @@ class Config:
             raise AttributeError(f"unknown fgrad config option {name!r}; known: "
                                  f"{sorted(k for k in vars(self) if not k.startswith('_'))}")
         setattr(self, name, value)
-        for fn in self._listeners.get(name, ()):
+
+    def __setattr__(self, name, value):
+        """Set an option (also `config.name = value`) and tell its listeners."""
+        object.__setattr__(self, name, value)
+        for fn in self.__dict__.get("_listeners", {}).get(name, ()):
             fn(value)
 
     def on_update(self, name, fn):
