@@ -1141,3 +1141,15 @@ def test_sliced_and_broadcast_matmul_operands_stay_in_one_segment():
     assert [k.label for k in exe.calls] == ["native:segment 0"], [k.label for k in exe.calls]
     for got, want in zip(jit(f)(x, w, b), f(x, w, b)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_math_functions_used_at_many_sites_are_called_not_inlined():
+    """Sixteen or more exps in one program call exp's vector variants (one copy of
+    its code instead of sixteen inlined ones) and give the inlined results."""
+    x = np.linspace(-3, 3, 1001)
+    few = lambda x: sum(fnp.exp(x * (0.1 * k)) for k in range(3))  # noqa: E731
+    many = lambda x: sum(fnp.exp(x * (0.1 * k)) for k in range(20))  # noqa: E731
+    assert "vector-function-abi-variant" not in _exe(few, x).llvm_ir
+    assert "vector-function-abi-variant" in _exe(many, x).llvm_ir
+    _close(jit(many)(x), many(x))
+    _close(jit(many)(x.astype(np.float32)), many(x.astype(np.float32)))

@@ -27,11 +27,15 @@ UNARY = [n for n in mathlib.FUNCTIONS if mathlib.ARITY[n] == 1]
 # --------------------------------------------------------------------------
 # Harness
 
-def build_module(dtype, names, fma=None) -> str:
+def build_module(dtype, names, fma=None, called=False) -> str:
+    """A loop `apply_<name>` per function; `called`: every function is called
+    through its vector variants (mathlib.call_when_used_often), not inlined."""
     ty = ir.FloatType() if dtype == np.float32 else ir.DoubleType()
     i64 = ir.IntType(64)
     mod = ir.Module(name=f"mathlib_test_{np.dtype(dtype).name}")
+    uses = {}
     for name in names:
+        uses[mathlib.function_name(name, dtype)] = 1
         f = mathlib.emit(mod, name, dtype, fma=fma)
         fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i64.as_pointer()]), f"apply_{name}")
         fn.args[0].add_attribute("noalias")
@@ -60,13 +64,15 @@ def build_module(dtype, names, fma=None) -> str:
         b.cbranch(b.icmp_signed("<", i2, n), loop, done)
         b.position_at_end(done)
         b.ret_void()
+    if called:
+        mathlib.call_when_used_often(mod, uses, threshold=1)
     return str(mod)
 
 
 class Runner:
-    def __init__(self, dtype, names=mathlib.FUNCTIONS, fma=None, cache_dir=None):
+    def __init__(self, dtype, names=mathlib.FUNCTIONS, fma=None, cache_dir=None, called=False):
         self.dtype = dtype
-        self.text = build_module(dtype, names, fma)
+        self.text = build_module(dtype, names, fma, called)
         self.cm = engine.compile_module(self.text, [f"apply_{n}" for n in names],
                                         cache_dir=cache_dir, cache=cache_dir is not None)
 
@@ -527,3 +533,24 @@ def test_emit_api():
     with pytest.raises(TypeError):
         mathlib.emit(mod, "exp", np.int32)
     engine.optimized_ir(str(mod))   # valid IR on its own
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_called_through_vector_variants_is_bit_identical(runners, dtype, tmp_path):
+    """A function called at many sites runs its vector variants
+    (call_when_used_often): the same operations as the inlined body, so the
+    same bits, special values included."""
+    names = [n for n in mathlib.FUNCTIONS if n not in ("sin", "cos")]
+    called = Runner(dtype, names, cache_dir=tmp_path, called=True)
+    assert "vector-function-abi-variant" in called.text
+    for name in names:
+        if mathlib.ARITY[name] == 1:
+            x, y = unary_inputs(name, dtype, n=20_000), None
+        else:
+            x, y = pow_inputs(dtype, n=5_000)
+        want = runners[dtype](name, x, y)
+        got = called(name, x, y)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+    asm = engine.optimized_asm(called.text)
+    # the loop calls a variant (through a register: the JIT's large code model)
+    assert re.search(r"(call\w*|movabsq)\s+\$?fgrad_exp_f(32|64)_v\d+", asm), "no variant"

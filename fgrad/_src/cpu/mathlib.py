@@ -11,6 +11,8 @@ for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
   ``internal`` + ``alwaysinline``: branch-free straight-line code (selects; no calls but the
   ``llvm.fmuladd``/``fma``/``fabs``/``copysign`` intrinsics) that the loop
   vectoriser vectorises once inlined.
+* ... unless a module calls one of them at `CALL_AFTER_USES` or more sites:
+  then it is called like sin and cos (`call_when_used_often`).
 * sin, cos are ``internal`` + ``noinline`` scalar functions carrying the
   ``vector-function-abi-variant`` attribute, with explicit vector variants
   ``fgrad_sin_f64_v2/_v4/_v8`` (float32: ``_v4/_v8/_v16``; ``weak_odr`` so
@@ -1418,6 +1420,43 @@ def function_name(name: str, dtype) -> str:
 def _host_fma() -> bool:
     from . import engine
     return engine.host_has_feature("fma")
+
+
+CALL_AFTER_USES = 16
+
+
+def call_when_used_often(module: ir.Module, uses: dict, threshold: int = CALL_AFTER_USES):
+    """Turn each inlined function called at `threshold` or more sites (`uses`:
+    function name -> call sites) into a called one, as sin and cos are: the
+    scalar function becomes `noinline` with `vector-function-abi-variant`
+    vector variants (the same body on vectors), so the vectoriser replaces
+    each call by one call of a variant. Inlined, each exp costs LLVM about
+    5 ms to optimise and compile (200 of them: 1.15 s; as calls: 77 ms); as
+    calls they run about as fast up to a handful per loop, 27% slower at 12
+    (the variant reloads its constants that the inlined loop keeps in
+    registers), hence the threshold."""
+    for fname, n in uses.items():
+        fn = module.globals.get(fname)
+        name = fname[len("fgrad_"):-len("_f32")]
+        widths = _TRIG_WIDTHS[fname[-3:]]
+        if n < threshold or fn is None or name in ("sin", "cos") \
+                or f"{fname}_v{widths[0]}" in module.globals:      # done already
+            continue
+        ty = fn.function_type.return_type
+        arity = len(fn.args)
+        variants = ",".join(f"_ZGV_LLVM_N{k}{'v' * arity}_{fname}({fname}_v{k})"
+                            for k in widths)
+        fn.attributes = _VariantAttributes({"vector-function-abi-variant": variants})
+        for attr in ("noinline", "nounwind", "readnone"):
+            fn.attributes.add(attr)
+        for k in widths:
+            vty = ir.VectorType(ty, k)
+            vf = ir.Function(module, ir.FunctionType(vty, [vty] * arity), f"{fname}_v{k}")
+            vf.linkage = "weak_odr"     # kept until the vectoriser has used it
+            vf.attributes.add("nounwind")
+            vf.attributes.add("readnone")
+            b = ir.IRBuilder(vf.append_basic_block("entry"))
+            b.ret(_BODIES[name](_Em(b, vty, _host_fma()), *vf.args))
 
 
 def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.Function:
