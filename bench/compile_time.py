@@ -1,7 +1,8 @@
 """Workload 5: trace + compile time.
 
 The first call of a jitted element-wise chain (sin and a multiply by a constant,
-alternating) on 8 float32 elements: tracing, optimisation, code generation and a
+alternating; one row with tanh instead of sin, whose code is inlined where sin's
+is called) on 8 float32 elements: tracing, optimisation, code generation and a
 negligible run. Every repeat changes the constant so that no cache can answer
 (fgrad also gets an empty disk cache each time). Also: grad of grad of a 100-op
 chain, and the first call in a fresh process, cold and with the disk cache a
@@ -33,17 +34,17 @@ FRESH_PROCESS_OPS = 1000
 COLUMNS = [Column("fgrad jit", FGRAD), Column("jax.jit", PEER)]
 
 
-def chain(m, ops, c):
+def chain(m, ops, c, fn="sin"):
     def f(x):
         for _ in range(ops // 2):
-            x = m.sin(x) * c
+            x = getattr(m, fn)(x) * c
         return x
     return f
 
 
-def chain_numpy(x, ops, c):
+def chain_numpy(x, ops, c, fn="sin"):
     for _ in range(ops // 2):
-        x = np.sin(x) * np.float32(c)
+        x = getattr(np, fn)(x) * np.float32(c)
     return x
 
 
@@ -74,17 +75,17 @@ def _in_process_rows(quick):
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     repeat = 2 if quick else 3
     rows = {}
-    for ops in CHAINS:
-        expected = lambda c, ops=ops: chain_numpy(x, ops, c)  # noqa: E731
+    for ops, fn in [(n, "sin") for n in CHAINS] + [(1000, "tanh")]:
+        expected = lambda c, ops=ops, fn=fn: chain_numpy(x, ops, c, fn)  # noqa: E731
         cells = {"fgrad jit": guarded(lambda: _first_calls(_fgrad_first_call(
-            lambda c: lambda: fgrad.jit(chain(fnp, ops, c))(x)), expected, repeat))}
+            lambda c: lambda: fgrad.jit(chain(fnp, ops, c, fn))(x)), expected, repeat))}
         if jax is None:
             cells["jax.jit"] = peers.missing("jax")
         else:
             cells["jax.jit"] = guarded(lambda: _first_calls(
-                lambda c: lambda: jax.jit(chain(jax.numpy, ops, c))(x).block_until_ready(),
+                lambda c: lambda: jax.jit(chain(jax.numpy, ops, c, fn))(x).block_until_ready(),
                 expected, repeat))
-        rows[f"{ops}-op chain"] = cells
+        rows[f"{ops}-op chain" + ("" if fn == "sin" else f" of {fn}")] = cells
 
     s = np.float32(0.3)
 
