@@ -3,16 +3,20 @@
 A fused kernel's outer loop can run as several [lo, hi) ranges at once: the
 calling thread takes the first range and persistent worker threads the rest
 (ctypes releases the GIL during a native call, so they truly run in
-parallel). Handing work to a Python worker costs tens of microseconds, so a
-kernel is split only above `MIN_WORK` units of estimated work (elements times
-a per-element cost; see `fused._cost_per_element`), roughly 200 us of
-single-threaded time. `FGRAD_NUM_THREADS` (default: the CPUs this process may
+parallel). Handing work to a Python worker costs about 150 us here (most of
+it the operating system waking the sleeping thread), so a kernel is split only
+above `MIN_WORK` units of estimated work (elements times a per-element cost;
+see `fused._cost_per_element`), roughly 350 us of single-threaded time.
+Measured on this project's 2-core machine: sin(x)*y + exp(-x*x) on 3e5
+float32 elements takes 0.26 ms on one thread and 0.29 ms split; on 1e6, 0.90
+and 0.65 ms; the ReLU kernels of a batch-1024 MLP step (5e5 elements, 8
+units each) run faster unsplit inside their segment (step 13.6 -> 12.9 ms). `FGRAD_NUM_THREADS` (default: the CPUs this process may
 use) sets how many threads a kernel uses; 1 disables splitting.
 """
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-MIN_WORK = 4_000_000
+MIN_WORK = 8_000_000
 
 _pool = None
 
