@@ -308,3 +308,24 @@ def test_aliases(cache_dir):
     uncached = engine.compile_module(kernel(24.0), ["scale"], cache=False)
     engine.save_alias("c" * 64, uncached, {})          # nothing on disk to name
     assert engine.load_alias("c" * 64, ["scale"]) is None
+
+
+def test_a_forked_child_loads_code_and_leaves_the_parent_able_to(cache_dir):
+    """Libraries are loaded through a scratch directory of each process's own: a
+    forked child's exit handlers do not remove its parent's."""
+    import atexit
+    engine.compile_module(kernel(25.0), ["scale"])
+    pid = os.fork()
+    if pid == 0:                   # the child: load code, run the exit handlers, leave
+        ok = False
+        try:
+            cm = engine.compile_module(kernel(26.0), ["scale"])
+            ok = np.array_equal(run_scale(cm, np.ones(2)), [26.0, 26.0])
+            atexit._run_exitfuncs()
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    again = engine.compile_module(kernel(27.0), ["scale"])
+    assert again.stats.link_error is None
+    np.testing.assert_array_equal(run_scale(again, np.ones(2)), [27.0, 27.0])

@@ -465,17 +465,23 @@ def _engine_from_object(payload: bytes, opt: int):
     return engine
 
 
-_scratch = []                    # [a private directory for libraries being loaded]
+_scratch = {}                    # pid -> a private directory for libraries being loaded
 _loaded = itertools.count()
+
+
+def _remove_scratch(pid, path):
+    if os.getpid() == pid:          # not from a forked child: the directory is its parent's
+        shutil.rmtree(path, True)
 
 
 def _load_library(payload: bytes) -> ctypes.CDLL:
     """dlopen a shared library's bytes (through a uniquely named file, removed
     once loaded: dlopen would return an earlier library of the same name)."""
-    if not _scratch:
-        _scratch.append(tempfile.mkdtemp(prefix="fgrad-lib-"))
-        atexit.register(shutil.rmtree, _scratch[0], True)
-    path = os.path.join(_scratch[0], f"k{os.getpid()}-{next(_loaded)}.so")
+    pid = os.getpid()
+    if pid not in _scratch:
+        _scratch[pid] = tempfile.mkdtemp(prefix="fgrad-lib-")
+        atexit.register(_remove_scratch, pid, _scratch[pid])
+    path = os.path.join(_scratch[pid], f"k{next(_loaded)}.so")
     with open(path, "wb") as f:
         f.write(payload)
     try:
