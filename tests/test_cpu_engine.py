@@ -329,3 +329,14 @@ def test_a_forked_child_loads_code_and_leaves_the_parent_able_to(cache_dir):
     again = engine.compile_module(kernel(27.0), ["scale"])
     assert again.stats.link_error is None
     np.testing.assert_array_equal(run_scale(again, np.ones(2)), [27.0, 27.0])
+
+
+def test_host_description_with_an_unwritable_cache(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(blocker))
+    engine._host.cache_clear()
+    try:
+        assert engine.host_cpu() and engine.host_triple()      # asked LLVM, wrote nothing
+    finally:
+        engine._host.cache_clear()

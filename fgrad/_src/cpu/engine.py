@@ -126,8 +126,11 @@ def _host() -> tuple[str, str, str]:
         features = ""
     triple = llvm.get_process_triple()
     if path is not None:
-        _write_atomic(path, json.dumps({"name": name, "features": features,
-                                        "triple": triple}).encode())
+        try:
+            _write_atomic(path, json.dumps({"name": name, "features": features,
+                                            "triple": triple}).encode())
+        except OSError:             # an unwritable cache: ask LLVM again next time
+            pass
     return name, features, triple
 
 
