@@ -105,3 +105,14 @@ def test_cached_code_is_reused_only_for_the_same_tables(tmp_path, monkeypatch):
                         lambda *a: (lambda v, name=names(*a): f"other {name(v)}"))
     np.testing.assert_allclose(fgrad.jit(f)(x, y), np.exp(x) * y + 1)
     assert len(emitted) == 2
+
+
+def test_no_fingerprints_without_sources_to_read(monkeypatch):
+    """Installed without its .py files, fgrad cannot tell its compiler versions
+    apart, so it looks nothing up by fingerprint."""
+    from fgrad._src.jit import fingerprint as fp
+    x = np.ones(3, np.float32)
+    closed = _closed(lambda x: x * 2.0, x)
+    assert fingerprint(closed, "f") is not None
+    monkeypatch.setattr(fp, "source_digest", lambda: None)
+    assert fp.fingerprint(closed, "f") is None

@@ -385,13 +385,16 @@ def _dispatcher():
         for name in _C_API:
             engine.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name),
                                                 ctypes.c_void_p).value)
-        alias = engine.cache_key(f"fgrad dispatch {sorted(layout().items())} {source_digest()}")
-        found = engine.load_alias(alias, ["fgrad_dispatch"])
+        sources = source_digest()
+        alias = sources and engine.cache_key(
+            f"fgrad dispatch {sorted(layout().items())} {sources}")
+        found = engine.load_alias(alias, ["fgrad_dispatch"]) if alias else None
         if found is not None:
             module = found[0]
         else:
             module = engine.compile_module(_emit(layout()), ["fgrad_dispatch"])
-            engine.save_alias(alias, module, {})
+            if alias:
+                engine.save_alias(alias, module, {})
         _FUNCTION.append((module.address("fgrad_dispatch"), module))
     return _FUNCTION[0][0]
 
