@@ -340,3 +340,39 @@ def test_host_description_with_an_unwritable_cache(tmp_path, monkeypatch):
         assert engine.host_cpu() and engine.host_triple()      # asked LLVM, wrote nothing
     finally:
         engine._host.cache_clear()
+
+
+def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
+    """fork copies a lock some other thread holds; the child gets a free one."""
+    import signal
+    import time
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with engine._lock:
+            held.set()
+            release.wait(30)
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            cm = engine.compile_module(kernel(28.0), ["scale"], cache=False)
+            ok = np.array_equal(run_scale(cm, np.ones(2)), [28.0, 28.0])
+        finally:
+            os._exit(0 if ok else 1)
+    release.set()
+    t.join()
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child deadlocked on the engine's lock")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -23,6 +23,16 @@ MIN_BYTES = 1 << 23
 PER_SIZE = 2
 
 _lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    """A fork may copy the lock held by another thread, which the child lacks."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _buffers = {}            # nbytes -> [uint8 buffers]
 _kept = [0]              # bytes in _buffers
 
