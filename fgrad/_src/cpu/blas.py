@@ -33,6 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import loops
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # NumPy's OpenBLAS symbols, called by these names (the library is made global,
 # so a compiled object loaded with dlopen resolves them as MCJIT does)
@@ -200,43 +202,15 @@ def emit_dot(ir, module, fname, eqn, spec):
                       ir.Constant(i64, max(ldb, 1)), ir.Constant(real, 0.0), c,
                       ir.Constant(i64, max(n, 1))])
 
-    out_strides, acc = [], m * n
-    for extent in reversed(spec.batch):
-        out_strides.append(acc)
-        acc *= extent
-    out_strides.reverse()
-    zero = ir.Constant(i64, 0)
-
-    def loops(level, offsets):
-        if level == len(spec.batch):
-            call(offsets)
-            return
-        pre = b.block
-        loop = body.append_basic_block(f"batch{level}")
-        done = body.append_basic_block(f"batch{level}_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        i = b.phi(i64, name=f"b{level}")
-        i.add_incoming(zero, pre)
-        steps = (spec.lhs_batch_strides[level], spec.rhs_batch_strides[level],
-                 out_strides[level])
-        inner = [off if step == 0 else b.add(off, b.mul(i, ir.Constant(i64, step)))
-                 for off, step in zip(offsets, steps)]
-        loops(level + 1, inner)
-        nxt = b.add(i, ir.Constant(i64, 1))
-        i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, spec.batch[level])), loop, done)
-        b.position_at_end(done)
-
     if math.prod(spec.batch) * m * n * k < SMALL_GEMM:
         get = _declare(ir, module, _GET_THREADS, i32, [])
         set_ = _declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
         before = b.call(get, [])
         b.call(set_, [ir.Constant(i32, 1)])
-        loops(0, [zero, zero, zero])
+        _batches(ir, b, body, spec, call)
         b.call(set_, [before])
     else:
-        loops(0, [zero, zero, zero])
+        _batches(ir, b, body, spec, call)
     b.ret(ir.Constant(ir.IntType(1), 0))
     return body
 
@@ -264,66 +238,38 @@ def _emit_integer_dot(ir, module, fname, dt, spec):
     def const(v):
         return ir.Constant(i64, v)
 
-    def loop(extent, inner, name, carried=None):
-        """for x in range(extent): carried = inner(x, carried); returns the last value."""
-        pre = b.block
-        head = body.append_basic_block(name)
-        done = body.append_basic_block(name + "_done")
-        b.branch(head)
-        b.position_at_end(head)
-        x = b.phi(i64, name=name)
-        x.add_incoming(const(0), pre)
-        acc = None
-        if carried is not None:
-            acc = b.phi(carried.type, name=name + "_acc")
-            acc.add_incoming(carried, pre)
-        new = inner(x, acc)
-        nxt = b.add(x, const(1))
-        x.add_incoming(nxt, b.block)
-        if acc is not None:
-            acc.add_incoming(new, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, const(extent)), head, done)
-        b.position_at_end(done)
-        return new
-
     def element(ptr_, index):
         return b.load(b.gep(ptr_, [index], inbounds=True, source_etype=t), typ=t)
 
     def matrix(offsets):
         lo, ro, oo = offsets
 
-        def row(i, _):
-            def column(j, _):
+        def row(i):
+            def column(j):
                 def term(p, acc):
                     a = element(lhs, b.add(lo, b.add(b.mul(p, const(lda)), i) if spec.trans_a
                                            else b.add(b.mul(i, const(lda)), p)))
                     c = element(rhs, b.add(ro, b.add(b.mul(j, const(ldb)), p) if spec.trans_b
                                            else b.add(b.mul(p, const(ldb)), j)))
                     return b.add(acc, b.mul(a, c))
-                total = loop(k, term, "p", ir.Constant(t, 0))
+                total = loops.fold(ir, b, body, k, term, ir.Constant(t, 0), "p")
                 b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(n)), j))],
                                      inbounds=True, source_etype=t))
-            loop(n, column, "j")
-        loop(m, row, "i")
+            loops.loop(ir, b, body, 0, n, column, "j")
+        loops.loop(ir, b, body, 0, m, row, "i")
 
-    out_strides, acc = [], m * n
+    _batches(ir, b, body, spec, matrix)
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return body
+
+
+def _batches(ir, b, fn, spec, call):
+    """call(offsets) for each batch element of a GemmSpec: the element offsets of
+    its lhs, rhs and output matrices (batch dims outermost, output C-ordered)."""
+    out_strides, acc = [], spec.m * spec.n
     for extent in reversed(spec.batch):
         out_strides.append(acc)
         acc *= extent
-    out_strides.reverse()
-
-    def batches(level, offsets):
-        if level == len(spec.batch):
-            matrix(offsets)
-            return
-        steps = (spec.lhs_batch_strides[level], spec.rhs_batch_strides[level],
-                 out_strides[level])
-
-        def inner(x, _):
-            batches(level + 1, [off if step == 0 else b.add(off, b.mul(x, const(step)))
-                                for off, step in zip(offsets, steps)])
-        loop(spec.batch[level], inner, f"batch{level}")
-
-    batches(0, [const(0)] * 3)
-    b.ret(ir.Constant(ir.IntType(1), 0))
-    return body
+    strides = (spec.lhs_batch_strides, spec.rhs_batch_strides, out_strides[::-1])
+    loops.nest(ir, b, fn, list(spec.batch),
+               lambda idx: call([loops.linear(ir, b, idx, st) for st in strides]), "batch")

@@ -62,16 +62,8 @@ _HEADER_LEN = len(_CACHE_MAGIC) + 32 + 8     # magic, sha256(payload), length
 
 # LLVM's global context and the pass pipelines are not thread-safe.
 _lock = threading.RLock()
-
-
-def _after_fork_in_child():
-    """A fork may copy the lock held by another thread, which the child lacks."""
-    global _lock
-    _lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # a child must not inherit a lock another thread held
+    os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.RLock()))
 _initialized = False
 _symbols: dict[str, int] = {}      # add_symbol's names and addresses
 _registered: set[str] = set()      # ... of which LLVM has been told

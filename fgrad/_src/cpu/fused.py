@@ -263,12 +263,7 @@ class _Cx:
     def math(self, name, dt, *args):
         from . import mathlib
         fn = mathlib.emit(self.module, name, _F32 if dt == _F16 else dt)
-        uses = _math_uses.setdefault(id(self.module), {})
-        uses[fn.name] = uses.get(fn.name, 0) + 1
         return self.b.call(fn, list(args))
-
-
-_math_uses = {}      # id(module being emitted) -> {math function: call sites}
 
 
 # ----------------------------------------------------------------------------
@@ -1044,7 +1039,7 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
                              {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
                              _DATA_OFFSET, flush)
     from . import mathlib
-    mathlib.call_when_used_often(module, _math_uses.pop(id(module), {}))
+    mathlib.call_when_used_often(module)
     return str(module), names, infos, segment_names
 
 

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ..compiler.layout import c_strides
+from . import loops
 
 # scatter primitive -> combine(cx, dtype, old, new)
 _COMBINE = {"scatter": None, "scatter_add": "add", "scatter_mul": "mul",
@@ -42,40 +43,6 @@ def can_lower(eqn):
     if _COMBINE.get(name) is not None and operand.dtype.kind == "b":
         return False
     return True
-
-
-def _loops(ir, b, fn, extents, body, name):
-    """Nested counted loops over `extents`; body(indices) emits the innermost code."""
-    i64 = ir.IntType(64)
-
-    def level(k, indices):
-        if k == len(extents):
-            body(indices)
-            return
-        pre = b.block
-        loop = fn.append_basic_block(f"{name}{k}")
-        done = fn.append_basic_block(f"{name}{k}_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        i = b.phi(i64, name=f"{name}_i{k}")
-        i.add_incoming(ir.Constant(i64, 0), pre)
-        level(k + 1, indices + [i])
-        nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
-        i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, extents[k])), loop, done)
-        b.position_at_end(done)
-
-    if all(n > 0 for n in extents):
-        level(0, [])
-
-
-def _linear(ir, b, indices, strides):
-    i64 = ir.IntType(64)
-    acc = ir.Constant(i64, 0)
-    for i, s in zip(indices, strides):
-        if s:
-            acc = b.add(acc, b.mul(i, ir.Constant(i64, s), flags=("nsw",)), flags=("nsw",))
-    return acc
 
 
 def emit(ir, module, fname, eqn, cx_of):
@@ -141,27 +108,27 @@ def emit(ir, module, fname, eqn, cx_of):
 
     if not scatter:
         def gather_row(bi):
-            b_flat = _linear(ir, b, bi, c_strides(batch))
+            b_flat = loops.linear(ir, b, bi, c_strides(batch))
             base, _ = position(b_flat)
 
             def copy(ri):
-                src = b.add(base, _linear(ir, b, ri, rest_strides))
+                src = b.add(base, loops.linear(ir, b, ri, rest_strides))
                 dst = b.add(b.mul(b_flat, ir.Constant(i64, rest_size)),
-                            _linear(ir, b, ri, c_strides(rest_extents)))
+                            loops.linear(ir, b, ri, c_strides(rest_extents)))
                 v = b.load(b.gep(data_ptr, [src], inbounds=True, source_etype=elem), typ=elem)
                 b.store(v, b.gep(out, [dst], inbounds=True, source_etype=elem))
-            _loops(ir, b, fn, rest_extents, copy, "rest")
-        _loops(ir, b, fn, list(batch), gather_row, "batch")
+            loops.nest(ir, b, fn, rest_extents, copy, "rest")
+        loops.nest(ir, b, fn, list(batch), gather_row, "batch")
     else:
         updates_ptr = args[1]
 
         def copy_operand(ii):
             v = b.load(b.gep(data_ptr, ii, inbounds=True, source_etype=elem), typ=elem)
             b.store(v, b.gep(out, ii, inbounds=True, source_etype=elem))
-        _loops(ir, b, fn, [math.prod(operand.shape)], copy_operand, "copy")
+        loops.nest(ir, b, fn, [math.prod(operand.shape)], copy_operand, "copy")
 
         def scatter_row(bi):
-            b_flat = _linear(ir, b, bi, c_strides(batch))
+            b_flat = loops.linear(ir, b, bi, c_strides(batch))
             base, ok = position(b_flat)
             apply = fn.append_basic_block("apply")
             skip = fn.append_basic_block("skip")
@@ -169,9 +136,9 @@ def emit(ir, module, fname, eqn, cx_of):
             b.position_at_end(apply)
 
             def update(ri):
-                dst = b.add(base, _linear(ir, b, ri, rest_strides))
+                dst = b.add(base, loops.linear(ir, b, ri, rest_strides))
                 src = b.add(b.mul(b_flat, ir.Constant(i64, rest_size)),
-                            _linear(ir, b, ri, c_strides(rest_extents)))
+                            loops.linear(ir, b, ri, c_strides(rest_extents)))
                 new = b.load(b.gep(updates_ptr, [src], inbounds=True, source_etype=elem),
                              typ=elem)
                 target = b.gep(out, [dst], inbounds=True, source_etype=elem)
@@ -183,10 +150,10 @@ def emit(ir, module, fname, eqn, cx_of):
                 elif combine is not None:
                     new = _combine(cx, combine, dt, b.load(target, typ=elem), new)
                 b.store(new, target)
-            _loops(ir, b, fn, rest_extents, update, "rest")
+            loops.nest(ir, b, fn, rest_extents, update, "rest")
             b.branch(skip)
             b.position_at_end(skip)
-        _loops(ir, b, fn, list(batch), scatter_row, "batch")
+        loops.nest(ir, b, fn, list(batch), scatter_row, "batch")
     b.ret(ir.Constant(ir.IntType(1), 0))
     return fn
 

@@ -1425,9 +1425,11 @@ def _host_fma() -> bool:
 CALL_AFTER_USES = 16
 
 
-def call_when_used_often(module: ir.Module, uses: dict, threshold: int = CALL_AFTER_USES):
+def call_when_used_often(module: ir.Module, uses: dict | None = None,
+                         threshold: int = CALL_AFTER_USES):
     """Turn each inlined function called at `threshold` or more sites (`uses`:
-    function name -> call sites) into a called one, as sin and cos are: the
+    function name -> call sites; default: how often `emit` was asked for each
+    in this module) into a called one, as sin and cos are: the
     scalar function becomes `noinline` with `vector-function-abi-variant`
     vector variants (the same body on vectors), so the vectoriser replaces
     each call by one call of a variant. Inlined, each exp costs LLVM about
@@ -1435,6 +1437,8 @@ def call_when_used_often(module: ir.Module, uses: dict, threshold: int = CALL_AF
     calls they run about as fast up to a handful per loop, 27% slower at 12
     (the variant reloads its constants that the inlined loop keeps in
     registers), hence the threshold."""
+    if uses is None:
+        uses = getattr(module, "fgrad_math_uses", {})
     for fname, n in uses.items():
         fn = module.globals.get(fname)
         name = fname[len("fgrad_"):-len("_f32")]
@@ -1473,6 +1477,8 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     default: whatever the host has.  Results are correct either way.
     """
     fname = function_name(name, dtype)
+    uses = module.__dict__.setdefault("fgrad_math_uses", {})   # for call_when_used_often
+    uses[fname] = uses.get(fname, 0) + 1
     existing = module.globals.get(fname)
     if existing is not None:
         return existing

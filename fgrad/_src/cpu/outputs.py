@@ -23,16 +23,8 @@ MIN_BYTES = 1 << 23
 PER_SIZE = 2
 
 _lock = threading.Lock()
-
-
-def _after_fork_in_child():
-    """A fork may copy the lock held by another thread, which the child lacks."""
-    global _lock
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # a child must not inherit a lock another thread held
+    os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))
 _buffers = {}            # nbytes -> [uint8 buffers]
 _kept = [0]              # bytes in _buffers
 

@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal
+from . import loops
 
 _SUPPORTED = frozenset(np.dtype(d) for d in (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -133,44 +134,14 @@ class _Kernel:
         return self.cx.from_mem(self.load(self.ins[k], index, self.cx.mem_ty(dt)), dt)
 
     def linear(self, indices, strides, base=0):
-        b = self.b
-        acc = self.k(base)
-        for i, s in zip(indices, strides):
-            if s:
-                acc = b.add(acc, i if s == 1 else b.mul(i, self.k(s), flags=("nsw",)),
-                            flags=("nsw",))
-        return acc
+        return loops.linear(self.ir, self.b, indices, strides, base)
 
     # loops over static extents
     def loop(self, start, stop, body, name="i"):
-        """for i in range(start, stop): body(i) (nothing when empty)."""
-        if stop <= start:
-            return
-        b, fn = self.b, self.fn
-        pre = b.block
-        head = fn.append_basic_block(name)
-        done = fn.append_basic_block(name + "_done")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(self.i64, name=name)
-        i.add_incoming(self.k(start), pre)
-        body(i)
-        nxt = b.add(i, self.k(1), flags=("nuw", "nsw"))
-        i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_signed("<", nxt, self.k(stop)), head, done)
-        b.position_at_end(done)
+        loops.loop(self.ir, self.b, self.fn, start, stop, body, name)
 
     def loops(self, extents, body, name="d"):
-        """Nested loops over `extents` (outermost first); body(indices)."""
-        if any(n == 0 for n in extents):
-            return
-
-        def level(j, indices):
-            if j == len(extents):
-                body(indices)
-                return
-            self.loop(0, extents[j], lambda i: level(j + 1, indices + [i]), f"{name}{j}")
-        level(0, [])
+        loops.nest(self.ir, self.b, self.fn, extents, body, name)
 
     def finish(self):
         self.b.ret(self.ir.Constant(self.ir.IntType(1), 0))
