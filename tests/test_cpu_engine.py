@@ -3,6 +3,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -311,8 +312,8 @@ def test_aliases(cache_dir):
 
 
 def test_a_forked_child_loads_code_and_leaves_the_parent_able_to(cache_dir):
-    """Libraries are loaded through a scratch directory of each process's own: a
-    forked child's exit handlers do not remove its parent's."""
+    """A forked child loading code (and running its exit handlers) leaves
+    nothing the parent needs to load its own."""
     import atexit
     engine.compile_module(kernel(25.0), ["scale"])
     pid = os.fork()
@@ -329,6 +330,13 @@ def test_a_forked_child_loads_code_and_leaves_the_parent_able_to(cache_dir):
     again = engine.compile_module(kernel(27.0), ["scale"])
     assert again.stats.link_error is None
     np.testing.assert_array_equal(run_scale(again, np.ones(2)), [27.0, 27.0])
+
+
+def test_loading_a_library_leaves_no_files_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cm = engine.compile_module(kernel(28.0), ["scale"], cache=False)
+    np.testing.assert_array_equal(run_scale(cm, np.ones(2)), [28.0, 28.0])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_host_description_with_an_unwritable_cache(tmp_path, monkeypatch):

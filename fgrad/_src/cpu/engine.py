@@ -28,11 +28,9 @@ its own fresh one.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
 import hashlib
-import itertools
 import json
 import os
 import platform
@@ -470,29 +468,19 @@ def _engine_from_object(payload: bytes, opt: int):
     return engine
 
 
-_scratch = {}                    # pid -> a private directory for libraries being loaded
-_loaded = itertools.count()
-
-
-def _remove_scratch(pid, path):
-    if os.getpid() == pid:          # not from a forked child: the directory is its parent's
-        shutil.rmtree(path, True)
-
-
 def _load_library(payload: bytes) -> ctypes.CDLL:
-    """dlopen a shared library's bytes (through a uniquely named file, removed
-    once loaded: dlopen would return an earlier library of the same name)."""
-    pid = os.getpid()
-    if pid not in _scratch:
-        _scratch[pid] = tempfile.mkdtemp(prefix="fgrad-lib-")
-        atexit.register(_remove_scratch, pid, _scratch[pid])
-    path = os.path.join(_scratch[pid], f"k{next(_loaded)}.so")
-    with open(path, "wb") as f:
-        f.write(payload)
+    """dlopen a shared library's bytes through a file in a directory of its own,
+    both removed once loaded: nothing is left behind, even by a killed process or
+    a forked child, and no two loads share a name (dlopen would return an
+    earlier library of the same name)."""
+    scratch = tempfile.mkdtemp(prefix="fgrad-lib-")
+    path = os.path.join(scratch, "k.so")
     try:
+        with open(path, "wb") as f:
+            f.write(payload)
         return ctypes.CDLL(path, mode=os.RTLD_LOCAL)
     finally:
-        os.unlink(path)
+        shutil.rmtree(scratch, True)
 
 
 def _link_shared(mod, opt: int) -> bytes:
