@@ -173,46 +173,100 @@ def emit_dot(ir, module, fname, eqn, spec):
     gemv = _declare(ir, module, _GEMV[dt], ir.VoidType(),
                     [i32, i32, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
 
+    def const(v):
+        return v if isinstance(v, ir.Value) else ir.Constant(i64, v)
+
     def matrix_vector(matrix, trans, rows, cols, ld, vector, c):
         """c = op(matrix) @ vector for a row-major (rows, cols) matrix (gemv is
         several times faster than gemm with one column)."""
         b.call(gemv, [ir.Constant(i32, _ROW_MAJOR), ir.Constant(i32, _TRANS if trans else _NO_TRANS),
-                      ir.Constant(i64, rows), ir.Constant(i64, cols), ir.Constant(real, 1.0),
-                      matrix, ir.Constant(i64, max(ld, 1)), vector, ir.Constant(i64, 1),
-                      ir.Constant(real, 0.0), c, ir.Constant(i64, 1)])
+                      const(rows), const(cols), ir.Constant(real, 1.0),
+                      matrix, const(max(ld, 1)), vector, const(1),
+                      ir.Constant(real, 0.0), c, const(1)])
+
+    def shift(p, elements):
+        return b.gep(p, [elements], inbounds=True, source_etype=real)
+
+    # without batch dims, [lo, hi) is a range of the rows of the stored matrix
+    # (see split_extent), so threads can share one product
+    first = body.args[3] if not spec.batch else const(0)
+    count = b.sub(body.args[4], first) if not spec.batch else None
 
     def call(offsets):
         lo, ro, oo = offsets
-        a = b.gep(lhs, [lo], inbounds=True, source_etype=real)
-        bb = b.gep(rhs, [ro], inbounds=True, source_etype=real)
-        c = b.gep(out, [oo], inbounds=True, source_etype=real)
+        a, bb, c = shift(lhs, lo), shift(rhs, ro), shift(out, oo)
         if n == 1:      # C[M] = op(A) @ b: A stored (M, K), or (K, M) when transposed
-            matrix_vector(a, spec.trans_a, k if spec.trans_a else m, m if spec.trans_a else k,
-                          lda, bb, c)
+            rows = count or (k if spec.trans_a else m)
+            if spec.trans_a:    # rows of A are terms of the sum: a partial product
+                a, bb = shift(a, b.mul(first, const(m))), shift(bb, first)
+                matrix_vector(a, True, rows, m, lda, bb, c)
+            else:
+                a, c = shift(a, b.mul(first, const(k))), shift(c, first)
+                matrix_vector(a, False, rows, k, lda, bb, c)
             return
         if m == 1:      # C[N] = op(B)^T @ a: B stored (K, N), or (N, K) when transposed
-            matrix_vector(bb, not spec.trans_b, n if spec.trans_b else k,
-                          k if spec.trans_b else n, ldb, a, c)
+            rows = count or (n if spec.trans_b else k)
+            if spec.trans_b:
+                bb, c = shift(bb, b.mul(first, const(k))), shift(c, first)
+                matrix_vector(bb, False, rows, k, ldb, a, c)
+            else:               # rows of B are terms of the sum: a partial product
+                bb, a = shift(bb, b.mul(first, const(n))), shift(a, first)
+                matrix_vector(bb, True, rows, n, ldb, a, c)
             return
+        rows = count or m
+        a = shift(a, b.mul(first, const(1 if spec.trans_a else lda)))
+        c = shift(c, b.mul(first, const(n)))
         b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
                       ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
                       ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
-                      ir.Constant(i64, m), ir.Constant(i64, n), ir.Constant(i64, k),
-                      ir.Constant(real, 1.0), a, ir.Constant(i64, max(lda, 1)), bb,
-                      ir.Constant(i64, max(ldb, 1)), ir.Constant(real, 0.0), c,
-                      ir.Constant(i64, max(n, 1))])
+                      const(rows), const(n), const(k),
+                      ir.Constant(real, 1.0), a, const(max(lda, 1)), bb,
+                      const(max(ldb, 1)), ir.Constant(real, 0.0), c,
+                      const(max(n, 1))])
 
-    if math.prod(spec.batch) * m * n * k < SMALL_GEMM:
-        get = _declare(ir, module, _GET_THREADS, i32, [])
-        set_ = _declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
-        before = b.call(get, [])
-        b.call(set_, [ir.Constant(i32, 1)])
-        _batches(ir, b, body, spec, call)
-        b.call(set_, [before])
-    else:
-        _batches(ir, b, body, spec, call)
+    restore = one_thread(ir, module, b) if is_small(spec) else (lambda: None)
+    _batches(ir, b, body, spec, call)
+    restore()
     b.ret(ir.Constant(ir.IntType(1), 0))
     return body
+
+
+SPLIT_ROWS, SPLIT_SUM = 1, 2
+
+
+def split_extent(spec, dtype):
+    """(extent, kind) of the body's [lo, hi) for a float product without batch
+    dims: the rows of the stored matrix. For a matrix times a vector (or a
+    vector times a matrix) that is the larger operand, whose rows are split the
+    same way as an element-wise kernel over it (its update, say), so each
+    thread keeps touching the same memory. kind SPLIT_ROWS: the range gives
+    rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
+    partial product (the caller adds the parts). A gemm splits the rows of its
+    output. (0, 0) otherwise: the body runs the whole product."""
+    if spec.batch or np.dtype(dtype).kind in "iu":
+        return 0, 0
+    if spec.n == 1:
+        return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
+    if spec.m == 1:
+        return (spec.n, SPLIT_ROWS) if spec.trans_b else (spec.k, SPLIT_SUM)
+    return spec.m, SPLIT_ROWS
+
+
+def is_small(spec):
+    """Whether a product is too small for OpenBLAS's threads to pay (it runs on
+    the calling thread)."""
+    return math.prod(spec.batch) * spec.m * spec.n * spec.k < SMALL_GEMM
+
+
+def one_thread(ir, module, b):
+    """Pin OpenBLAS to one thread at `b`; returns restore() that puts the
+    caller's thread count back."""
+    i32 = ir.IntType(32)
+    get = _declare(ir, module, _GET_THREADS, i32, [])
+    set_ = _declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
+    before = b.call(get, [])
+    b.call(set_, [ir.Constant(i32, 1)])
+    return lambda: b.call(set_, [before])
 
 
 def _declare(ir, module, name, ret, args):

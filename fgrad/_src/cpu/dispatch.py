@@ -380,21 +380,12 @@ def _dispatcher():
     """(address of fgrad_dispatch, its module), compiled once per process (found
     in the disk cache without emitting IR when an earlier process compiled it)."""
     if not _FUNCTION:
-        from ..jit.fingerprint import source_digest
         from . import engine
         for name in _C_API:
             engine.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name),
                                                 ctypes.c_void_p).value)
-        sources = source_digest()
-        alias = sources and engine.cache_key(
-            f"fgrad dispatch {sorted(layout().items())} {sources}")
-        found = engine.load_alias(alias, ["fgrad_dispatch"]) if alias else None
-        if found is not None:
-            module = found[0]
-        else:
-            module = engine.compile_module(_emit(layout()), ["fgrad_dispatch"])
-            if alias:
-                engine.save_alias(alias, module, {})
+        module = engine.compile_runtime(f"dispatch {sorted(layout().items())}",
+                                        ["fgrad_dispatch"], lambda: _emit(layout()))
         _FUNCTION.append((module.address("fgrad_dispatch"), module))
     return _FUNCTION[0][0]
 

@@ -627,6 +627,23 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
     return cm, meta
 
 
+def compile_runtime(tag: str, entry_names: Iterable[str], emit) -> CompiledModule:
+    """fgrad's own run-time code (`emit()` -> IR text), which depends only on
+    fgrad's sources and `tag`: found through an alias in the disk cache by a new
+    process without emitting any IR, else emitted and compiled."""
+    from ..jit.fingerprint import source_digest
+    entry_names = list(entry_names)
+    sources = source_digest()
+    alias = sources and cache_key(f"fgrad runtime {tag} {sources}")
+    found = load_alias(alias, entry_names) if alias else None
+    if found is not None:
+        return found[0]
+    module = compile_module(emit(), entry_names)
+    if alias:
+        save_alias(alias, module, {})
+    return module
+
+
 def save_alias(alias_key: str, module: CompiledModule, meta) -> None:
     """Remember that `alias_key` names `module`'s cached code (and JSON-able
     `meta`); nothing is written when the module is not in the disk cache."""

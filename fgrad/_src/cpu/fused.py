@@ -80,7 +80,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, outputs, program, sorting, structural, threads
+from . import blas, indexing, outputs, pool, program, sorting, structural, threads
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -949,7 +949,10 @@ def _emit_sort(ir, module, fname, group):
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
-    return blas.emit_dot(ir, module, fname, eqn, blas.gemm_spec(eqn)), (False, 0, False)
+    spec = blas.gemm_spec(eqn)
+    outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
+    # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
+    return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind * blas.is_small(spec))
 
 
 def _sanitize(name):
@@ -1034,10 +1037,11 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
         if entry is not None:
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
             _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
+    info_of = {id(g): info for g, info in zip(groups, infos)}
     for seg, entry in zip(segments, segment_names):
         program.emit_segment(ir, module, entry, seg,
                              {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
-                             _DATA_OFFSET, flush)
+                             _DATA_OFFSET, flush, parallel_plan(seg, info_of))
     from . import mathlib
     mathlib.call_when_used_often(module)
     return str(module), names, infos, segment_names
@@ -1045,6 +1049,50 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
 
 # ----------------------------------------------------------------------------
 # Compiling and calling
+
+# A segment member splits over the worker pool from this much estimated work
+# (units of `_cost_per_element`, or multiply-adds of a product): about 10 us on
+# one thread. Sleeping workers are woken for segments with WAKE_WORK in split
+# members.
+SPLIT_WORK = 100_000
+WAKE_WORK = 1_000_000
+
+
+def parallel_plan(seg, info_of):
+    """How the segment `seg` shares work with the worker pool (a program.Parallel),
+    or None when it runs on one thread: its members above SPLIT_WORK whose outer
+    loop may be split. Not with a product big enough for OpenBLAS's own threads
+    (they and ours would oversubscribe the cores), nor with a native loop."""
+    n = threads.num_threads()
+    if n < 2 or not pool.supported():
+        return None
+    split, scratch, total, calls_blas = {}, 0, 0, False
+    for g in seg.members:
+        if not hasattr(g, "reads"):
+            continue                    # an alias
+        _, outer, splittable = info_of[id(g)]
+        eqn = g.eqns[0]
+        if eqn.primitive.name == "dot_general":
+            spec = blas.gemm_spec(eqn)
+            if eqn.outvars[0].aval.dtype.kind == "f":
+                if not blas.is_small(spec):
+                    return None
+                calls_blas = True
+            work = math.prod(spec.batch) * spec.m * spec.n * spec.k
+        elif eqn.primitive.name in ("scan", "while", "cond"):
+            return None
+        else:
+            work = math.prod(g.shape) * _cost_per_element(g)
+        if splittable and outer >= n and work >= SPLIT_WORK:
+            split[id(g)] = int(splittable)
+            total += work
+            if splittable == blas.SPLIT_SUM:
+                out = g.outputs[0].aval
+                scratch = max(scratch, n * math.prod(out.shape) * out.dtype.itemsize)
+    if not split:
+        return None
+    return program.Parallel(split, n, scratch, total >= WAKE_WORK, calls_blas)
+
 
 def runs_threaded(group):
     """Whether a group's caller will split it over threads (then it is not put in a
@@ -1115,10 +1163,11 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         fns.append(_annotated(_make_caller(g, module.entry(entry_name), check, entry_name,
                                            outer, splittable, pairs), text, entry_name, module))
     segment_fns = []
+    info_of = {id(g): info for g, info in zip(groups, infos)}
     for seg, entry_name in zip(segments, segment_names):
         fn = program.make_segment_caller(seg, module.entry(entry_name), entry_name,
                                          _prepared, _segment_inplace(seg, groups, inplace),
-                                         _address)
+                                         _address, parallel_plan(seg, info_of))
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
 
@@ -1216,7 +1265,8 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
     # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
     n_slots = n_in + n_out + 3
     err, lo, hi = n_in + n_out, n_in + n_out + 1, n_in + n_out + 2
-    chunks = threads.chunks(size * _cost_per_element(group), outer) if splittable else None
+    chunks = (threads.chunks(size * _cost_per_element(group), outer)
+              if splittable and group.eqns[0].primitive.elementwise else None)
     # argument tables: one per concurrent call (ctypes releases the GIL), reused
     tables = []
 

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal, Var
-from . import outputs
+from . import blas, outputs
 from .dispatch import NativeEntry
 
 ALIGN = 64
@@ -153,71 +153,228 @@ def _segment(members, steps, readers, program_outs):
     return Segment(list(members), imported, exported, offsets, aliases, size)
 
 
-def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False):
+class Parallel:
+    """How a segment shares its big members with the pool's workers: `split` maps
+    id(step) of each member whose outer loop is cut into `chunks` ranges to how
+    (blas.SPLIT_ROWS: ranges of the output; SPLIT_SUM: terms of a product's
+    sum, whose partial products go to a scratch buffer of `scratch` bytes and
+    are added by the calling thread); `wake`: whether sleeping workers are
+    worth waking; `blas`: whether a member calls BLAS (pinned to one thread
+    meanwhile: two threads changing OpenBLAS's thread count at once could
+    leave it wrong)."""
+    __slots__ = ("split", "chunks", "scratch", "wake", "blas")
+
+    def __init__(self, split, chunks, scratch, wake, blas):
+        self.split, self.chunks, self.scratch = split, chunks, scratch
+        self.wake, self.blas = wake, blas
+
+    @property
+    def slots(self):
+        """Table slots after the error flag: pool, run function, stage, scratch,
+        then a (chunks claimed, chunks done) pair per split member."""
+        return 4 + 2 * len(self.split)
+
+
+def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, parallel=None):
     """The segment's entry: each member kernel's body (`bodies[id(group)]` is
     (body function, (reports an error, outer extent, splittable))) on pointers
     into the imported and exported arrays or the workspace, in order; the OR of
-    their error flags goes to the last table slot. `seg.members` holds the steps
-    themselves here. With `flush`, subnormals are flushed to zero meanwhile."""
-    from . import fused
-    ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
+    their error flags goes to the table slot after the workspace. `seg.members`
+    holds the steps themselves here. With `flush`, subnormals are flushed to zero
+    meanwhile.
+
+    With `parallel` (a `Parallel`), the members run in `fname_work(table,
+    thread)`, which the entry hands to the worker pool (see `pool`). The
+    calling thread (thread 0) runs every member; before a split member it
+    publishes the member's number (the stage), and every thread then claims
+    chunks of its outer loop (a bit each in a mask) until none is left, thread
+    t trying chunk t first, so that each thread keeps to the same rows of the
+    same arrays from member to member and call to call; thread 0 goes on once
+    all chunks are done. Workers only take part in split members, so a worker
+    that comes late, or never, costs nothing but its share."""
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    n_arrays = len(seg.imported) + len(seg.exported)
+    err_slot = n_arrays + 1
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), fname)
     fn.args[0].add_attribute("noalias")
     fn.args[0].name = "args"
+    if parallel is None:
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        failed = _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, None, None)
+        b.store(b.zext(failed, i64), _slot(ir, b, fn.args[0], err_slot))
+        b.ret_void()
+        return
+    work = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, i64]), fname + "_work")
+    work.linkage = "internal"
+    work.args[0].name, work.args[1].name = "args", "thread"
+    b = ir.IRBuilder(work.append_basic_block("entry"))
+    failed = _emit_members(ir, module, work, b, seg, bodies, data_offset, flush, parallel,
+                           work.args[1])
+    with b.if_then(failed, likely=False):
+        b.atomic_rmw("or", _slot(ir, b, work.args[0], err_slot), ir.Constant(i64, 1), "monotonic")
+    b.ret_void()
+
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    args = fn.args[0]
+    pool_slot, run_slot = n_arrays + 2, n_arrays + 3
+    for k in (err_slot, n_arrays + 4, *range(n_arrays + 6, n_arrays + 2 + parallel.slots)):
+        b.store(ir.Constant(i64, 0), _slot(ir, b, args, k))     # error, stage, counters
+    restore_blas = blas.one_thread(ir, module, b) if parallel.blas else (lambda: None)
+    run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
+                     ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64]).as_pointer())
+    b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work, args,
+                 ir.Constant(i64, int(parallel.wake))])
+    restore_blas()
+    b.ret_void()
+
+
+def _slot(ir, b, table, k):
+    i64 = ir.IntType(64)
+    return b.gep(table, [ir.Constant(i64, k)], inbounds=True, source_etype=i64)
+
+
+def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, thread):
+    """Call each member's body at `b` (see emit_segment); returns the OR of their
+    error flags (i1)."""
+    from . import fused, loops
+    from .pool import emit_pause
+    ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
+    table = fn.args[0]
+
+    def const(v):
+        return ir.Constant(i64, v)
 
     def slot(k):
-        return b.load(b.gep(fn.args[0], [ir.Constant(i64, k)], inbounds=True, source_etype=i64),
-                      typ=i64)
+        return b.load(_slot(ir, b, table, k), typ=i64)
 
     pointers = {}
     for k, v in enumerate(seg.imported + seg.exported):
         p = b.inttoptr(slot(k), ptr)
         if data_offset is not None:      # the slot holds the ndarray object
-            p = b.load(b.gep(p, [ir.Constant(i64, data_offset)], inbounds=True,
+            p = b.load(b.gep(p, [const(data_offset)], inbounds=True,
                              source_etype=ir.IntType(8)), typ=ptr)
         pointers[v] = p
     n_arrays = len(seg.imported) + len(seg.exported)
     workspace = b.inttoptr(slot(n_arrays), ptr)
     for v, offset in seg.offsets.items():
-        pointers[v] = b.gep(workspace, [ir.Constant(i64, offset)], inbounds=True,
+        pointers[v] = b.gep(workspace, [const(offset)], inbounds=True,
                             source_etype=ir.IntType(8))
     for v, src in seg.aliases.items():
         pointers[v] = pointers[src]
-    err = ir.Constant(i1, 0)
+    err = b.alloca(i1, name="failed")
+    b.store(ir.Constant(i1, 0), err)
     restore = fused.denormals_off(ir, module, b) if flush else (lambda: None)
+    split = [] if parallel is None else [id(st) for st in seg.members if id(st) in parallel.split]
+    main = None if parallel is None else b.icmp_unsigned("==", thread, const(0))
+
+    def call(step, lo, hi, outs=None):
+        body, _ = bodies[id(step)]
+        args = ([pointers[a] for a in _arrays_read(step)]
+                + (outs or [pointers[v] for v in step.outputs]) + [lo, hi])
+        b.store(b.or_(b.load(err, typ=i1), b.call(body, args)), err)
+
+    def spin_until(done):
+        """pause until done() (emitted in a loop block) holds"""
+        loop, after = fn.append_basic_block("spin"), fn.append_basic_block("spun")
+        b.branch(loop)
+        b.position_at_end(loop)
+        ready = done()
+        with b.if_then(b.not_(ready)):
+            b.call(emit_pause(ir, module), [])
+        b.cbranch(ready, after, loop)
+        b.position_at_end(after)
+
     for step in seg.members:
         if not hasattr(step, "reads"):
             continue              # an alias: its result already has its source's pointer
-        body, (_, outer, _) = bodies[id(step)]
-        args = ([pointers[a] for a in _arrays_read(step)] + [pointers[v] for v in step.outputs]
-                + [ir.Constant(i64, 0), ir.Constant(i64, outer)])
-        err = b.or_(err, b.call(body, args))
+        outer = bodies[id(step)][1][1]
+        if id(step) not in split:
+            if main is None:
+                call(step, const(0), const(outer))
+            else:
+                with b.if_then(main):
+                    call(step, const(0), const(outer))
+            continue
+        number = split.index(id(step))
+        stage = _slot(ir, b, table, n_arrays + 4)
+        mask = _slot(ir, b, table, n_arrays + 6 + 2 * number)
+        done = _slot(ir, b, table, n_arrays + 7 + 2 * number)
+        with b.if_else(main) as (publish, wait):
+            with publish:
+                b.atomic_rmw("xchg", stage, const(number + 1), "release")
+            with wait:
+                spin_until(lambda: b.icmp_signed(">", b.load_atomic(stage, "acquire", 8, typ=i64),
+                                                 const(number)))
+        k = parallel.chunks
+        partial = parallel.split[id(step)] == blas.SPLIT_SUM
+        if partial:
+            out = step.outputs[0]
+            real = ir.FloatType() if out.aval.dtype.itemsize == 4 else ir.DoubleType()
+            n_out = math.prod(out.aval.shape)
+            scratch = b.inttoptr(slot(n_arrays + 5), ptr)
+
+        def attempt(i):
+            chunk = b.urem(b.add(thread, i), const(k))
+            bit = b.shl(const(1), chunk)
+            old = b.atomic_rmw("or", mask, bit, "monotonic")
+            with b.if_then(b.icmp_unsigned("==", b.and_(old, bit), const(0))):
+                lo = b.udiv(b.mul(chunk, const(outer)), const(k))
+                hi = b.udiv(b.mul(b.add(chunk, const(1)), const(outer)), const(k))
+                outs = None
+                if partial:
+                    outs = [b.gep(scratch, [b.mul(chunk, const(n_out))], inbounds=True,
+                                  source_etype=real)]
+                call(step, lo, hi, outs)
+                b.atomic_rmw("add", done, const(1), "release")
+        loops.loop(ir, b, fn, 0, k, attempt, "attempt")
+        with b.if_then(main):
+            spin_until(lambda: b.icmp_signed(">=", b.load_atomic(done, "acquire", 8, typ=i64),
+                                             const(k)))
+            if partial:          # out = the partial products added in chunk order
+                target = pointers[step.outputs[0]]
+
+                def add_parts(j):
+                    total = None
+                    for c in range(k):
+                        x = b.load(b.gep(scratch, [b.add(j, const(c * n_out))], inbounds=True,
+                                         source_etype=real), typ=real)
+                        total = x if total is None else b.fadd(total, x)
+                    b.store(total, b.gep(target, [j], inbounds=True, source_etype=real))
+                loops.loop(ir, b, fn, 0, n_out, add_parts, "part")
     restore()
-    b.store(b.zext(err, i64), b.gep(fn.args[0], [ir.Constant(i64, n_arrays + 1)],
-                                    inbounds=True, source_etype=i64))
-    b.ret_void()
+    return b.load(err, typ=i1)
 
 
-def make_segment_caller(seg, entry, entry_name, prepare, inplace, address):
+def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, parallel=None):
     """The Python side of a segment (`entry`: the engine's compiled entry): take
     the imported arrays (in `seg.imported` order), allocate the exported ones (or
     reuse a donated input: `inplace` maps an exported index to an imported
     index), run, return the exported arrays. `prepare(k, x, dtype, shape)` makes
     an odd input C-contiguous; `address(a)` is what a table slot holds for array
-    a. The callable's `native` lets native code call the segment directly."""
+    a; `parallel`: the segment's `Parallel` plan, if any. The callable's `native`
+    lets native code call the segment directly."""
     cfunc = entry.cfunc
     in_specs = [(v.aval.dtype, tuple(v.aval.shape)) for v in seg.imported]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in seg.exported]
     n_in, n_out = len(in_specs), len(out_specs)
     ws_slot, err = n_in + n_out, n_in + n_out + 1
+    workers = None
+    if parallel is not None:
+        from . import pool as worker_pool
+        workers = (worker_pool.shared(parallel.chunks).address, worker_pool.run_address())
     pool = []            # (table, its address, workspace, aligned address): one per call
 
     def new_context():
-        table = np.zeros(n_in + n_out + 2, np.int64)
+        table = np.zeros(n_in + n_out + 2 + (parallel.slots if parallel else 0), np.int64)
         ws = np.empty(seg.workspace + ALIGN, np.uint8)
         base = ws.ctypes.data
         table[ws_slot] = base + (-base % ALIGN)
+        if workers:
+            table[err + 1:err + 3] = workers
+            scratch = np.empty(parallel.scratch + ALIGN, np.uint8)
+            base = scratch.ctypes.data
+            table[err + 4] = base + (-base % ALIGN)
+            ws = (ws, scratch)
         return table, table.ctypes.data, ws
 
     pool.append(new_context())
@@ -252,6 +409,7 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address):
         return outs
 
     run.__name__ = entry_name
+    run.parallel = parallel
     run.native = None
     if not inplace:
         run.native = NativeEntry(entry.address, in_specs, n_out, err,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
+from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
 from ..core import Array
@@ -125,6 +126,11 @@ class Executable:
                     continue
                 j, first_member = segment_of[index]
                 kernel.segment = j
+                parallel = segment_fns[j].parallel
+                if parallel is not None and id(step) in parallel.split:
+                    sums = parallel.split[id(step)] == SPLIT_SUM
+                    kernel.label += (f" (split over {parallel.chunks} threads"
+                                     f"{', partial sums' if sums else ''})")
                 if first_member:
                     seg = segments[j]
                     self.calls.append(Kernel(segment_fns[j], [ref(a) for a in seg.imported],

@@ -1,0 +1,239 @@
+"""Native worker threads (fgrad/_src/cpu/pool.py) and the segments that share
+their big members with them (program.emit_segment with a Parallel plan): every
+result equals a single thread's or NumPy's, whichever threads take part."""
+import ctypes
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad import lax
+from fgrad._src.cpu import engine, pool, threads
+
+pytestmark = pytest.mark.skipif(not pool.supported() or threads.num_threads() < 2,
+                                reason="native workers need x86-64 Linux and 2 CPUs")
+
+# work(table, thread): table = [counter address, amount, thread-0 runs]; every
+# thread that runs the job adds `amount` to the counter; thread 0 counts its runs
+COUNT = r"""
+define void @count(ptr %table, i64 %thread) {
+entry:
+  %a = load i64, ptr %table
+  %counter = inttoptr i64 %a to ptr
+  %vp = getelementptr inbounds i64, ptr %table, i64 1
+  %v = load i64, ptr %vp
+  %old = atomicrmw add ptr %counter, i64 %v seq_cst
+  %is_main = icmp eq i64 %thread, 0
+  %m = zext i1 %is_main to i64
+  %mp = getelementptr inbounds i64, ptr %table, i64 2
+  %old2 = atomicrmw add ptr %mp, i64 %m seq_cst
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def count_job():
+    cm = engine.compile_module(COUNT, ["count"], cache=False)
+    run = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64)(pool.run_address())
+    return cm, cm.address("count"), run
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_every_job_runs_once_on_the_caller_and_once_per_worker_that_took_it(count_job,
+                                                                           workers):
+    _, job, run = count_job
+    p = pool.Pool(workers)
+    try:
+        counter = np.zeros(1, np.int64)
+
+        def calls(n, amount):
+            table = np.array([counter.ctypes.data, amount, 0], np.int64)
+            for _ in range(n):
+                run(p.address, job, table.ctypes.data, 1)
+            return table[2]
+
+        before = p.jobs_run()
+        assert calls(3000, 1) == 3000                   # the caller ran every job
+        assert counter[0] == 3000 + (p.jobs_run() - before)
+        assert p.jobs_run() > before                    # and the workers took part
+        # several threads at once: one has the pool, the others run alone
+        counter[0] = 0
+        before = p.jobs_run()
+        main_runs = []
+        ts = [threading.Thread(target=lambda: main_runs.append(calls(2000, 1)))
+              for _ in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert main_runs == [2000] * 3
+        assert counter[0] == 6000 + (p.jobs_run() - before)
+    finally:
+        p.close()
+
+
+def test_a_sleeping_worker_is_woken_only_when_asked(count_job):
+    _, job, run = count_job
+    p = pool.Pool(1)
+    try:
+        counter = np.zeros(1, np.int64)
+        table = np.array([counter.ctypes.data, 1, 0], np.int64)
+        while not p._at(pool.SLOT + 4, ctypes.c_int32).value:      # until it sleeps
+            threading.Event().wait(0.001)
+        before = p.jobs_run()
+        for _ in range(50):
+            run(p.address, job, table.ctypes.data, 0)
+        assert p.jobs_run() == before and counter[0] == 50         # the caller alone
+        for _ in range(2000):
+            run(p.address, job, table.ctypes.data, 1)
+        assert p.jobs_run() > before
+    finally:
+        p.close()
+
+
+def split_labels(f, *args):
+    return [line for line in f.lower(*args).as_text().splitlines()
+            if line.startswith("//") and "split over" in line]
+
+
+def test_a_forked_child_gets_workers_of_its_own():
+    shared = pool.shared(threads.num_threads())
+    f = fgrad.jit(lambda w, x, b: (w * 2.0 + x, b @ b))
+    w, b = np.ones((600, 700), np.float32), np.ones((4, 4), np.float32)
+    assert split_labels(f, w, np.ones(700, np.float32), b)
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            before = shared.jobs_run()
+            for _ in range(300):
+                out, _ = f(w, np.ones(700, np.float32), b)
+            ok = bool(np.all(np.asarray(out) == 3.0)) and shared.jobs_run() > before
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+# ----------------------------------------------------------------------------
+# Segments split over the workers
+
+def run_many(f, *args, calls=60):
+    """f(*args) `calls` times; (the last result, jobs the shared pool's workers ran)."""
+    shared = pool.shared(threads.num_threads())
+    before = shared.jobs_run()
+    for _ in range(calls):
+        out = f(*args)
+    return out, shared.jobs_run() - before
+
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matrix_vector_products_in_every_layout(dtype):
+    w = RNG.standard_normal((700, 600)).astype(dtype)
+    x, v = RNG.standard_normal(700).astype(dtype), RNG.standard_normal(600).astype(dtype)
+
+    def products(w, x, v):
+        # x @ w and w.T @ x sum over w's rows (partial sums), w @ v and v @ w.T
+        # give rows of the result; the update keeps the workers awake
+        return (x[None, :] @ w, w.T @ x, w @ v, v[None, :] @ w.T,
+                w - 0.01 * x[:, None] * v[None, :])
+
+    f = fgrad.jit(products)
+    labels = split_labels(f, w, x, v)
+    assert sum("partial sums" in line for line in labels) == 2 and len(labels) == 5
+    out, jobs = run_many(f, w, x, v)
+    assert jobs > 0
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    want = (x[None, :] @ w, w.T @ x, w @ v, v[None, :] @ w.T, w - 0.01 * np.outer(x, v))
+    for got, expected in zip(out, want):
+        np.testing.assert_allclose(np.asarray(got), expected, **tol)
+
+
+def test_matrix_products_split_their_rows():
+    a = RNG.standard_normal((96, 300)).astype(np.float32)
+    b = RNG.standard_normal((300, 80)).astype(np.float32)
+    c = np.ones((600, 700), np.float32)
+    f = fgrad.jit(lambda a, b, c: (fnp.maximum(a @ b, 0.0), c * 3.0))
+    assert len(split_labels(f, a, b, c)) == 2
+    out, _ = run_many(f, a, b, c)
+    np.testing.assert_allclose(np.asarray(out[0]), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_donated_updates_in_place_and_concurrent_callers():
+    def step(w, x):
+        h = fnp.tanh(x @ w)
+        return w - 0.001 * x[:, None] * h, fnp.sum(h)
+
+    w0 = RNG.standard_normal((800, 500)).astype(np.float32) / 30
+    x = RNG.standard_normal(800).astype(np.float32)
+    f = fgrad.jit(step, donate_argnums=(0,))
+    assert split_labels(f, w0.copy(), x)
+
+    def reference(n):
+        w = w0.astype(np.float64)
+        for _ in range(n):
+            h = np.tanh(x @ w)
+            w = w - 0.001 * np.outer(x, h)
+        return w
+
+    results = {}
+
+    def train(k):
+        w = fnp.asarray(w0.copy())
+        for _ in range(40):
+            w, _ = f(w, x)
+        results[k] = np.asarray(w)
+
+    ts = [threading.Thread(target=train, args=(k,)) for k in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for k in range(3):
+        np.testing.assert_allclose(results[k], reference(40), rtol=2e-3, atol=2e-4)
+
+
+def test_an_invalid_selector_in_a_split_member_raises():
+    which = np.zeros((600, 700), np.int32)
+    which[599, 699] = 7                     # in the last rows: a worker's chunk
+    a = np.ones((600, 700), np.float32)
+    b = np.ones((4, 4), np.float32)
+    f = fgrad.jit(lambda w, a, b: (lax.select_n(w, a, a * 2.0) * 3.0, b @ b))
+    assert split_labels(f, which, a, b)
+    with pytest.raises(ValueError, match="invalid entry in choice array"):
+        run_many(f, which, a, b)
+    which[599, 699] = 1
+    out, _ = run_many(f, which, a, b, calls=3)
+    assert np.asarray(out[0])[599, 699] == 6.0
+
+
+def test_subnormals_are_flushed_in_every_chunk():
+    x = np.full((600, 700), 1e-30, np.float32)
+    b = np.ones((4, 4), np.float32)
+    f = fgrad.jit(lambda x, b: (x * 1e-10, b @ b))
+    saved = fgrad.config.flush_denormals
+    fgrad.config.update("flush_denormals", True)
+    try:
+        assert split_labels(f, x, b)
+        out, jobs = run_many(f, x, b)
+        assert jobs > 0 and not np.any(np.asarray(out[0]))
+    finally:
+        fgrad.config.update("flush_denormals", saved)
+    out = fgrad.jit(lambda x, b: (x * 1e-10, b @ b))(x, b)[0]
+    assert np.all(np.asarray(out) > 0)              # kept by programs compiled without it
+
+
+def test_one_thread_splits_nothing(monkeypatch):
+    monkeypatch.setenv("FGRAD_NUM_THREADS", "1")
+    f = fgrad.jit(lambda x, b: (x * 2.0, b @ b))
+    x, b = np.ones((600, 700), np.float32), np.ones((4, 4), np.float32)
+    assert not split_labels(f, x, b)
+    np.testing.assert_array_equal(np.asarray(f(x, b)[0]), 2 * x)
