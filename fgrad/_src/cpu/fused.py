@@ -1094,13 +1094,13 @@ def parallel_plan(seg, info_of):
     return program.Parallel(split, n, scratch, total >= WAKE_WORK, calls_blas)
 
 
-def runs_threaded(group):
-    """Whether a group's caller will split it over threads (then it is not put in a
-    segment: segments run on one thread)."""
+def splits_alone(group):
+    """Whether a kernel is worth a segment of its own: an element-wise kernel
+    big enough for the worker pool (see parallel_plan)."""
     if group.reduction is not None or not group.eqns[0].primitive.elementwise:
         return False
-    return threads.chunks(math.prod(group.shape) * _cost_per_element(group),
-                          math.prod(group.shape)) is not None
+    return (threads.num_threads() > 1 and pool.supported()
+            and math.prod(group.shape) * _cost_per_element(group) >= SPLIT_WORK)
 
 
 def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=None,
@@ -1156,12 +1156,12 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         if alias:
             engine.save_alias(alias, module, {"infos": infos})
     fns = []
-    for g, entry_name, (check, outer, splittable), pairs in zip(groups, names, infos, inplace):
+    for g, entry_name, (check, outer, _), pairs in zip(groups, names, infos, inplace):
         if entry_name is None:
             fns.append(None)
             continue
         fns.append(_annotated(_make_caller(g, module.entry(entry_name), check, entry_name,
-                                           outer, splittable, pairs), text, entry_name, module))
+                                           outer, pairs), text, entry_name, module))
     segment_fns = []
     info_of = {id(g): info for g, info in zip(groups, infos)}
     for seg, entry_name in zip(segments, segment_names):
@@ -1241,17 +1241,16 @@ else:  # pragma: no cover
         return a.__array_interface__["data"][0]
 
 
-def _make_caller(group, entry, check_selector, entry_name, outer, splittable, inplace):
+def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
     """The Python side of one kernel (`entry`: the engine's compiled entry): check
     inputs, allocate outputs, fill the argument table (object addresses, or data
-    pointers when the ndarray layout is unknown), call. A big kernel whose outer
-    loop may be split runs its halves (thirds, ...) on the worker threads and
-    this one at once. `inplace` maps output j to input k when output j may be
-    written into input k's (donated) buffer: the kernel reads each element of k
-    once, at the index where it writes j, so it is used when writeable. The
-    callable's `native` (a dispatch.NativeEntry, or None when the kernel is split
-    over threads, writes in place or loops over nothing) lets native code call
-    the kernel directly."""
+    pointers when the ndarray layout is unknown), call. `inplace` maps output j
+    to input k when output j may be written into input k's (donated) buffer: the
+    kernel reads each element of k once, at the index where it writes j, so it
+    is used when writeable. The callable's `native` (a dispatch.NativeEntry, or
+    None when the kernel writes in place or loops over nothing) lets native code
+    call the kernel directly. (Kernels worth splitting over threads run as
+    segments: see splits_alone.)"""
     cfunc = entry.cfunc
     ins = [a for a in group.inputs if type(a) is not Literal]
     in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
@@ -1265,8 +1264,6 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
     # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
     n_slots = n_in + n_out + 3
     err, lo, hi = n_in + n_out, n_in + n_out + 1, n_in + n_out + 2
-    chunks = (threads.chunks(size * _cost_per_element(group), outer)
-              if splittable and group.eqns[0].primitive.elementwise else None)
     # argument tables: one per concurrent call (ctypes releases the GIL), reused
     tables = []
 
@@ -1286,16 +1283,6 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
 
     in_dtypes = [dt for dt, _ in in_specs]
     in_shapes = [shape for _, shape in in_specs]
-
-    def call_split(table):
-        """Run the kernel on `table`'s arrays, one outer-loop chunk per thread."""
-        parts = [table] + [table.copy() for _ in chunks[1:]]
-        for part, (a, b) in zip(parts, chunks):
-            part[lo], part[hi] = a, b
-        threads.run_parallel(cfunc, [p.ctypes.data for p in parts])
-        table[lo], table[hi] = 0, outer
-        for part in parts[1:]:
-            table[err] |= part[err]
 
     def run(*xs):
         if size == 0:     # nothing to loop over: each output is its reduction's identity
@@ -1319,10 +1306,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
         for o in outs:
             table[k] = address(o)
             k += 1
-        if chunks is None:
-            cfunc(table_addr)
-        else:
-            call_split(table)
+        cfunc(table_addr)
         if check_selector and table[err]:
             table[err] = 0
             tables.append((table, table_addr))
@@ -1331,9 +1315,8 @@ def _make_caller(group, entry, check_selector, entry_name, outer, splittable, in
         return outs
 
     run.__name__ = entry_name
-    run.chunks = chunks
     run.native = None
-    if chunks is None and not inplace and size > 0:
+    if not inplace and size > 0:
         run.native = NativeEntry(entry.address, in_specs, n_out,
                                  err if check_selector else -1, lambda: (new_table()[0], ()))
     return run

@@ -19,8 +19,9 @@ Reshapes, squeezes and expand_dims inside a segment cost nothing: a C-order
 buffer read with another shape is the same bytes, so their result is their
 operand's pointer (when only the segment reads the result).
 
-Kernels that split over threads, and kernels over zero-size domains, stay
-single steps.
+Kernels over zero-size domains stay single steps. The big members of a
+segment may be shared with native worker threads (`Parallel`, see `pool`), so
+a big element-wise kernel is a segment even alone.
 
 A `scan` whose body is itself one segment becomes a native loop (`emit_scan`):
 a kernel like any other, so it joins its neighbours' segment; each iteration
@@ -75,10 +76,10 @@ def _defined(step):
     return step.outputs if hasattr(step, "reads") else step.outvars
 
 
-def plan_segments(steps, fits, program_outs, min_kernels=2):
+def plan_segments(steps, fits, program_outs, min_kernels=2, alone=lambda step: False):
     """Segments of consecutive steps for which `fits(step)` holds (or that are
     aliases read only inside the segment), each with at least `min_kernels`
-    kernels."""
+    kernels, or one kernel for which `alone(step)` holds."""
     readers = {}
     for i, step in enumerate(steps):
         for a in _arrays_read(step):
@@ -108,7 +109,8 @@ def plan_segments(steps, fits, program_outs, min_kernels=2):
             run = run[1:]
         while run and is_alias(steps[run[-1]]):
             run = run[:-1]
-        if sum(not is_alias(steps[i]) for i in run) >= min_kernels:
+        kernels = [i for i in run if not is_alias(steps[i])]
+        if len(kernels) >= min_kernels or (len(kernels) == 1 and alone(steps[kernels[0]])):
             segments.append(_segment(run, steps, readers, program_outs))
     segments.sort(key=lambda seg: seg.members[0])
     return segments

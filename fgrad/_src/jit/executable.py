@@ -86,8 +86,8 @@ class Executable:
         inplace = _in_place(groups, steps, jaxpr, donated)
         # consecutive native kernels run as one native call (a segment)
         program_outs = {a for a in jaxpr.outvars if type(a) is Var}
-        segments = plan_segments(steps, lambda st: type(st) is Fused and _size(st.shape) > 0
-                                 and not fused.runs_threaded(st), program_outs)
+        segments = plan_segments(steps, lambda st: type(st) is Fused and _size(st.shape) > 0,
+                                 program_outs, alone=fused.splits_alone)
         group_index = {id(g): i for i, g in enumerate(groups)}
         segment_of = {}          # step index -> (segment number, first member?)
         for j, seg in enumerate(segments):
@@ -316,7 +316,7 @@ def _native_body(closed, fused):
     steps = _native_steps(body.jaxpr, fused)
     if not steps and not computed:       # every output is an input: copies only
         return BodyPlan(body, [], None)
-    if not all((type(s) is Fused and _size(s.shape) > 0 and not fused.runs_threaded(s))
+    if not all((type(s) is Fused and _size(s.shape) > 0)
                or (type(s) is not Fused and is_alias(s)) for s in steps):
         return None
     segments = plan_segments(steps, lambda st: type(st) is Fused, set(outs), min_kernels=1)
