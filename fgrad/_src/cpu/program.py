@@ -239,7 +239,7 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
     """Call each member's body at `b` (see emit_segment); returns the OR of their
     error flags (i1)."""
     from . import fused, loops
-    from .pool import emit_pause
+    from .pool import emit_pause, emit_yield
     ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
     table = fn.args[0]
 
@@ -275,14 +275,18 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 + (outs or [pointers[v] for v in step.outputs]) + [lo, hi])
         b.store(b.or_(b.load(err, typ=i1), b.call(body, args)), err)
 
-    def spin_until(done):
-        """pause until done() (emitted in a loop block) holds"""
+    def spin_until(done, polite=False):
+        """pause until done() (emitted in a loop block) holds; `polite`: yield
+        the CPU at every turn (a worker waiting while the caller runs members
+        of its own, which may take long)"""
         loop, after = fn.append_basic_block("spin"), fn.append_basic_block("spun")
         b.branch(loop)
         b.position_at_end(loop)
         ready = done()
         with b.if_then(b.not_(ready)):
             b.call(emit_pause(ir, module), [])
+            if polite:
+                b.call(emit_yield(ir, module), [])
         b.cbranch(ready, after, loop)
         b.position_at_end(after)
 
@@ -306,7 +310,7 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 b.atomic_rmw("xchg", stage, const(number + 1), "release")
             with wait:
                 spin_until(lambda: b.icmp_signed(">", b.load_atomic(stage, "acquire", 8, typ=i64),
-                                                 const(number)))
+                                                 const(number)), polite=True)
         k = parallel.chunks
         partial = parallel.split[id(step)] == blas.SPLIT_SUM
         if partial:
