@@ -1063,7 +1063,7 @@ def parallel_plan(seg, info_of):
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
     loop may be split. Not with a product big enough for OpenBLAS's own threads
     (they and ours would oversubscribe the cores), nor with a native loop."""
-    n = threads.num_threads()
+    n = min(threads.num_threads(), 64)           # chunks are claimed in a 64-bit mask
     if n < 2 or not pool.supported():
         return None
     split, scratch, total, calls_blas = {}, 0, 0, False
