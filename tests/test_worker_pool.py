@@ -237,3 +237,13 @@ def test_one_thread_splits_nothing(monkeypatch):
     x, b = np.ones((600, 700), np.float32), np.ones((4, 4), np.float32)
     assert not split_labels(f, x, b)
     np.testing.assert_array_equal(np.asarray(f(x, b)[0]), 2 * x)
+
+
+def test_more_threads_than_a_mask_holds(monkeypatch):
+    monkeypatch.setenv("FGRAD_NUM_THREADS", "100")
+    f = fgrad.jit(lambda x, b: (x * 2.0 + 1.0, b @ b))
+    x, b = RNG.standard_normal((600, 700)).astype(np.float32), np.ones((4, 4), np.float32)
+    labels = split_labels(f, x, b)
+    assert labels and "split over 64 threads" in labels[0]
+    out, _ = run_many(f, x, b, calls=5)
+    np.testing.assert_allclose(np.asarray(out[0]), x * 2 + 1, rtol=1e-6)

@@ -262,12 +262,14 @@ class Pool:
 
 
 def shared(threads):
-    """The process's pool for `threads` threads in all (workers: threads - 1), or
-    None when native workers are unsupported here or threads < 2."""
+    """The process's pool for `threads` threads in all (workers: threads - 1, and
+    no more than the other CPUs this process may use), made on first use; None
+    when native workers are unsupported here or threads < 2. (Jobs do not
+    depend on the number of workers: any thread may claim any chunk.)"""
     if threads < 2 or not supported():
         return None
     if not _shared:
-        pool = Pool(threads - 1)
+        pool = Pool(max(1, min(threads, len(os.sched_getaffinity(0))) - 1))
         _shared.append(pool)
         os.register_at_fork(after_in_child=pool._after_fork)
     return _shared[0]
