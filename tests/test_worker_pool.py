@@ -18,7 +18,9 @@ pytestmark = pytest.mark.skipif(not pool.supported() or threads.num_threads() < 
 
 # work(table, thread): table = [counter address, amount, thread-0 runs]; every
 # thread that runs the job adds `amount` to the counter; thread 0 counts its runs
+# and then lingers for about 20000 cycles, so that a worker has time to join
 COUNT = r"""
+declare i64 @llvm.readcyclecounter()
 define void @count(ptr %table, i64 %thread) {
 entry:
   %a = load i64, ptr %table
@@ -30,6 +32,16 @@ entry:
   %m = zext i1 %is_main to i64
   %mp = getelementptr inbounds i64, ptr %table, i64 2
   %old2 = atomicrmw add ptr %mp, i64 %m seq_cst
+  br i1 %is_main, label %linger, label %done
+linger:
+  %t0 = call i64 @llvm.readcyclecounter()
+  %until = add i64 %t0, 20000
+  br label %wait
+wait:
+  %t = call i64 @llvm.readcyclecounter()
+  %more = icmp ult i64 %t, %until
+  br i1 %more, label %wait, label %done
+done:
   ret void
 }
 """

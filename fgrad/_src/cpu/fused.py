@@ -1282,12 +1282,12 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
         return _prepared(k, x, dt, shape, f"native kernel {entry_name}")
 
     in_dtypes = [dt for dt, _ in in_specs]
+    allocate = outputs.allocate
     in_shapes = [shape for _, shape in in_specs]
 
     def run(*xs):
         if size == 0:     # nothing to loop over: each output is its reduction's identity
             return [full(shape, fill, dt) for (shape, dt), fill in zip(out_specs, empty_fills)]
-        outs = [empty(shape, dt) for shape, dt in out_specs]
         table, table_addr = tables.pop() if tables else new_table()
         keep = None
         k = 0
@@ -1298,11 +1298,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
                 keep = [x] if keep is None else keep + [x]
             table[k] = address(x)
             k += 1
-        for j, i in inplace.items():    # only an input used as is (not a prepared copy)
-            x = xs[i]
-            if type(x) is _ndarray and x.dtype is in_dtypes[i] and x.shape == in_shapes[i] \
-                    and x.flags.c_contiguous and x.flags.writeable:
-                outs[j] = x
+        outs = allocate(out_specs, empty, xs, inplace, in_specs)  # inputs used as is
         for o in outs:
             table[k] = address(o)
             k += 1

@@ -67,3 +67,21 @@ def release():
     with _lock:
         _buffers.clear()
         _kept[0] = 0
+
+
+def allocate(out_specs, empty, xs, inplace, in_specs):
+    """The outputs of a native call ((shape, dtype) each): output j is xs[k] itself
+    where `inplace` maps j to k (a donated input) and xs[k] is a writeable
+    C-contiguous ndarray of the dtype object and shape `in_specs[k]` promises;
+    every other output is `empty(shape, dtype)` (nothing is allocated only to be
+    dropped: big allocations cost system calls)."""
+    if not inplace:
+        return [empty(shape, dt) for shape, dt in out_specs]
+    outs = [None] * len(out_specs)
+    for j, k in inplace.items():
+        x = xs[k]
+        dt, shape = in_specs[k]
+        if type(x) is np.ndarray and x.dtype is dt and x.shape == shape \
+                and x.flags.c_contiguous and x.flags.writeable:
+            outs[j] = x
+    return [empty(*out_specs[j]) if o is None else o for j, o in enumerate(outs)]

@@ -385,7 +385,7 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
 
     pool.append(new_context())
     empty = outputs.empty if any(outputs.is_big(*spec) for spec in out_specs) else np.empty
-    ndarray = np.ndarray
+    ndarray, allocate = np.ndarray, outputs.allocate
 
     def run(*xs):
         table, table_address, ws = pool.pop() if pool else new_context()
@@ -397,13 +397,7 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
                 x = prepare(k, x, dt, shape)
                 keep.append(x)
             table[k] = address(x)
-        outs = [empty(shape, dt) for shape, dt in out_specs]
-        for j, k in inplace.items():   # a donated input used as is becomes the output
-            x = xs[k]
-            dt, shape = in_specs[k]
-            if type(x) is ndarray and x.dtype is dt and x.shape == shape \
-                    and x.flags.c_contiguous and x.flags.writeable:
-                outs[j] = x
+        outs = allocate(out_specs, empty, xs, inplace, in_specs)
         for j, o in enumerate(outs):
             table[n_in + j] = address(o)
         cfunc(table_address)

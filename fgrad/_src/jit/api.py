@@ -22,7 +22,7 @@ from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
-from .donation import invalidate
+from .donation import DonatedBuffer, invalidate
 from .log import log_trace
 from .primitive import compile_jaxpr, jit_p
 
@@ -82,6 +82,7 @@ class Jitted:
         functools.update_wrapper(self, fun)
         self.fun = fun
         self._name = getattr(fun, "__name__", type(fun).__name__)
+        self._donated_marker = DonatedBuffer(self._name)
         try:
             self._params = list(inspect.signature(fun).parameters.values())
         except (TypeError, ValueError):
@@ -219,7 +220,7 @@ class Jitted:
             exe = entry.executable = _compile(entry, self._name)
         raw_outs = exe(*raw)
         if entry.donated and not config.debug_nans:
-            invalidate(leaves, entry.donated, self._name)
+            invalidate(leaves, entry.donated, self._donated_marker)
         if config.debug_nans:
             check_program(entry.jaxpr, raw, raw_outs, self._name)
         outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
@@ -231,7 +232,7 @@ class Jitted:
         exe = compile_gpu(entry.jaxpr, self._name)
         raw_outs = exe(*raw)
         if entry.donated and not config.debug_nans:
-            invalidate(leaves, entry.donated, self._name)
+            invalidate(leaves, entry.donated, self._donated_marker)
         outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
         return tree_util.unflatten(entry.out_tree, outs)
 

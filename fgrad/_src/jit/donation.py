@@ -11,6 +11,8 @@ overwritten.
 """
 import numpy as np
 
+from ..core import Array
+
 
 class DonatedBuffer:
     """Stands in for the value of an Array whose buffer was donated to a call."""
@@ -46,6 +48,10 @@ def unshare_donated(raw, donated, const_roots=frozenset()):
     """`raw` with each donated array that shares its root buffer with another
     argument or with a constant of the program (`const_roots`) replaced by a
     private copy (the program may write into it)."""
+    if all(type(a) is np.ndarray and a.base is None for a in raw):   # owners only
+        ids = [id(a) for a in raw]
+        if len(set(ids)) == len(ids) and not const_roots.intersection(ids):
+            return raw
     roots = [_root(a) for a in raw]
     out = None
     for i in donated:
@@ -56,10 +62,10 @@ def unshare_donated(raw, donated, const_roots=frozenset()):
     return raw if out is None else out
 
 
-def invalidate(leaves, donated, fun_name):
-    """Mark the donated fgrad Arrays among `leaves` as used up."""
-    from ..core import Array
+def invalidate(leaves, donated, marker):
+    """Mark the donated fgrad Arrays among `leaves` as used up (their value becomes
+    `marker`, a DonatedBuffer)."""
     for i in donated:
         x = leaves[i]
         if type(x) is Array:
-            x._value = DonatedBuffer(fun_name)
+            x._value = marker
