@@ -1052,10 +1052,8 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
 
 # A segment member splits over the worker pool from this much estimated work
 # (units of `_cost_per_element`, or multiply-adds of a product): about 10 us on
-# one thread. Sleeping workers are woken for segments with WAKE_WORK in split
-# members.
+# one thread.
 SPLIT_WORK = 100_000
-WAKE_WORK = 1_000_000
 
 
 def parallel_plan(seg, info_of):
@@ -1066,7 +1064,7 @@ def parallel_plan(seg, info_of):
     n = min(threads.num_threads(), 64)           # chunks are claimed in a 64-bit mask
     if n < 2 or not pool.supported():
         return None
-    split, scratch, total, calls_blas = {}, 0, 0, False
+    split, scratch, calls_blas = {}, 0, False
     for g in seg.members:
         if not hasattr(g, "reads"):
             continue                    # an alias
@@ -1085,13 +1083,12 @@ def parallel_plan(seg, info_of):
             work = math.prod(g.shape) * _cost_per_element(g)
         if splittable and outer >= n and work >= SPLIT_WORK:
             split[id(g)] = int(splittable)
-            total += work
             if splittable == blas.SPLIT_SUM:
                 out = g.outputs[0].aval
                 scratch = max(scratch, n * math.prod(out.shape) * out.dtype.itemsize)
     if not split:
         return None
-    return program.Parallel(split, n, scratch, total >= WAKE_WORK, calls_blas)
+    return program.Parallel(split, n, scratch, calls_blas)
 
 
 def splits_alone(group):

@@ -5,23 +5,25 @@ the operating system waking it, so small programs (an SGD step at batch 1
 makes five 1-2 MB passes of 15-45 us each) could not use the second core.
 These workers wait in native code instead: a worker spins on its slot for
 about `SPIN_CYCLES` after its last job (so back-to-back calls find it awake),
-yielding its CPU at every turn to any other thread that wants it (OpenBLAS's
-for instance: a 0.5 ms sgemm took 0.8 ms beside a worker spinning without
-yielding), and then sleeps on a futex.
+after the first 20 us yielding its CPU at every turn to any other thread that
+wants it (OpenBLAS's for instance: a 0.5 ms sgemm took 0.8 ms beside a worker
+spinning without yielding), and then sleeps on a futex.
 
 A job is a function `void work(i64* table, i64 thread)`; `fgrad_pool_run`
-posts it to every worker (thread 1, 2, ...; sleeping ones are woken only for
-big jobs), runs it on the calling thread (thread 0) and returns when no
-worker is still inside it. Work is shared by claiming, not by thread
-number (see `program.emit_segment`): the calling thread alone can finish a
-job, so a job a sleeping worker has not started yet is simply taken back,
-and a late worker never makes the caller wait. When another thread is using
-the pool, the job runs on the calling thread alone.
+posts it to every worker (thread 1, 2, ..., waking those asleep: that costs
+the caller a system call, and a small job then runs before the worker is up,
+but a second call finds it spinning), runs it on the calling thread (thread
+0) and returns when no worker is still inside it. Work is shared by
+claiming, not by thread number (see `program.emit_segment`): the calling
+thread alone can finish a job, so a job a worker has not started yet is
+simply taken back, and a late worker never makes the caller wait. When
+another thread is using the pool, the job runs on the calling thread alone.
 
 Memory (int64 words): a header line [busy, workers], then one 128-byte slot
 per worker: flag (i32: IDLE, POSTED, RUNNING, STOP), sleeping (i32), work,
-table, thread number, jobs run. Each Pool's worker threads are Python threads parked in a ctypes call
-(which releases the GIL) and hold the Pool, so its memory outlives them.
+table, thread number, jobs run. Each Pool's worker threads are Python
+threads parked in a ctypes call (which releases the GIL) and hold the Pool,
+so its memory outlives them.
 
 x86-64 Linux only (futex system call number, the pause instruction); elsewhere
 `shared()` is None and segments run on one thread.
@@ -37,6 +39,7 @@ import numpy as np
 IDLE, POSTED, RUNNING, STOP = 0, 1, 2, 3
 SLOT = 128                     # bytes per worker slot (two cache lines)
 SPIN_CYCLES = 1 << 20          # about 0.3 ms of spinning after a job
+EAGER_CYCLES = 1 << 16         # spin-waits yield the CPU after about 20 us
 _FUTEX, _WAIT, _WAKE = 202, 0 | 128, 1 | 128     # SYS_futex; FUTEX_*_PRIVATE
 
 _FUNCTIONS = []                # [(worker address, run address, module)]
@@ -52,9 +55,7 @@ def _emit():
     i32, i64, ptr = ir.IntType(32), ir.IntType(64), ir.PointerType()
     module = ir.Module(name="fgrad_pool")
     syscall = ir.Function(module, ir.FunctionType(i64, [i64], var_arg=True), "syscall")
-    pause = emit_pause(ir, module)
-    yield_cpu = emit_yield(ir, module)
-    clock = ir.Function(module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
+    clock = _clock(ir, module)
     work_t = ir.FunctionType(ir.VoidType(), [ptr, i64]).as_pointer()
 
     def c32(v):
@@ -97,9 +98,8 @@ def _emit():
     b.branch(blocks["poll"])
     b.position_at_end(blocks["other"])
     b.cbranch(b.icmp_unsigned("==", state, c32(STOP)), blocks["out"], blocks["spin"])
-    b.position_at_end(blocks["spin"])      # spin politely: another thread may want this CPU
-    b.call(pause, [])
-    b.call(yield_cpu, [])
+    b.position_at_end(blocks["spin"])
+    emit_wait(ir, module, b, b.sub(b.load(deadline, typ=i64), c64(SPIN_CYCLES)))
     late = b.icmp_unsigned(">", b.call(clock, []), b.load(deadline, typ=i64))
     b.cbranch(late, blocks["sleep"], blocks["poll"])
     b.position_at_end(blocks["sleep"])       # announce the nap, then look once more
@@ -116,10 +116,9 @@ def _emit():
     b.position_at_end(blocks["out"])
     b.ret_void()
 
-    # void fgrad_pool_run(ptr pool, ptr work, ptr table, i64 wake)
-    run = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64]),
-                      "fgrad_pool_run")
-    pool, raw_work, table, wake = run.args
+    # void fgrad_pool_run(ptr pool, ptr work, ptr table)
+    run = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]), "fgrad_pool_run")
+    pool, raw_work, table = run.args
     entry = run.append_basic_block("entry")
     alone = run.append_basic_block("alone")
     shared = run.append_basic_block("shared")
@@ -154,7 +153,7 @@ def _emit():
         b.atomic_rmw("xchg", s, c32(POSTED), "seq_cst")
         asleep = b.icmp_unsigned("!=", b.load_atomic(field(b, s, 4), "seq_cst", 4, typ=i32),
                                  c32(0))
-        with b.if_then(b.and_(asleep, b.icmp_unsigned("!=", wake, c64(0))), likely=False):
+        with b.if_then(asleep, likely=False):
             b.call(syscall, [c64(_FUTEX), s, c64(_WAKE), c32(1)])
 
     def collect(s, _):
@@ -164,7 +163,7 @@ def _emit():
             done = run.append_basic_block("waited")
             b.branch(wait)
             b.position_at_end(wait)
-            b.call(pause, [])
+            b.call(_pause(ir, module), [])
             busy = b.icmp_unsigned("!=", b.load_atomic(s, "acquire", 4, typ=i32), c32(IDLE))
             b.cbranch(busy, wait, done)
             b.position_at_end(done)
@@ -177,17 +176,33 @@ def _emit():
     return str(module)
 
 
-def emit_pause(ir, module):
-    """The spin-wait hint (x86 `pause`), declared in `module`."""
-    name = "llvm.x86.sse2.pause"
-    return module.globals.get(name) or ir.Function(
-        module, ir.FunctionType(ir.VoidType(), []), name)
+def emit_wait(ir, module, b, since):
+    """One turn of a spin-wait that began at cycle `since`: the x86 `pause` hint,
+    and after EAGER_CYCLES also sched_yield, so that another thread that wants
+    this CPU gets it (a yield costs about a microsecond of reaction time, which
+    short waits, the common ones, do not pay)."""
+    i64 = ir.IntType(64)
+    b.call(_pause(ir, module), [])
+    waited = b.sub(b.call(_clock(ir, module), []), since)
+    with b.if_then(b.icmp_unsigned(">", waited, ir.Constant(i64, EAGER_CYCLES))):
+        b.call(_declare(ir, module, "sched_yield", ir.IntType(32), []), [])
 
 
-def emit_yield(ir, module):
-    """sched_yield, declared in `module`: let another runnable thread have this CPU."""
-    return module.globals.get("sched_yield") or ir.Function(
-        module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+def emit_clock(ir, module, b):
+    """The CPU's cycle counter now (for emit_wait's `since`)."""
+    return b.call(_clock(ir, module), [])
+
+
+def _pause(ir, module):
+    return _declare(ir, module, "llvm.x86.sse2.pause", ir.VoidType(), [])
+
+
+def _clock(ir, module):
+    return _declare(ir, module, "llvm.readcyclecounter", ir.IntType(64), [])
+
+
+def _declare(ir, module, name, ret, args):
+    return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def _functions():
@@ -201,10 +216,7 @@ def _functions():
 
 
 def run_address():
-    """Address of `void fgrad_pool_run(ptr pool, ptr work, ptr table, i64 wake)`:
-    sleeping workers are woken only when `wake` is nonzero (waking one costs the
-    caller about 40 us on this machine, so small jobs use only workers that are
-    still spinning)."""
+    """Address of `void fgrad_pool_run(ptr pool, ptr work, ptr table)`."""
     return _functions()[1]
 
 

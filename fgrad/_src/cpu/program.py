@@ -160,15 +160,13 @@ class Parallel:
     id(step) of each member whose outer loop is cut into `chunks` ranges to how
     (blas.SPLIT_ROWS: ranges of the output; SPLIT_SUM: terms of a product's
     sum, whose partial products go to a scratch buffer of `scratch` bytes and
-    are added by the calling thread); `wake`: whether sleeping workers are
-    worth waking; `blas`: whether a member calls BLAS (pinned to one thread
+    are added by the calling thread); `blas`: whether a member calls BLAS (pinned to one thread
     meanwhile: two threads changing OpenBLAS's thread count at once could
     leave it wrong)."""
-    __slots__ = ("split", "chunks", "scratch", "wake", "blas")
+    __slots__ = ("split", "chunks", "scratch", "blas")
 
-    def __init__(self, split, chunks, scratch, wake, blas):
-        self.split, self.chunks, self.scratch = split, chunks, scratch
-        self.wake, self.blas = wake, blas
+    def __init__(self, split, chunks, scratch, blas):
+        self.split, self.chunks, self.scratch, self.blas = split, chunks, scratch, blas
 
     @property
     def slots(self):
@@ -223,9 +221,8 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
         b.store(ir.Constant(i64, 0), _slot(ir, b, args, k))     # error, stage, counters
     restore_blas = blas.one_thread(ir, module, b) if parallel.blas else (lambda: None)
     run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
-                     ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr, i64]).as_pointer())
-    b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work, args,
-                 ir.Constant(i64, int(parallel.wake))])
+                     ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
+    b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work, args])
     restore_blas()
     b.ret_void()
 
@@ -239,7 +236,7 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
     """Call each member's body at `b` (see emit_segment); returns the OR of their
     error flags (i1)."""
     from . import fused, loops
-    from .pool import emit_pause, emit_yield
+    from .pool import emit_clock, emit_wait
     ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
     table = fn.args[0]
 
@@ -275,18 +272,15 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 + (outs or [pointers[v] for v in step.outputs]) + [lo, hi])
         b.store(b.or_(b.load(err, typ=i1), b.call(body, args)), err)
 
-    def spin_until(done, polite=False):
-        """pause until done() (emitted in a loop block) holds; `polite`: yield
-        the CPU at every turn (a worker waiting while the caller runs members
-        of its own, which may take long)"""
+    def spin_until(done):
+        """wait until done() (emitted in a loop block) holds"""
+        since = emit_clock(ir, module, b)
         loop, after = fn.append_basic_block("spin"), fn.append_basic_block("spun")
         b.branch(loop)
         b.position_at_end(loop)
         ready = done()
         with b.if_then(b.not_(ready)):
-            b.call(emit_pause(ir, module), [])
-            if polite:
-                b.call(emit_yield(ir, module), [])
+            emit_wait(ir, module, b, since)
         b.cbranch(ready, after, loop)
         b.position_at_end(after)
 
@@ -310,7 +304,7 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 b.atomic_rmw("xchg", stage, const(number + 1), "release")
             with wait:
                 spin_until(lambda: b.icmp_signed(">", b.load_atomic(stage, "acquire", 8, typ=i64),
-                                                 const(number)), polite=True)
+                                                 const(number)))
         k = parallel.chunks
         partial = parallel.split[id(step)] == blas.SPLIT_SUM
         if partial:
