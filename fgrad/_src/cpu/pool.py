@@ -47,7 +47,8 @@ _shared = []                   # [Pool] once made
 
 
 def supported():
-    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+    """Whether native workers run here (x86-64 Linux)."""
+    return sys.platform.startswith("linux") and platform.machine() == "x86_64"
 
 
 def _emit():

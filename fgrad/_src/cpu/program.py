@@ -160,9 +160,9 @@ class Parallel:
     id(step) of each member whose outer loop is cut into `chunks` ranges to how
     (blas.SPLIT_ROWS: ranges of the output; SPLIT_SUM: terms of a product's
     sum, whose partial products go to a scratch buffer of `scratch` bytes and
-    are added by the calling thread); `blas`: whether a member calls BLAS (pinned to one thread
-    meanwhile: two threads changing OpenBLAS's thread count at once could
-    leave it wrong)."""
+    are added by the calling thread); `blas`: whether a member calls BLAS
+    (pinned to one thread meanwhile: two threads changing OpenBLAS's thread
+    count at once could leave it wrong)."""
     __slots__ = ("split", "chunks", "scratch", "blas")
 
     def __init__(self, split, chunks, scratch, blas):
