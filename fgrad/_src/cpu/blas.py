@@ -3,27 +3,30 @@
 fgrad uses one BLAS in a process: the OpenBLAS that NumPy's wheel bundles
 (`numpy.libs/libscipy_openblas64_*.so`), found with dlopen(RTLD_NOLOAD) so
 its already-loaded copy is reused and made global; compiled code calls its
-CBLAS `sgemm`/`dgemm`/`gemv` (64-bit integer interface) by their own names. Two OpenBLAS copies in one process fight over threads (see
-the project's cpu-codegen notes), so when NumPy's copy cannot be found no
-native matmul is emitted and dot_general stays a NumPy step (announced as
-such in `as_text`).
+CBLAS `sgemm`/`dgemm`/`gemv` (64-bit integer interface) by their own names.
+Two OpenBLAS copies in one process fight over threads (see the project's
+cpu-codegen notes), so when NumPy's copy cannot be found no native matmul is
+emitted and dot_general stays a NumPy step (announced as such in `as_text`).
 
 Small products (fewer than `SMALL_GEMM` multiply-adds in all) run with
 OpenBLAS limited to the calling thread for the call: they gain nothing from
 its worker threads, and on a busy machine waiting for a descheduled worker
-made them 10-100x slower (the thread count is restored right after).
+made them 10-100x slower (the thread count is restored right after). In a
+segment shared with fgrad's own workers (`program.Parallel`) they split by
+the rows of their matrix instead (`split_extent`).
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm (gemv when
-one side is a vector) per batch
-element when its layout allows it without copies: batch dims leading on both
-operands, each operand's other dims either (free, contracting) or
-(contracting, free) in order (a transposed operand is a gemm transpose flag),
-no preferred_element_type, no zero-size dims. `emit_dot` writes
+one side is a vector) per batch element when its layout allows it without
+copies: batch dims leading on both operands, each operand's other dims
+either (free, contracting) or (contracting, free) in order (a transposed
+operand is a gemm transpose flag), no preferred_element_type, no zero-size
+dims. `emit_dot` writes
 
     i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)
 
 (the same signature as a fused group's body, so the same caller drives both)
-which loops over the batch and calls gemm with alpha = 1, beta = 0.
+which loops over the batch and calls gemm with alpha = 1, beta = 0; without
+batch dims [lo, hi) selects rows of the stored matrix.
 """
 import ctypes
 import glob
@@ -179,7 +182,8 @@ def emit_dot(ir, module, fname, eqn, spec):
     def matrix_vector(matrix, trans, rows, cols, ld, vector, c):
         """c = op(matrix) @ vector for a row-major (rows, cols) matrix (gemv is
         several times faster than gemm with one column)."""
-        b.call(gemv, [ir.Constant(i32, _ROW_MAJOR), ir.Constant(i32, _TRANS if trans else _NO_TRANS),
+        b.call(gemv, [ir.Constant(i32, _ROW_MAJOR),
+                      ir.Constant(i32, _TRANS if trans else _NO_TRANS),
                       const(rows), const(cols), ir.Constant(real, 1.0),
                       matrix, const(max(ld, 1)), vector, const(1),
                       ir.Constant(real, 0.0), c, const(1)])
