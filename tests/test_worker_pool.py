@@ -277,3 +277,19 @@ def test_the_native_call_path_runs_split_segments():
     assert jobs > 0
     np.testing.assert_allclose(np.asarray(out[1]), np.sin(x) * 2 + np.exp(-x * x), rtol=2e-6,
                                atol=1e-6)
+
+
+def test_without_threads_to_start_jobs_run_on_the_caller(count_job, monkeypatch):
+    _, job, run = count_job
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    p = pool.Pool(2)
+    monkeypatch.undo()
+    assert p.workers == 0
+    counter = np.zeros(1, np.int64)
+    table = np.array([counter.ctypes.data, 1, 0], np.int64)
+    for _ in range(10):
+        run(p.address, job, table.ctypes.data)
+    assert counter[0] == 10 and table[2] == 10

@@ -242,14 +242,21 @@ class Pool:
         return self._at(SLOT * (w + 1), ctypes.c_int32)
 
     def _start(self):
+        """Start the worker threads; as many as the system allows (with none,
+        every job runs on its caller alone)."""
         self._words[0] = 0
         for w in range(self.workers):
             ctypes.memset(self.address + SLOT * (w + 1), 0, SLOT)
-        self._threads = [threading.Thread(target=self._serve_slot, args=(w,), daemon=True,
-                                          name=f"fgrad-worker-{w}")
-                         for w in range(self.workers)]
-        for t in self._threads:
-            t.start()
+        self._threads = []
+        for w in range(self.workers):
+            t = threading.Thread(target=self._serve_slot, args=(w,), daemon=True,
+                                 name=f"fgrad-worker-{w}")
+            try:
+                t.start()
+            except RuntimeError:        # "can't start new thread"
+                break
+            self._threads.append(t)
+        self.workers = self._words[1] = len(self._threads)
 
     def _serve_slot(self, w):
         self._serve(self.address + SLOT * (w + 1))    # self (the memory) lives meanwhile
