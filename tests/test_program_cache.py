@@ -116,3 +116,27 @@ def test_no_fingerprints_without_sources_to_read(monkeypatch):
     assert fingerprint(closed, "f") is not None
     monkeypatch.setattr(fp, "source_digest", lambda: None)
     assert fp.fingerprint(closed, "f") is None
+
+
+def test_cached_code_is_reused_only_for_the_same_split(tmp_path, monkeypatch):
+    """Code compiled while kernels split differently (SPLIT_WORK changed) has other
+    tables: it is not reused."""
+    from fgrad._src.cpu import fused, pool, threads
+    if not pool.supported() or threads.num_threads() < 2:
+        pytest.skip("native workers need x86-64 Linux and 2 CPUs")
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(tmp_path))
+    emitted = []
+    emit = fused.emit_module
+    monkeypatch.setattr(fused, "emit_module", lambda *a, **k: emitted.append(1) or emit(*a, **k))
+    x, b = np.linspace(0, 1, 1000), np.ones((3, 3))
+
+    def f(x, b):
+        return fnp.exp(x) * 2.0 + 1.0, b @ b
+    monkeypatch.setattr(fused, "SPLIT_WORK", 0)
+    for _ in range(2):
+        np.testing.assert_allclose(fgrad.jit(f)(x, b)[0], np.exp(x) * 2 + 1)
+    assert len(emitted) == 1                                   # found by alias
+    monkeypatch.setattr(fused, "SPLIT_WORK", 10 ** 9)
+    for _ in range(2):
+        np.testing.assert_allclose(fgrad.jit(f)(x, b)[0], np.exp(x) * 2 + 1)
+    assert len(emitted) == 2 and "split" not in fgrad.jit(f).lower(x, b).as_text()

@@ -1037,11 +1037,11 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
         if entry is not None:
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
             _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
-    info_of = {id(g): info for g, info in zip(groups, infos)}
-    for seg, entry in zip(segments, segment_names):
+    for seg, entry, plan in zip(segments, segment_names,
+                                _parallel_plans(segments, groups, infos)):
         program.emit_segment(ir, module, entry, seg,
                              {id(g): (body, info) for g, body, info in zip(groups, bodies, infos)},
-                             _DATA_OFFSET, flush, parallel_plan(seg, info_of))
+                             _DATA_OFFSET, flush, plan)
     from . import mathlib
     mathlib.call_when_used_often(module)
     return str(module), names, infos, segment_names
@@ -1136,8 +1136,12 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
     if found is not None and len(found[1].get("infos", ())) != len(groups):
         found = None              # not this program after all: emit it
     if found is not None:
-        module, meta = found
-        infos = [tuple(info) for info in meta["infos"]]
+        infos = [tuple(info) for info in found[1]["infos"]]
+        plans = _parallel_plans(segments, groups, infos)
+        if found[1].get("plans") != _plan_records(segments, plans):
+            found = None          # split otherwise now (SPLIT_WORK changed, say): emit it
+    if found is not None:
+        module = found[0]
         text = functools.lru_cache(maxsize=None)(
             lambda: emit_module(groups, name, segments, flush, loops)[0])
     else:
@@ -1150,8 +1154,10 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                 f"jit of {name}: compiling native code for fused groups "
                 f"[{'; '.join(_describe(g) for g in groups)}] failed: "
                 f"{type(e).__name__}: {e}") from e
+        plans = _parallel_plans(segments, groups, infos)
         if alias:
-            engine.save_alias(alias, module, {"infos": infos})
+            engine.save_alias(alias, module, {"infos": infos,
+                                              "plans": _plan_records(segments, plans)})
     fns = []
     for g, entry_name, (check, outer, _), pairs in zip(groups, names, infos, inplace):
         if entry_name is None:
@@ -1160,13 +1166,26 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         fns.append(_annotated(_make_caller(g, module.entry(entry_name), check, entry_name,
                                            outer, pairs), text, entry_name, module))
     segment_fns = []
-    info_of = {id(g): info for g, info in zip(groups, infos)}
-    for seg, entry_name in zip(segments, segment_names):
+    for seg, entry_name, plan in zip(segments, segment_names, plans):
         fn = program.make_segment_caller(seg, module.entry(entry_name), entry_name,
                                          _prepared, _segment_inplace(seg, groups, inplace),
-                                         _address, parallel_plan(seg, info_of))
+                                         _address, plan)
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
+
+
+def _parallel_plans(segments, groups, infos):
+    info_of = {id(g): info for g, info in zip(groups, infos)}
+    return [parallel_plan(seg, info_of) for seg in segments]
+
+
+def _plan_records(segments, plans):
+    """What each segment's code and table layout take from its parallel plan, as
+    JSON (checked when code compiled by another process is reused)."""
+    return [None if plan is None else
+            [[[k, plan.split[id(m)]] for k, m in enumerate(seg.members) if id(m) in plan.split],
+             plan.chunks, plan.scratch, plan.blas]
+            for seg, plan in zip(segments, plans)]
 
 
 def _entry_names(groups, name, segments):
