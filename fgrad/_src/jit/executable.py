@@ -403,11 +403,15 @@ def _in_place(groups, steps, jaxpr, donated):
         buffers = [owner.get(a) for a in ins]
         red = g.reduction
         pairs = {}
+        reads = _inputs_read(g)
         for j, o in enumerate(g.outputs):
             if red is not None and o is red.outvars[0]:
                 continue
             for k, a in enumerate(ins):
+                # o must be computed from a: its store then depends on a's load at the
+                # same index (a store of another output could be scheduled before it)
                 if (owner.get(a) is a and plain[k] and buffers.count(a) == 1
+                        and a in reads.get(o, ())
                         and last_read.get(a) == position[id(g)] and k not in pairs.values()
                         and a.aval.shape == o.aval.shape == tuple(g.shape)
                         and a.aval.dtype == o.aval.dtype):
@@ -415,6 +419,19 @@ def _in_place(groups, steps, jaxpr, donated):
                     break
         result.append(pairs)
     return result
+
+
+def _inputs_read(group):
+    """{var defined in the group: the group inputs its value is computed from}."""
+    reads = {}
+    for e in group.eqns:
+        found = set()
+        for a in e.invars:
+            if type(a) is Var:
+                found |= reads.get(a, {a})
+        for v in e.outvars:
+            reads[v] = found
+    return reads
 
 
 def _size(shape):
