@@ -173,7 +173,7 @@ def emit_dot(ir, module, fname, eqn, spec):
     lda = m if spec.trans_a else k
     ldb = k if spec.trans_b else n
 
-    gemv = _declare(ir, module, _GEMV[dt], ir.VoidType(),
+    gemv = loops.declare(ir, module, _GEMV[dt], ir.VoidType(),
                     [i32, i32, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
 
     def const(v):
@@ -266,16 +266,12 @@ def one_thread(ir, module, b):
     """Pin OpenBLAS to one thread at `b`; returns restore() that puts the
     caller's thread count back."""
     i32 = ir.IntType(32)
-    get = _declare(ir, module, _GET_THREADS, i32, [])
-    set_ = _declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
+    get = loops.declare(ir, module, _GET_THREADS, i32, [])
+    set_ = loops.declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
     before = b.call(get, [])
     b.call(set_, [ir.Constant(i32, 1)])
     return lambda: b.call(set_, [before])
 
-
-def _declare(ir, module, name, ret, args):
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def _emit_integer_dot(ir, module, fname, dt, spec):

@@ -1,5 +1,12 @@
 """Counted loops over static extents in LLVM IR, for the kernels that are not
-fused loop nests (BLAS batches, gathers and scatters, structural kernels)."""
+fused loop nests (BLAS batches, gathers and scatters, structural kernels), and
+`declare` for the external functions they call."""
+
+
+def declare(ir, module, name, ret, args):
+    """The function `name` of `module`, declared (ret (args...)) if it is not yet."""
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def loop(ir, b, fn, start, stop, body, name="i"):

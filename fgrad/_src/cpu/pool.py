@@ -36,6 +36,8 @@ import threading
 
 import numpy as np
 
+from . import loops
+
 IDLE, POSTED, RUNNING, STOP = 0, 1, 2, 3
 SLOT = 128                     # bytes per worker slot (two cache lines)
 SPIN_CYCLES = 1 << 20          # about 0.3 ms of spinning after a job
@@ -186,7 +188,7 @@ def emit_wait(ir, module, b, since):
     b.call(_pause(ir, module), [])
     waited = b.sub(b.call(_clock(ir, module), []), since)
     with b.if_then(b.icmp_unsigned(">", waited, ir.Constant(i64, EAGER_CYCLES))):
-        b.call(_declare(ir, module, "sched_yield", ir.IntType(32), []), [])
+        b.call(loops.declare(ir, module, "sched_yield", ir.IntType(32), []), [])
 
 
 def emit_clock(ir, module, b):
@@ -195,15 +197,11 @@ def emit_clock(ir, module, b):
 
 
 def _pause(ir, module):
-    return _declare(ir, module, "llvm.x86.sse2.pause", ir.VoidType(), [])
+    return loops.declare(ir, module, "llvm.x86.sse2.pause", ir.VoidType(), [])
 
 
 def _clock(ir, module):
-    return _declare(ir, module, "llvm.readcyclecounter", ir.IntType(64), [])
-
-
-def _declare(ir, module, name, ret, args):
-    return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, args), name)
+    return loops.declare(ir, module, "llvm.readcyclecounter", ir.IntType(64), [])
 
 
 def _functions():

@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal, Var
-from . import blas, outputs
+from . import blas, loops, outputs
 from .dispatch import NativeEntry
 
 ALIGN = 64
@@ -235,7 +235,7 @@ def _slot(ir, b, table, k):
 def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, thread):
     """Call each member's body at `b` (see emit_segment); returns the OR of their
     error flags (i1)."""
-    from . import fused, loops
+    from . import fused
     from .pool import emit_clock, emit_wait
     ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
     table = fn.args[0]
@@ -438,10 +438,6 @@ class LoopPlan:
         return [v for part in self.parts for v in part.body.jaxpr.constvars]
 
 
-def _declare(ir, module, name, ret, args):
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
-
 
 class _LoopEmitter:
     """What emit_scan and emit_while share: the function, malloc'd scratch, and
@@ -466,9 +462,9 @@ class _LoopEmitter:
             self.constants.append(dict(zip(part.body.jaxpr.constvars, consts[k:k + n])))
             k += n
         self.out_args = self.args[len(self.ins):len(self.ins) + len(self.outs)]
-        self.malloc = _declare(ir, module, "malloc", ptr, [self.i64])
-        self.free = _declare(ir, module, "free", ir.VoidType(), [ptr])
-        self.memcpy_fn = _declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+        self.malloc = loops.declare(ir, module, "malloc", ptr, [self.i64])
+        self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+        self.memcpy_fn = loops.declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                   [ptr, ptr, self.i64, ir.IntType(1)])
         self.tables = [self.b.alloca(self.i64, ir.Constant(self.i64, self._slots(part)),
                                      name=f"table{j}") if part.segment is not None else None
