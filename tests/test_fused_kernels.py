@@ -1172,7 +1172,8 @@ def test_a_one_segment_program_calls_its_segment_directly():
 
     w, x, y = np.ones((2, 3)), np.full((2, 3), 2.0), np.full((2, 3), 3.0)
     exe = _exe(f, w, x, y)
-    assert exe._single is not None and exe.direct is None
+    fn, sources, picks = exe._single
+    assert sources is not None and picks == [0, 1, 0]
     want = f(w, x, y)
     step = jit(f, donate_argnums=(0,))
     for got, expected in zip(step(w.copy(), x, y), want):

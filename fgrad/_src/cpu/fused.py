@@ -1061,8 +1061,8 @@ def parallel_plan(seg, info_of):
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
     loop may be split. Not with a product big enough for OpenBLAS's own threads
     (they and ours would oversubscribe the cores), nor with a native loop."""
-    n = min(threads.num_threads(), 64)           # chunks are claimed in a 64-bit mask
-    if n < 2 or not pool.supported():
+    n = _split_threads()
+    if n < 2:
         return None
     split, scratch, calls_blas = {}, 0, False
     for g in seg.members:
@@ -1070,18 +1070,13 @@ def parallel_plan(seg, info_of):
             continue                    # an alias
         _, outer, splittable = info_of[id(g)]
         eqn = g.eqns[0]
-        if eqn.primitive.name == "dot_general":
-            spec = blas.gemm_spec(eqn)
-            if eqn.outvars[0].aval.dtype.kind == "f":
-                if not blas.is_small(spec):
-                    return None
-                calls_blas = True
-            work = math.prod(spec.batch) * spec.m * spec.n * spec.k
-        elif eqn.primitive.name in ("scan", "while", "cond"):
+        if eqn.primitive.name in ("scan", "while", "cond"):
             return None
-        else:
-            work = math.prod(g.shape) * _cost_per_element(g)
-        if splittable and outer >= n and work >= SPLIT_WORK:
+        if eqn.primitive.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
+            if not blas.is_small(blas.gemm_spec(eqn)):
+                return None
+            calls_blas = True
+        if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:
                 out = g.outputs[0].aval
@@ -1096,8 +1091,23 @@ def splits_alone(group):
     big enough for the worker pool (see parallel_plan)."""
     if group.reduction is not None or not group.eqns[0].primitive.elementwise:
         return False
-    return (threads.num_threads() > 1 and pool.supported()
-            and math.prod(group.shape) * _cost_per_element(group) >= SPLIT_WORK)
+    return _split_threads() > 1 and _work(group) >= SPLIT_WORK
+
+
+def _split_threads():
+    """Threads a split kernel may use: 1 without native workers here; at most 64
+    (chunks are claimed in a 64-bit mask)."""
+    return min(threads.num_threads(), 64) if pool.supported() else 1
+
+
+def _work(group):
+    """Estimated work of a kernel: multiply-adds of a product, else elements times
+    `_cost_per_element`."""
+    eqn = group.eqns[0]
+    if eqn.primitive.name == "dot_general":
+        spec = blas.gemm_spec(eqn)
+        return math.prod(spec.batch) * spec.m * spec.n * spec.k
+    return math.prod(group.shape) * _cost_per_element(group)
 
 
 def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=None,
@@ -1279,7 +1289,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
     size = math.prod(group.shape)
     # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
     n_slots = n_in + n_out + 3
-    err, lo, hi = n_in + n_out, n_in + n_out + 1, n_in + n_out + 2
+    err, hi = n_in + n_out, n_in + n_out + 2
     # argument tables: one per concurrent call (ctypes releases the GIL), reused
     tables = []
 
@@ -1298,8 +1308,8 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
         return _prepared(k, x, dt, shape, f"native kernel {entry_name}")
 
     in_dtypes = [dt for dt, _ in in_specs]
-    allocate = outputs.allocate
     in_shapes = [shape for _, shape in in_specs]
+    allocate = outputs.allocate
 
     def run(*xs):
         if size == 0:     # nothing to loop over: each output is its reduction's identity

@@ -12,21 +12,8 @@ def declare(ir, module, name, ret, args):
 def loop(ir, b, fn, start, stop, body, name="i"):
     """for i in range(start, stop): body(i), emitted at `b` in `fn` (nothing when
     the range is empty)."""
-    if stop <= start:
-        return
-    i64 = ir.IntType(64)
-    pre = b.block
-    head = fn.append_basic_block(name)
-    done = fn.append_basic_block(name + "_done")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(i64, name=name)
-    i.add_incoming(ir.Constant(i64, int(start)), pre)
-    body(i)
-    nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
-    i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(stop))), head, done)
-    b.position_at_end(done)
+    if stop > start:
+        _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name)
 
 
 def nest(ir, b, fn, extents, body, name="d"):
@@ -57,20 +44,29 @@ def linear(ir, b, indices, strides, base=0):
 def fold(ir, b, fn, extent, body, init, name="p"):
     """acc = init; for x in range(extent): acc = body(x, acc); the final acc
     (extent >= 1)."""
+    return _counted(ir, b, fn, 0, extent, body, init, name)
+
+
+def _counted(ir, b, fn, start, stop, body, init, name):
+    """The loop of `loop` and `fold` (start < stop), carrying an accumulator from
+    `init` unless it is None; returns the last accumulator."""
     i64 = ir.IntType(64)
     pre = b.block
     head = fn.append_basic_block(name)
     done = fn.append_basic_block(name + "_done")
     b.branch(head)
     b.position_at_end(head)
-    x = b.phi(i64, name=name)
-    x.add_incoming(ir.Constant(i64, 0), pre)
-    acc = b.phi(init.type, name=name + "_acc")
-    acc.add_incoming(init, pre)
-    new = body(x, acc)
-    nxt = b.add(x, ir.Constant(i64, 1), flags=("nuw", "nsw"))
-    x.add_incoming(nxt, b.block)
-    acc.add_incoming(new, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(extent))), head, done)
+    i = b.phi(i64, name=name)
+    i.add_incoming(ir.Constant(i64, int(start)), pre)
+    acc = None
+    if init is not None:
+        acc = b.phi(init.type, name=name + "_acc")
+        acc.add_incoming(init, pre)
+    new = body(i, acc)
+    nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
+    i.add_incoming(nxt, b.block)
+    if init is not None:
+        acc.add_incoming(new, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(stop))), head, done)
     b.position_at_end(done)
     return new

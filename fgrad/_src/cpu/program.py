@@ -168,10 +168,19 @@ class Parallel:
     def __init__(self, split, chunks, scratch, blas):
         self.split, self.chunks, self.scratch, self.blas = split, chunks, scratch, blas
 
+    # table slots after the error flag, counted from it: the pool, the run
+    # function, the stage, the scratch buffer, then per split member the mask of
+    # chunks claimed and the count of chunks done (`counters`)
+    POOL, RUN, STAGE, SCRATCH = 1, 2, 3, 4
+
+    @staticmethod
+    def counters(number):
+        """(claimed, done) slots of split member `number`, counted from the error flag."""
+        return 5 + 2 * number, 6 + 2 * number
+
     @property
     def slots(self):
-        """Table slots after the error flag: pool, run function, stage, scratch,
-        then a (chunks claimed, chunks done) pair per split member."""
+        """How many table slots follow the error flag."""
         return 4 + 2 * len(self.split)
 
 
@@ -216,9 +225,9 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
 
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     args = fn.args[0]
-    pool_slot, run_slot = n_arrays + 2, n_arrays + 3
-    for k in (err_slot, n_arrays + 4, *range(n_arrays + 6, n_arrays + 2 + parallel.slots)):
-        b.store(ir.Constant(i64, 0), _slot(ir, b, args, k))     # error, stage, counters
+    pool_slot, run_slot = err_slot + Parallel.POOL, err_slot + Parallel.RUN
+    for k in (0, Parallel.STAGE, *range(Parallel.counters(0)[0], parallel.slots + 1)):
+        b.store(ir.Constant(i64, 0), _slot(ir, b, args, err_slot + k))  # error, stage, counters
     restore_blas = blas.one_thread(ir, module, b) if parallel.blas else (lambda: None)
     run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
                      ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
@@ -296,9 +305,9 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                     call(step, const(0), const(outer))
             continue
         number = split.index(id(step))
-        stage = _slot(ir, b, table, n_arrays + 4)
-        mask = _slot(ir, b, table, n_arrays + 6 + 2 * number)
-        done = _slot(ir, b, table, n_arrays + 7 + 2 * number)
+        err_slot = n_arrays + 1
+        stage = _slot(ir, b, table, err_slot + Parallel.STAGE)
+        mask, done = (_slot(ir, b, table, err_slot + k) for k in Parallel.counters(number))
         with b.if_else(main) as (publish, wait):
             with publish:
                 b.atomic_rmw("xchg", stage, const(number + 1), "release")
@@ -311,7 +320,7 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
             out = step.outputs[0]
             real = ir.FloatType() if out.aval.dtype.itemsize == 4 else ir.DoubleType()
             n_out = math.prod(out.aval.shape)
-            scratch = b.inttoptr(slot(n_arrays + 5), ptr)
+            scratch = b.inttoptr(slot(err_slot + Parallel.SCRATCH), ptr)
 
         def attempt(i):
             chunk = b.urem(b.add(thread, i), const(k))
@@ -370,10 +379,10 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
         base = ws.ctypes.data
         table[ws_slot] = base + (-base % ALIGN)
         if workers:
-            table[err + 1:err + 3] = workers
+            table[err + Parallel.POOL], table[err + Parallel.RUN] = workers
             scratch = np.empty(parallel.scratch + ALIGN, np.uint8)
             base = scratch.ctypes.data
-            table[err + 4] = base + (-base % ALIGN)
+            table[err + Parallel.SCRATCH] = base + (-base % ALIGN)
             ws = (ws, scratch)
         return table, table.ctypes.data, ws
 

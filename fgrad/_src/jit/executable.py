@@ -178,29 +178,28 @@ class Executable:
         # donated inputs some kernel may write into (guarded against aliasing per call)
         self.donated = sorted(written)
         self.const_roots = {_root(c) for c in template if type(c) is np.ndarray}
-        # a program that is one call on its inputs, giving its outputs, is that call
+        # a program that is one call (a segment, say) on its inputs and constants,
+        # giving its outputs, runs that call without the step environment:
+        # (fn, per call input: (program input index or None, constant) -- None when
+        # they are the inputs in order, output picks -- None when in order)
         only = self.calls[0] if len(self.calls) == 1 else None
-        self.direct = (only.fn if only is not None and only.multiple and not only.params
-                       and not self.donated
-                       and only.ins == self.in_slots and only.outs == self.out_refs
-                       and not any(self.out_copy) else None)
-        # ... or that call on its inputs and constants in another order (a segment)
         self._single = None
-        if self.direct is None and only is not None and only.multiple and not only.params \
-                and not any(self.out_copy):
+        if only is not None and only.multiple and not only.params and not any(self.out_copy):
             position = {slot: k for k, slot in enumerate(self.in_slots)}
-            self._single = (only.fn, [(position.get(i), template[i]) for i in only.ins],
-                            [only.outs.index(i) for i in self.out_refs])
+            self._single = (only.fn,
+                            None if only.ins == self.in_slots
+                            else [(position.get(i), template[i]) for i in only.ins],
+                            None if only.outs == self.out_refs
+                            else [only.outs.index(i) for i in self.out_refs])
 
     def __call__(self, *args):
-        if self.direct is not None:
-            return self.direct(*args)
         if self.donated:
             args = unshare_donated(args, self.donated, self.const_roots)
         if self._single is not None:
             fn, sources, picks = self._single
-            outs = fn(*[const if k is None else args[k] for k, const in sources])
-            return [outs[j] for j in picks]
+            outs = fn(*(args if sources is None else
+                        [const if k is None else args[k] for k, const in sources]))
+            return outs if picks is None else [outs[j] for j in picks]
         env = self.template.copy()
         for i, a in zip(self.in_slots, args):
             env[i] = a
