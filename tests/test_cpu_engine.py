@@ -12,6 +12,8 @@ import pytest
 
 from fgrad._src.cpu import engine
 
+from concurrency import run_threads
+
 REPO = Path(__file__).resolve().parent.parent
 
 # out[i] = x[i] * scale, with args = [n, x, out] and `scale` baked in.
@@ -268,11 +270,7 @@ def test_concurrent_compiles(cache_dir):
         except Exception as e:      # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(k,) for k in range(4)])
     assert not errors
     for k in range(4):
         np.testing.assert_array_equal(results[k], 100.0 + k)

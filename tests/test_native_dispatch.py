@@ -4,7 +4,6 @@ allocates and wraps the outputs in native code; anything else takes the Python
 path, which must give the same results and errors."""
 import gc
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -13,6 +12,8 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad._src.core import Array
 from fgrad._src.cpu import dispatch
+
+from concurrency import run_threads
 
 
 def served(f):
@@ -202,11 +203,7 @@ def test_concurrent_calls_from_threads():
             x, y = rng.normal(size=64), rng.normal(size=64)
             if not np.allclose(np.asarray(f(x, y)), x * y + x, rtol=1e-12, atol=1e-12):
                 errors.append(seed)
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(s,) for s in range(4)])
     assert not errors and served(f) > 0
 
 

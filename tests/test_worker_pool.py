@@ -14,6 +14,8 @@ import fgrad.numpy as fnp
 from fgrad import lax
 from fgrad._src.cpu import engine, pool, threads
 
+from concurrency import run_threads
+
 pytestmark = pytest.mark.skipif(not pool.supported() or threads.num_threads() < 2,
                                 reason="native workers need x86-64 Linux and 2 CPUs")
 
@@ -78,12 +80,7 @@ def test_every_job_runs_once_on_the_caller_and_once_per_worker_that_took_it(coun
         counter[0] = 0
         before = p.jobs_run()
         main_runs = []
-        ts = [threading.Thread(target=lambda: main_runs.append(calls(2000, 1)))
-              for _ in range(3)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        run_threads(lambda: main_runs.append(calls(2000, 1)), [()] * 3)
         assert main_runs == [2000] * 3
         assert counter[0] == 6000 + (p.jobs_run() - before)
     finally:
@@ -207,11 +204,7 @@ def test_donated_updates_in_place_and_concurrent_callers():
             w, _ = f(w, x)
         results[k] = np.asarray(w)
 
-    ts = [threading.Thread(target=train, args=(k,)) for k in range(3)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(train, [(k,) for k in range(3)])
     for k in range(3):
         np.testing.assert_allclose(results[k], reference(40), rtol=2e-3, atol=2e-4)
 
