@@ -67,10 +67,11 @@ dynamic_update_slice, the cumulative reductions and argmax / argmin
 
 float16 sums and products reach the backend as float32 ones between converts
 (`simplify.widen_half_reductions`). Deliberate gaps (can_fuse says False):
-bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> uint32 conversions of NaN or values outside
-[-2**31, 2**32) are unspecified (NumPy itself answers differently for small
-and large arrays); every other float -> int conversion matches NumPy on x86
-(NaN and out-of-range values give what cvttss2si/cvttsd2si give).
+bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> int conversions match NumPy on x86 (NaN
+and out-of-range values give what cvttss2si/cvttsd2si give); float -> uint32
+goes through the 64-bit conversion, as the NumPy impl does (NumPy's own answer
+for NaN or values outside [-2**31, 2**32) differs between small and large
+arrays).
 """
 import functools
 import math
@@ -392,9 +393,14 @@ def _round(cx, args, dts, out, params):
     dt = dts[0]
     if params["rounding_method"] == "to_nearest_even":
         return cx.call_intr("roundeven", dt, x)
-    # exactly the NumPy impl: sign(x) * floor(|x| + 0.5)
-    r = cx.call_intr("floor", dt, cx.b.fadd(cx.call_intr("fabs", dt, x), cx.const(dt, 0.5)))
-    return cx.b.fmul(_sign(cx, [x], dts, out, params), r)
+    # as the NumPy impl: trunc(x), one step away from zero when |x - trunc(x)| >= 0.5
+    # (the difference is exact; floor(|x| + 0.5) would round the sum up)
+    b = cx.b
+    t = cx.call_intr("trunc", dt, x)
+    frac = cx.call_intr("fabs", dt, b.fsub(x, t))
+    half_or_more = b.fcmp_ordered(">=", frac, cx.const(dt, 0.5))
+    step = cx.call_intr("copysign", dt, cx.const(dt, 1.0), x)
+    return b.select(half_or_more, b.fadd(t, step), t)
 
 
 def _mathfn(name):

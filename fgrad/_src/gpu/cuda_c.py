@@ -30,7 +30,7 @@ backend: integer arithmetic wraps (it is done in unsigned types, so there is
 no undefined signed overflow), integer division and remainder by 0 give 0,
 INT_MIN / -1 wraps and INT_MIN % -1 is 0, shifts by >= the width (or by
 negative amounts) give 0 (arithmetic shifts: the sign), float max/min and
-their reductions propagate NaN, float -> int conversions give what x86's
+their reductions propagate NaN and order -0 below +0, float -> int conversions give what x86's
 cvttss2si/cvttsd2si give (NaN and out-of-range values: the minimum integer of
 the 32- or 64-bit conversion), bools are bytes in memory. Float functions are
 CUDA's (exp/log/sin/... within 1-4 ulp; division and square roots correctly
@@ -180,11 +180,11 @@ __device__ __forceinline__ double fg_f64_bits(unsigned long long b) {
 template <class To, class From> __device__ __forceinline__ To fg_bitcast(From x) {
   To y; memcpy(&y, &x, sizeof(To)); return y;
 }
-// NaN-propagating max / min (as np.maximum / np.minimum)
-__device__ __forceinline__ float fg_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-__device__ __forceinline__ double fg_max(double a, double b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-__device__ __forceinline__ float fg_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-__device__ __forceinline__ double fg_min(double a, double b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+// NaN-propagating max / min with -0 < +0 (IEEE 754-2019, as the CPU backend and the NumPy impls)
+__device__ __forceinline__ float fg_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b || (a == b && !signbit(a)) ? a : b)); }
+__device__ __forceinline__ double fg_max(double a, double b) { return a != a ? a : (b != b ? b : (a > b || (a == b && !signbit(a)) ? a : b)); }
+__device__ __forceinline__ float fg_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b || (a == b && signbit(a)) ? a : b)); }
+__device__ __forceinline__ double fg_min(double a, double b) { return a != a ? a : (b != b ? b : (a < b || (a == b && signbit(a)) ? a : b)); }
 // x86 truncating conversions: NaN and out-of-range values give the minimum integer
 template <class F> __device__ __forceinline__ int fg_cvtt32(F v) {
   return (v >= (F)-2147483648.0 && v < (F)2147483648.0) ? (int)v : (int)0x80000000u;
@@ -343,9 +343,9 @@ def _round(cx, args, dts, out, params):
     dt = dts[0]
     if params["rounding_method"] == "to_nearest_even":
         return f"{_f(dt, 'rint')}({x})"
-    # exactly the NumPy impl: sign(x) * floor(|x| + 0.5)
-    return (f"({_sign_of(dt, x)} * {_f(dt, 'floor')}({_f(dt, 'fabs')}({x}) + "
-            f"{const(dt, 0.5)}))")
+    # C's round: ties away from zero, exact (floor(|x| + 0.5) rounds the sum up for
+    # the float just below 0.5 and for odd integers of magnitude 2**mantissa_bits)
+    return f"{_f(dt, 'round')}({x})"
 
 
 def _rsqrt(cx, args, dts, out, params):

@@ -10,7 +10,7 @@ from ..batching import unbatched_axis
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds
-from .elementwise import bitwise_or, eq, gt, lt, mul, select_n
+from .elementwise import bitwise_or, eq, gt, lt, mul, select_n, signed_zero, zeros_with_sign
 from .gather_scatter import gather
 from .slicing import iota, pad, rev, slice_in_dim
 
@@ -25,13 +25,26 @@ def _cumulative_rule(name, kinds):
     return rule
 
 
+def _accumulate(ufunc, x, axis):
+    """ufunc.accumulate; for maximum / minimum with IEEE 754-2019's -0 < +0, as
+    compiled code computes them (NumPy keeps whichever zero its loop prefers)."""
+    out = ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+    if ufunc in (np.maximum, np.minimum) and x.dtype.kind == "f":
+        zeros = out == 0
+        if zeros.any():
+            pick_max = ufunc is np.maximum
+            seen = np.logical_or.accumulate(zeros_with_sign(x, pick_max), axis=axis)
+            out = np.where(zeros, signed_zero(x.dtype, pick_max, seen), out)
+    return out
+
+
 def _cumulative_impl(ufunc, kinds):
     def impl(x, *, axis, reverse):
         if x.dtype.kind not in kinds:
             raise TypeError("unsupported dtype")  # the shape rule explains
         if reverse:
-            return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-        return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+            return np.flip(_accumulate(ufunc, np.flip(x, axis), axis), axis)
+        return _accumulate(ufunc, x, axis)
     return impl
 
 

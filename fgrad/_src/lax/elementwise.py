@@ -169,12 +169,42 @@ def _full_like(x, value):
     return Array(np.asarray(value, x.dtype), True)
 
 
-max_p = _prim("max", np.maximum, NUM)
+def _signed_zero_extremum(pick_max):
+    """np.maximum / np.minimum with IEEE 754-2019's -0 < +0, as compiled code
+    computes them (llvm.maximum): NumPy answers a tie of zeros by operand order."""
+    ufunc = np.maximum if pick_max else np.minimum
+
+    def impl(x, y):
+        out = ufunc(x, y)
+        if out.dtype.kind != "f":
+            return out
+        zeros = out == 0
+        if not zeros.any():
+            return out
+        x, y = np.broadcast_arrays(x, y)
+        return np.where(zeros, signed_zero(out.dtype, pick_max, zeros_with_sign(x, pick_max)
+                                           | zeros_with_sign(y, pick_max)), out)
+    return impl
+
+
+def zeros_with_sign(x, positive):
+    """Where x is +0 (positive) or -0 (not positive)."""
+    return (x == 0) & (np.signbit(x) != positive)
+
+
+def signed_zero(dtype, pick_max, seen):
+    """The zero a maximum (pick_max) or minimum ends on: a maximum is +0 where a +0
+    took part (`seen`), else -0; a minimum is -0 where a -0 took part, else +0."""
+    plus, minus = dtype.type(0.0), dtype.type(-0.0)
+    return np.where(seen, plus, minus) if pick_max else np.where(seen, minus, plus)
+
+
+max_p = _prim("max", _signed_zero_extremum(True), NUM)
 max = _binary_op(max_p)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 
-min_p = _prim("min", np.minimum, NUM)
+min_p = _prim("min", _signed_zero_extremum(False), NUM)
 min = _binary_op(min_p)
 defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
@@ -184,7 +214,19 @@ def _replace_zero(x):
     return select_n(eq(x, _full_like(x, 0)), x, _full_like(x, 1))
 
 
-pow_p = _prim("pow", np.power, FLOAT, quiet=True)
+def _pow_impl(x, y):
+    """np.power with C99's pow at x = -0 and -inf: NumPy's loop computes x ** 0.5
+    as sqrt(x) when the exponent is one broadcast value (giving -0 and NaN there,
+    where pow and compiled code give +0 and +inf)."""
+    out = np.power(x, y)
+    sqrt_specials = (y == 0.5) & ((x == 0) | (x == -np.inf))
+    if np.any(sqrt_specials):
+        out = np.where(sqrt_specials, np.where(x == 0, x.dtype.type(0), x.dtype.type(np.inf)),
+                       out)
+    return out
+
+
+pow_p = _prim("pow", _pow_impl, FLOAT, quiet=True)
 pow = _binary_op(pow_p)
 defjvp(pow_p,
        lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, _full_like(y, 1))))),
@@ -236,7 +278,10 @@ defjvp_zero(ceil_p)
 def _round_impl(x, *, rounding_method):
     if rounding_method == "to_nearest_even":
         return np.round(x)
-    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(x.dtype)
+    # Not floor(|x| + 0.5): that sum rounds up for the float just below 0.5 and for
+    # odd integers of magnitude 2**mantissa_bits. x - trunc(x) is exact.
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.copysign(x.dtype.type(1), x), t)
 
 
 round_p = Primitive("round")
@@ -426,7 +471,13 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type):
 
 
 def _convert_impl(x, *, new_dtype, weak_type):
-    return np.asarray(x).astype(new_dtype)
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and new_dtype == dtypes.uint32:
+        # Through int64, as compiled code converts: NumPy's own float -> uint32 of NaN
+        # or of values outside [-2**31, 2**32) differs between its small-array and
+        # SIMD loops (0 for 3 elements, 2**31 for 8).
+        return x.astype(dtypes.int64).astype(new_dtype)
+    return x.astype(new_dtype)
 
 
 convert_element_type_p = Primitive("convert_element_type")

@@ -64,8 +64,25 @@ def _accumulated(reduce):
     return impl
 
 
+def _signed_zero_sum(impl):
+    """A float sum that is zero is -0.0 exactly when every term is -0.0 (IEEE's
+    exact sum, in any order, and what compiled code computes from its -0.0
+    identity); NumPy's sum starts from +0.0, so it never gives -0.0. A sum of
+    nothing is +0.0."""
+    def signed(x, *, axes):
+        out = impl(x, axes=axes)
+        if x.dtype.kind == "f" and all(x.shape[a] for a in axes):
+            zeros = out == 0
+            if np.any(zeros):
+                from .elementwise import zeros_with_sign
+                all_negative = np.all(zeros_with_sign(x, False), axis=axes)
+                out = np.where(zeros & all_negative, x.dtype.type(-0.0), out)
+        return out
+    return signed
+
+
 reduce_sum_p = Primitive("reduce_sum")
-reduce_sum_p.impl = _accumulated(np.sum)
+reduce_sum_p.impl = _signed_zero_sum(_accumulated(np.sum))
 reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiu")
 defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
@@ -173,8 +190,25 @@ def _extremum_jvp(g, ans, x, *, axes):
     return div(reduce_sum(mul(g, location), axes), counts)
 
 
+def _extremum_impl(pick_max):
+    """np.max / np.min with IEEE 754-2019's -0 < +0, as compiled code computes them
+    (NumPy's answer for a tie of zeros depends on the order it visits them)."""
+    from .elementwise import signed_zero, zeros_with_sign
+    reduce = np.max if pick_max else np.min
+
+    def impl(x, *, axes):
+        out = reduce(x, axis=axes)
+        if x.dtype.kind == "f":
+            zeros = out == 0
+            if np.any(zeros):
+                seen = np.any(zeros_with_sign(x, pick_max), axis=axes)
+                out = np.where(zeros, signed_zero(x.dtype, pick_max, seen), out)
+        return out
+    return impl
+
+
 reduce_max_p = Primitive("reduce_max")
-reduce_max_p.impl = lambda x, *, axes: np.max(x, axis=axes)
+reduce_max_p.impl = _extremum_impl(True)
 reduce_max_p.abstract_eval = _reduction_rule("reduce_max", "fiub")
 defreduction(reduce_max_p)
 defjvp(reduce_max_p, _extremum_jvp)
@@ -185,7 +219,7 @@ def reduce_max(x, axes):
 
 
 reduce_min_p = Primitive("reduce_min")
-reduce_min_p.impl = lambda x, *, axes: np.min(x, axis=axes)
+reduce_min_p.impl = _extremum_impl(False)
 reduce_min_p.abstract_eval = _reduction_rule("reduce_min", "fiub")
 defreduction(reduce_min_p)
 defjvp(reduce_min_p, _extremum_jvp)
