@@ -1032,3 +1032,14 @@ def test_a_sum_of_negative_zeros_is_negative_zero_under_jit():
         for dt in FLOATS:
             x = np.full((n,), -0.0, dt)
             assert_same(f(x), np.asarray(-0.0, dt), what=f"sum of {n} x -0.0 [{dt}]")
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_integer_pow_has_the_same_bits_eagerly_and_under_jit(dt):
+    # eager took np.power's one rounding, jit squares (e.g. float32 0.001 ** 3,
+    # 1.5 ** -2 and 7.3 ** 5 differed in the last bit)
+    x = np.array([0.001, 1.5, -1.5, 2.5, 7.3, -100.25, 3.0, 0.49999997, 1e10, -0.0, np.inf,
+                  np.nan, 1e-3, 65504.0], np.float64).astype(dt)
+    for y in (0, 1, 2, 3, 5, 7, 13, 63, 64, -1, -2, -3, -13, -64):
+        f = lambda x: lax.integer_pow(x, y)       # noqa: E731
+        assert_same(fgrad.jit(f)(x), f(x), what=f"{dt} ** {y}")

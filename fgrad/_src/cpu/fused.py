@@ -81,6 +81,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
+from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import blas, indexing, outputs, pool, program, sorting, structural, threads
 from .dispatch import NativeEntry
 
@@ -353,9 +354,6 @@ def _minmax(fbase, op):
 
 def _pow(cx, args, dts, out, params):
     return cx.math("pow", dts[0], *args)
-
-
-_MAX_UNROLLED_POW = 64
 
 
 def _integer_pow(cx, args, dts, out, params):

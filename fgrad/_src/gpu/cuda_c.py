@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jaxpr import Literal
+from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from ..compiler import layout
 
 __all__ = ["can_fuse_gpu", "emit_program", "KernelPlan", "BLOCK", "PRELUDE"]
@@ -300,9 +301,6 @@ def _minmax(fname, op):
             return f"{fname}({x}, {y})"
         return f"({x} {op} {y} ? {x} : {y})"
     return emit
-
-
-_MAX_UNROLLED_POW = 64
 
 
 def _integer_pow(cx, args, dts, out, params):

@@ -233,10 +233,38 @@ defjvp(pow_p,
        lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
 
 
+# Float powers up to this magnitude are repeated squarings (as XLA computes them),
+# beyond it pow; the backends emit the same multiplications (cpu/fused.py, gpu/cuda_c.py).
+MAX_UNROLLED_POW = 64
+
+
 def _integer_pow_impl(x, y):
     if y < 0 and x.dtype.kind in "iu":
         raise ValueError("integer_pow of an integer array to a negative power")
-    return np.power(x, y, dtype=x.dtype) if y >= 0 else np.power(x, float(y)).astype(x.dtype)
+    if x.dtype.kind != "f":
+        return np.power(x, y, dtype=x.dtype)
+    if abs(y) > MAX_UNROLLED_POW:
+        return np.power(x, x.dtype.type(y))
+    return _repeated_squaring(x, y)
+
+
+def _repeated_squaring(x, y):
+    """x ** y by squaring, in the order compiled code multiplies (so the bits agree):
+    negative powers take the reciprocal first (x ** -n underflows only where the
+    result does); float16 is computed in float32 and rounded once, as compiled
+    code holds float16 values in float registers."""
+    wide = x.astype(np.float32) if x.dtype == dtypes.float16 else np.asarray(x)
+    base = np.divide(wide.dtype.type(1), wide) if y < 0 else wide
+    acc, n = None, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else acc * base
+        n >>= 1
+        if n:
+            base = base * base
+    if acc is None:
+        acc = np.ones_like(wide)
+    return np.asarray(acc).astype(x.dtype)
 
 
 integer_pow_p = Primitive("integer_pow")
