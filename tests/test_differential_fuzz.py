@@ -67,9 +67,18 @@ def special_values(dt):
             math.pi, 1e4, -7.25]
 
 
+def _ordinary(dt):
+    """Values of everyday magnitude, where results are finite and rounding shows."""
+    if dt.kind == "f":
+        return st.floats(-300, 300, width=dt.itemsize * 8)
+    ii = np.iinfo(dt)
+    return st.integers(max(int(ii.min), -300), min(int(ii.max), 300))
+
+
 @st.composite
 def arrays(draw, dt, shape):
-    """An array of `shape`: special values and random bit patterns."""
+    """An array of `shape`: special values, everyday values and random bit patterns
+    (which reach every float: subnormals, NaN payloads, huge and tiny values)."""
     n = math.prod(shape)
     specials = special_values(dt)
     if dt == BOOL:
@@ -78,11 +87,13 @@ def arrays(draw, dt, shape):
     utype = np.dtype(f"uint{bits}")
     words = draw(st.lists(st.one_of(
         st.sampled_from(range(len(specials))).map(lambda i: ("s", i)),
+        _ordinary(dt).map(lambda v: ("v", v)),
         st.integers(0, 2 ** bits - 1).map(lambda w: ("w", w))), min_size=n, max_size=n))
     out = np.empty(n, dt)
     with np.errstate(all="ignore"):
         for k, (kind, v) in enumerate(words):
-            out[k] = np.asarray(specials[v], dt) if kind == "s" else np.asarray(v, utype).view(dt)
+            out[k] = (np.asarray(specials[v], dt) if kind == "s" else
+                      np.asarray(v, dt) if kind == "v" else np.asarray(v, utype).view(dt))
     return out.reshape(shape)
 
 
@@ -103,8 +114,8 @@ def _ordered(a):
 
 def assert_same(got, want, ulps=0, what=""):
     """Same dtype and shape; integers equal; floats equal bit for bit (NaN equals
-    NaN), or, with `ulps`, the same NaNs and infinities and finite values at most
-    `ulps` representable numbers apart (which counts -0 and +0 as one apart)."""
+    NaN), or, with `ulps`, the same NaNs, infinities and signs of zeros and finite
+    values at most `ulps` representable numbers apart."""
     got, want = np.asarray(got), np.asarray(want)
     assert (got.dtype, got.shape) == (want.dtype, want.shape), \
         f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}"
@@ -115,6 +126,7 @@ def assert_same(got, want, ulps=0, what=""):
         dist = np.abs(_ordered(got) - _ordered(want))
         bad = (nan_g != nan_w) | (~nan_g & ~nan_w & (dist > ulps))
         bad |= ~nan_g & ~nan_w & (np.isinf(got) | np.isinf(want)) & (got != want)
+        bad |= (got == 0) & (want == 0) & (np.signbit(got) != np.signbit(want))
     if bad.any():
         idx = np.argwhere(bad)[:5]
         raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} differ, at {idx.tolist()}: "
@@ -1043,3 +1055,56 @@ def test_integer_pow_has_the_same_bits_eagerly_and_under_jit(dt):
     for y in (0, 1, 2, 3, 5, 7, 13, 63, 64, -1, -2, -3, -13, -64):
         f = lambda x: lax.integer_pow(x, y)       # noqa: E731
         assert_same(fgrad.jit(f)(x), f(x), what=f"{dt} ** {y}")
+
+
+# ----------------------------------------------------------------------------
+# fgrad.numpy's functions built from several primitives, against NumPy's on
+# every special value (and pair): the same NaNs, infinities and signs of zeros,
+# finite values within a few ulp (a composition rounds several times; float16
+# compositions round to half at every step, NumPy's float16 loops only once).
+
+FNP_UNARY = ["negative", "positive", "absolute", "fabs", "sign", "floor", "ceil", "trunc", "rint",
+             "round", "fix", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
+             "cbrt", "square", "reciprocal", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+             "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "deg2rad", "rad2deg",
+             "isnan", "isinf", "isfinite", "signbit", "sinc", "nan_to_num"]
+# maximum / minimum / fmax / fmin order -0 below +0 (test_binary checks them)
+FNP_BINARY = ["add", "subtract", "multiply", "divide", "floor_divide", "remainder", "fmod",
+              "power", "arctan2", "hypot", "logaddexp", "logaddexp2", "copysign", "heaviside",
+              "equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+FNP_ULPS = {np.dtype("float16"): 16, np.dtype("float32"): 4, np.dtype("float64"): 4}
+
+
+@pytest.mark.parametrize("name", FNP_UNARY + FNP_BINARY)
+def test_numpy_functions_on_special_values(name):
+    fnp_fn, np_fn = getattr(fgrad.numpy, name), getattr(np, name)
+    for dt in FLOATS:
+        v, a, b = _pairs(dt)
+        args = (v,) if name in FNP_UNARY else (a, b)
+        with np.errstate(all="ignore"):
+            want = np_fn(*args)
+        eager, jitted = run_both(fnp_fn, *args)
+        assert_same(eager, want, FNP_ULPS[dt], what=f"fgrad.numpy.{name}[{dt}] eager vs NumPy")
+        assert_same(jitted, want, FNP_ULPS[dt], what=f"fgrad.numpy.{name}[{dt}] jit vs NumPy")
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_numpy_functions_fixed_by_the_fuzz(dt):
+    inf, nan = np.inf, np.nan
+    cases = [  # (function, arguments, NumPy's answer)
+        ("copysign", ([-0.0, 0.0, 2.0, -2.0], [0.0, -0.0, 0.0, -0.0]), [0.0, -0.0, 2.0, -2.0]),
+        ("arccosh", ([-3.0, -100.25, -inf, 0.5, 1.0],), [nan, nan, nan, nan, 0.0]),
+        ("arcsinh", ([-0.0, inf, -inf],), [-0.0, inf, -inf]),
+        ("cbrt", ([-0.0, 0.0, -8.0, inf],), [-0.0, 0.0, -2.0, inf]),
+        ("hypot", ([inf, nan, -inf], [nan, -inf, 1.0]), [inf, inf, inf]),
+        ("floor_divide", ([-0.0, 0.0, 0.5], [1.0, -1.0, 2.0]), [-0.0, -0.0, 0.0]),
+        ("remainder", ([0.0, -0.0, 2.0, -2.0], [-1.0, 1.0, -1.0, 1.0]), [-0.0, 0.0, -0.0, 0.0]),
+    ]
+    for name, args, want in cases:
+        args = [np.array(a, dt) for a in args]
+        eager, jitted = run_both(getattr(fgrad.numpy, name), *args)
+        assert_same(eager, np.array(want, dt), what=f"{name} eager")
+        assert_same(jitted, np.array(want, dt), what=f"{name} jit")
+    big = np.array([np.finfo(dt).max, -np.finfo(dt).max], dt)   # x * x overflowed float16
+    assert_same(fgrad.numpy.arcsinh(big), np.arcsinh(big), 2, what="arcsinh of the largest")
+    assert_same(fgrad.numpy.cbrt(big), np.cbrt(big), 2, what="cbrt of the largest (was 80 ulp)")
