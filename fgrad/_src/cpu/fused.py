@@ -673,6 +673,15 @@ def _emit_half(cx, eqn, args, dts, out):
     if name in ("rsqrt", "logistic"):    # the impls round after each NumPy step
         return _half_steps(cx, name, args[0])
 
+    if name == "select_n" and out == _F16:
+        # select the half values themselves (exact): selecting their float
+        # extensions let LLVM 22 rewrite select(x > 0, 0, x) followed by neg / mul
+        # and a second select on the same mask into select(x >= 0, -0.0, -x), which
+        # is wrong for x = -0.0 (nn.elu(-0.0) gave +0.0)
+        cases = [b.fptrunc(c, half) for c in args[1:]]
+        v = EMITTERS[name](cx, [args[0]] + cases, [dts[0]] + [_F16] * len(cases), _F16, eqn.params)
+        return b.fpext(v, single)
+
     def as32(dt):
         return _F32 if dt == _F16 else dt
 
