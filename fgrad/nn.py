@@ -89,9 +89,11 @@ def log_sigmoid(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)) = log1p(exp(-|x|)) + max(x, 0), stable."""
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), stable. The max and -|x| are
+    picked by one select (this is fgrad.numpy's logaddexp(x, 0)), so every
+    derivative is right at 0."""
     x = _float(x)
-    return lax.add(lax.log1p(lax.exp(lax.neg(lax.abs(x)))), lax.max(x, _c(x, 0)))
+    return fnp.logaddexp(x, _c(x, 0))
 
 
 def soft_sign(x):
