@@ -121,7 +121,11 @@ def gelu(x, approximate=True):
     x = _float(x)
     if approximate:
         k = math.sqrt(2 / math.pi)
-        inner = lax.mul(_c(x, k), lax.add(x, lax.mul(_c(x, 0.044715), lax.integer_pow(x, 3))))
+        # tanh is 1 to the last bit long before |x| = 30: bounding its argument there
+        # keeps x³ finite, so the derivative is not 0 · inf = nan for huge |x|.
+        xs = lax.select_n(lax.gt(x, _c(x, 30)), x, _c(x, 30))
+        xs = lax.select_n(lax.lt(xs, _c(x, -30)), xs, _c(x, -30))
+        inner = lax.mul(_c(x, k), lax.add(xs, lax.mul(_c(x, 0.044715), lax.integer_pow(xs, 3))))
         return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
     return lax.mul(lax.mul(_c(x, 0.5), x),
                    lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / math.sqrt(2))))))

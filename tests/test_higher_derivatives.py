@@ -202,3 +202,18 @@ def test_values_keep_numpy_semantics():
     _close(fgrad.jit(g)(np.array([-np.inf, -np.inf])), [1.0, 1.0])
     _close(g(np.array([-np.inf, 2.0])), [0.0, 1.0])
     _close(fgrad.grad(lambda v: fnp.hypot(v[0], v[1]))(np.array([np.inf, 1.0])), [1.0, 0.0])
+
+
+def test_library_gradients_stay_free_of_nan_where_the_derivative_exists():
+    """Selects whose other side is nan or inf must select inputs, not only results
+    (0 · nan in reverse mode); each case gave nan before."""
+    # power with an array exponent: d/dx x^0 = 0 at x = 0 too (polynomial features)
+    x, k = np.array([0.0, 0.0, 2.0, 0.0]), np.array([0.0, 1.0, 0.0, 2.0])
+    want = np.array([0.0, 1.0, 0.0, 0.0])
+    poly = lambda x: fnp.sum(fnp.power(x, k))
+    _close(fgrad.grad(poly)(x), want)
+    _close(fgrad.jit(fgrad.grad(poly))(x), want)
+    _close(fgrad.vmap(fgrad.grad(fgrad.grad(fnp.power)))(x, k), [0.0, 0.0, 0.0, 2.0])
+    # gelu's tanh form for huge |x| (x³ overflowed inside the saturated tanh)
+    _close(fgrad.vmap(fgrad.grad(nn.gelu))(np.array([1e300, -1e300, 1e10])), [1.0, 0.0, 1.0])
+    _close(nn.gelu(np.array([30.0, -30.0, 1e300])), [30.0, 0.0, 1e300])
