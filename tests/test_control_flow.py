@@ -251,6 +251,25 @@ def test_grad_of_vmap_of_cond_shared_operand_and_second_order():
     _close(fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(rows)(xs)))(xss), want)
 
 
+def test_eager_vmap_of_cond_runs_each_branch_only_on_its_members():
+    calls = []
+
+    def spy(x):
+        fgrad.debug.callback(lambda v: calls.extend(np.ravel(v).tolist()), x)
+        return fnp.sqrt(x)
+
+    f = lambda x: lax.cond(x > 0, spy, lambda x: x, x)
+    xs = np.array([-1.0, 4.0, -2.0, 9.0, 16.0])
+    fgrad.config.update("debug_nans", True)      # sqrt(-1) is never computed
+    try:
+        _close(fgrad.vmap(f)(xs), [-1.0, 2.0, -2.0, 3.0, 4.0])
+        assert sorted(calls) == [4.0, 9.0, 16.0]
+        _close(fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(f)(xs)))(xs),
+               [1.0, 0.25, 1.0, 1 / 6, 0.125])
+    finally:
+        fgrad.config.update("debug_nans", False)
+
+
 def test_vmap_of_while_with_batched_predicate_keeps_finished_members_tangents():
     def halve_past_one(x):  # a finished member (x <= 1) would give NaN if run on
         return lax.while_loop(lambda x: x > 1, lambda x: fnp.sqrt(x - 1), x)

@@ -217,3 +217,37 @@ def test_library_gradients_stay_free_of_nan_where_the_derivative_exists():
     # gelu's tanh form for huge |x| (x³ overflowed inside the saturated tanh)
     _close(fgrad.vmap(fgrad.grad(nn.gelu))(np.array([1e300, -1e300, 1e10])), [1.0, 0.0, 1.0])
     _close(nn.gelu(np.array([30.0, -30.0, 1e300])), [30.0, 0.0, 1e300])
+
+
+def _one_sided(f, x, n, side, h=1e-6):
+    """The n-th derivative of f at x from one side (side = -1 or +1): a difference of
+    fgrad's derivative of order n - 1 at two points strictly on that side."""
+    g = _nth(f, n - 1)
+    a, b = x + side * h, x + side * 2 * h
+    return (float(g(np.float64(b))) - float(g(np.float64(a)))) / (b - a)
+
+
+KINKS = [  # (name, f, kink, order of the first derivative that jumps)
+    ("relu", nn.relu, 0.0, 1), ("relu6", nn.relu6, 6.0, 1), ("leaky_relu", nn.leaky_relu, 0.0, 1),
+    ("elu", lambda x: nn.elu(x, 2.0), 0.0, 1), ("celu", lambda x: nn.celu(x, 2.0), 0.0, 2),
+    ("selu", nn.selu, 0.0, 1), ("hard_tanh", nn.hard_tanh, 1.0, 1),
+    ("hard_tanh_low", nn.hard_tanh, -1.0, 1), ("hard_sigmoid", nn.hard_sigmoid, 3.0, 1),
+    ("huber", lambda x: losses.huber_loss(x, 0.0 * x, delta=1.5, reduction="sum"), 1.5, 2),
+    ("huber_low", lambda x: losses.huber_loss(x, 0.0 * x, delta=1.5, reduction="sum"), -1.5, 2),
+]
+
+
+@pytest.mark.parametrize("name, f, x, n", KINKS, ids=[k[0] for k in KINKS])
+def test_kinks_take_one_sides_derivative(name, f, x, n):
+    """Genuinely non-smooth functions: the derivatives below the jump are continuous,
+    and the one that jumps is one side's (JAX's conventions), never a blend or a 0
+    from sign(0)."""
+    for k in range(1, n):
+        got = float(_nth(f, k)(np.float64(x)))
+        assert np.isclose(got, _one_sided(f, x, k, -1), atol=1e-4), (name, k)
+        assert np.isclose(got, _one_sided(f, x, k, +1), atol=1e-4), (name, k)
+    got = float(_nth(f, n)(np.float64(x)))
+    left, right = _one_sided(f, x, n, -1), _one_sided(f, x, n, +1)
+    assert not np.isclose(left, right, atol=1e-3), (name, left, right)
+    assert np.isclose(got, left, atol=1e-4) or np.isclose(got, right, atol=1e-4), \
+        (name, got, left, right)

@@ -6,14 +6,15 @@ flagged in `in_batched` carrying the batch at dimension 0. `branches` are the
 cond's own (unbatched) branches; every output is batched at dimension 0, and
 member m's outputs are `branches[index[m]]` applied to member m's operands.
 
-Evaluation (eager, and under jit where the equation is inlined) runs every
-branch on the whole batch and picks per member with select_n. What the
-primitive adds over that expansion is its derivatives, which keep the
-per-member choice: the JVP is a cond_lanes of the branches' JVPs and the
-transpose a cond_lanes of the transposed branches, so each member's cotangent
-comes from its own branch alone. A branch not taken by a member therefore never
-multiplies that member's zero cotangent into a NaN (sqrt or log of a negative
-member), as a plain select of both branches' results does.
+Under jit the equation is inlined as its expansion: every branch runs on the
+whole batch and each member picks its results with select_n. Eagerly each
+branch runs only on the members that take it. What the primitive adds over the
+expansion is its derivatives, which keep the per-member choice: the JVP is a
+cond_lanes of the branches' JVPs and the transpose a cond_lanes of the
+transposed branches, so each member's cotangent comes from its own branch
+alone. A branch not taken by a member therefore never multiplies that member's
+zero cotangent into a NaN (sqrt or log of a negative member), as a plain select
+of both branches' results does.
 """
 import numpy as np
 
@@ -79,7 +80,26 @@ def expansion(params):
     return memo(branches, ("lanes", in_batched, size), make)
 
 
-cond_lanes_p.impl = lambda *args, **params: common.evaluator(expansion(params))(*args)
+def _lanes_impl(index, *ops, branches, in_batched, size):
+    """Eagerly each branch runs on the members that take it, and only on them: no
+    work, floating-point warning or debug_nans alarm comes from a branch not taken."""
+    index = np.asarray(index)
+    dims = [0 if b else None for b in in_batched]
+    outs = [np.empty(a.shape, a.dtype) for a in _out_avals(branches, size)]
+    for i, branch in enumerate(branches):
+        members = np.flatnonzero(index == i)
+        if not members.size:
+            continue
+        own = [np.asarray(x)[members] if b else x for x, b in zip(ops, in_batched)]
+        with core.set_current_trace(core.eval_trace):
+            results = batch_flat(lambda *xs, b=branch: eval_closed(b, *xs), dims,
+                                 members.size)(*own)
+        for out, r in zip(outs, results):
+            out[members] = common.raw(r)
+    return outs
+
+
+cond_lanes_p.impl = _lanes_impl
 cond_lanes_p.inline_body = expansion
 
 
