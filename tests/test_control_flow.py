@@ -200,7 +200,8 @@ def _three_way(x):
 
 
 _UNTAKEN_NAN = [
-    (_sqrt_or_identity, np.array([-1.0, 4.0, 0.0]), lambda x: np.where(x > 0, 0.5 / np.sqrt(abs(x)), 1.0)),
+    (_sqrt_or_identity, np.array([-1.0, 4.0, 0.0]),
+     lambda x: np.where(x > 0, 0.5 / np.sqrt(abs(x)), 1.0)),
     (_log_or_square, np.array([-2.0, 0.5, 0.0]), lambda x: np.where(x > 0, 1 / abs(x), 2 * x)),
     (_three_way, np.array([-3.0, 4.0, 12.0, 0.0]),
      lambda x: np.select([x > 10, x > 0], [1 / abs(x - 10), 0.5 / np.sqrt(abs(x))], -1.0)),
@@ -244,7 +245,8 @@ def test_grad_of_vmap_of_cond_shared_operand_and_second_order():
     nested = lambda xss: fnp.sum(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss))
     _close(fgrad.grad(nested)(xss), want)
     _close(fgrad.jit(fgrad.grad(nested))(xss), want)
-    _close(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss), np.where(xss > 0, np.sqrt(abs(xss)), xss))
+    _close(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss),
+           np.where(xss > 0, np.sqrt(abs(xss)), xss))
     # inside a scan body
     def rows(xs):
         return lax.scan(lambda c, x: (c + _sqrt_or_identity(x), None), 0.0, xs)[0]
