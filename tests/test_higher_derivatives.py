@@ -146,6 +146,14 @@ def test_logistic_regression_hessian_at_zero_weights():
     for f in (loss, loss_log_sigmoid):
         _close(fgrad.hessian(f)(w0), want)
         _close(fgrad.jit(fgrad.hessian(f))(w0), want)
+    # the multinomial version at W = 0: kron(X^T X / n, diag(p) - p p^T), p uniform
+    labels = rng.integers(0, 4, 20)
+
+    def multinomial(w):
+        return losses.softmax_cross_entropy_with_integer_labels(X @ w.reshape(3, 4), labels)
+
+    block = np.eye(4) / 4 - np.full((4, 4), 1 / 16)
+    _close(fgrad.hessian(multinomial)(np.zeros(12)), np.kron(X.T @ X / len(X), block))
     # one Newton step from zero moves the weights (it used to divide by a zero Hessian)
     step = np.linalg.solve(np.asarray(fgrad.hessian(loss)(w0)), np.asarray(fgrad.grad(loss)(w0)))
     assert np.all(np.isfinite(step)) and np.any(step != 0)
