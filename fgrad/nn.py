@@ -90,10 +90,13 @@ def log_sigmoid(x):
 
 def softplus(x):
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), stable. The max and -|x| are
-    picked by one select (this is fgrad.numpy's logaddexp(x, 0)), so every
-    derivative is right at 0."""
+    picked by one select (as in fgrad.numpy's logaddexp), so that at 0 one analytic
+    formula, x + log1p(exp(-x)), gives every derivative."""
     x = _float(x)
-    return fnp.logaddexp(x, _c(x, 0))
+    first = lax.ge(x, _c(x, 0))
+    hi = lax.select_n(first, _c(x, 0), x)
+    lo = lax.select_n(first, x, _c(x, 0))
+    return lax.add(hi, lax.log1p(lax.exp(lax.sub(lo, hi))))
 
 
 def soft_sign(x):
