@@ -247,6 +247,10 @@ def test_grad_of_vmap_of_cond_shared_operand_and_second_order():
     _close(fgrad.jit(fgrad.grad(nested))(xss), want)
     _close(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss),
            np.where(xss > 0, np.sqrt(abs(xss)), xss))
+    # every mode to order 2 against finite differences (members off the switch points)
+    check_grads(lambda xs: fnp.sum(fgrad.vmap(_three_way)(xs) ** 2),
+                (np.array([-3.0, 4.0, 12.5, 0.5]),), order=2)
+    check_grads(lambda w, xs: fgrad.vmap(f, (None, 0))(w, xs), (w, xs), order=2)
     # inside a scan body
     def rows(xs):
         return lax.scan(lambda c, x: (c + _sqrt_or_identity(x), None), 0.0, xs)[0]
