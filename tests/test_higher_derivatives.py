@@ -259,3 +259,14 @@ def test_kinks_take_one_sides_derivative(name, f, x, n):
     assert not np.isclose(left, right, atol=1e-3), (name, left, right)
     assert np.isclose(got, left, atol=1e-4) or np.isclose(got, right, atol=1e-4), \
         (name, got, left, right)
+
+
+def test_domain_endpoints_give_the_infinite_derivative():
+    """No constant substituted at an endpoint (arccos(-1) = pi had derivative 0)."""
+    def d(f, x):
+        return float(fgrad.jvp(f, (np.float64(x),), (np.float64(1),))[1])
+
+    assert d(fnp.arccos, -1.0) == d(fnp.arccos, 1.0) == -np.inf
+    assert d(fnp.arcsin, -1.0) == d(fnp.arcsin, 1.0) == np.inf
+    assert d(fnp.arccosh, 1.0) == np.inf
+    _close(fnp.arccos(np.array([-1.0, 1.0, -0.0])), [np.pi, 0.0, np.pi / 2], rtol=0, atol=0)

@@ -358,13 +358,12 @@ def arcsin(x, /):
 
 
 def arccos(x, /):
+    """atan2(sqrt((1 - x)(1 + x)), x): accurate near ±1 (no cancellation in the root)
+    and one formula on the whole domain, so the derivative at -1 is the true one
+    (no constant pi substituted there, whose derivative would be 0)."""
     x = _inexact1(x)
-    # 2 atan2(sqrt(1 - x^2), 1 + x), exact near 1; x = -1 gives pi.
-    is_m1 = lax.eq(x, _c(x, -1))
-    xs = lax.select_n(is_m1, x, _c(x, 0))
-    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), xs), lax.add(_c(x, 1), xs)))
-    out = lax.mul(_c(x, 2), lax.atan2(r, lax.add(_c(x, 1), xs)))
-    return lax.select_n(is_m1, out, math.pi)
+    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
+    return lax.atan2(r, x)
 
 
 def arctan(x, /):
