@@ -44,7 +44,8 @@ SMOOTH = {
     "silu": (nn.silu, lambda x: x / (1 + mp.exp(-x)), [0.0, -2.0]),
     "mish": (nn.mish, lambda x: x * mp.tanh(_softplus(x)), [0.0, -2.0, 3.0]),
     "gelu_tanh": (nn.gelu, lambda x: x / 2 * (1 + mp.tanh(mp.sqrt(2 / mp.pi)
-                                                          * (x + 0.044715 * x ** 3))), [0.0, -2.0]),
+                                                          * (x + 0.044715 * x ** 3))),
+                  [0.0, -2.0]),
     "gelu_erf": (lambda x: nn.gelu(x, approximate=False),
                  lambda x: x / 2 * (1 + mp.erf(x / mp.sqrt(2))), [0.0, -2.0]),
     "logaddexp_x1": (lambda x: fnp.logaddexp(x, 0.7),
