@@ -89,9 +89,14 @@ def log_sigmoid(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)) = log1p(exp(-|x|)) + max(x, 0), stable."""
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), stable. The max and -|x| are
+    picked by one select (as in fgrad.numpy's logaddexp), so that at 0 one analytic
+    formula, x + log1p(exp(-x)), gives every derivative."""
     x = _float(x)
-    return lax.add(lax.log1p(lax.exp(lax.neg(lax.abs(x)))), lax.max(x, _c(x, 0)))
+    first = lax.ge(x, _c(x, 0))
+    hi = lax.select_n(first, _c(x, 0), x)
+    lo = lax.select_n(first, x, _c(x, 0))
+    return lax.add(hi, lax.log1p(lax.exp(lax.sub(lo, hi))))
 
 
 def soft_sign(x):
@@ -119,7 +124,11 @@ def gelu(x, approximate=True):
     x = _float(x)
     if approximate:
         k = math.sqrt(2 / math.pi)
-        inner = lax.mul(_c(x, k), lax.add(x, lax.mul(_c(x, 0.044715), lax.integer_pow(x, 3))))
+        # tanh is 1 to the last bit long before |x| = 30: bounding its argument there
+        # keeps x³ finite, so the derivative is not 0 · inf = nan for huge |x|.
+        xs = lax.select_n(lax.gt(x, _c(x, 30)), x, _c(x, 30))
+        xs = lax.select_n(lax.lt(xs, _c(x, -30)), xs, _c(x, -30))
+        inner = lax.mul(_c(x, k), lax.add(xs, lax.mul(_c(x, 0.044715), lax.integer_pow(xs, 3))))
         return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
     return lax.mul(lax.mul(_c(x, 0.5), x),
                    lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / math.sqrt(2))))))

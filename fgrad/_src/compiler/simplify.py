@@ -60,15 +60,19 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
 # Helpers
 
 def _callee(eqn):
-    """(body, n) for a call equation whose body can be inlined: `jit`, and the
+    """(body, n) for a call equation whose body can be inlined: `jit`, the
     custom-derivative calls (their rules matter only to differentiation, which is
-    over once a program is compiled). The first n operands feed the body's
-    constvars; with n = 0 the body carries its own consts. None otherwise."""
+    over once a program is compiled), and primitives defined by an expansion into
+    others (`inline_body(params)`, e.g. cond_lanes). The first n operands feed the
+    body's constvars; with n = 0 the body carries its own consts. None otherwise."""
     name = eqn.primitive.name
     if name == "jit" and isinstance(eqn.params.get("jaxpr"), ClosedJaxpr):
         return eqn.params["jaxpr"], 0
     if name in ("custom_jvp_call", "custom_vjp_call"):
         return eqn.params["call_jaxpr"], eqn.params["num_consts"]
+    expand = getattr(eqn.primitive, "inline_body", None)
+    if expand is not None:
+        return expand(eqn.params), 0
     return None
 
 

@@ -184,11 +184,18 @@ def _replace_zero(x):
     return select_n(eq(x, _full_like(x, 0)), x, _full_like(x, 1))
 
 
+def _pow_dx(g, ans, x, y):
+    """g y x^(y-1); at x = y = 0 (where it is 0 · inf) the exponent is replaced by 1,
+    so d/dx x^0 is 0 there too, as everywhere else."""
+    zero = _full_like(x, 0)
+    both_zero = bitwise_and(eq(x, zero), eq(y, zero))
+    return mul(g, mul(y, pow(x, select_n(both_zero, sub(y, _full_like(y, 1)),
+                                         _full_like(y, 1)))))
+
+
 pow_p = _prim("pow", np.power, FLOAT, quiet=True)
 pow = _binary_op(pow_p)
-defjvp(pow_p,
-       lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, _full_like(y, 1))))),
-       lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
+defjvp(pow_p, _pow_dx, lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
 
 
 def _integer_pow_impl(x, y):
