@@ -96,6 +96,67 @@ def test_gzip_stream_cut_short(tmp_path):
     assert "x.idx.gz" in str(info.value)
 
 
+def test_idx_huge_dimensions_are_a_size_mismatch(tmp_path):
+    """Dimensions whose product overflows 64 bits (and wraps to a small number in
+    NumPy) are compared exactly with the file's size."""
+    dims = (2**32 - 1, 2**32 - 1, 2**32 - 1, 2**32 - 1)
+    header = bytes([0, 0, 0x08, 4]) + b"".join(d.to_bytes(4, "big") for d in dims)
+    for gz in (False, True):
+        path = write(tmp_path / "x.idx", header + b"\0" * 16, gz)
+        with pytest.raises(DataFileError, match=r"size mismatch \(truncated\).*"
+                           rf"i\.e\. {20 + (2**32 - 1)**4} bytes"):
+            data.read_idx(path)
+
+
+class CountingGzip:
+    """gzip.open whose streams count the decompressed bytes handed out."""
+
+    def __init__(self, monkeypatch):
+        self.read_total = 0
+        self.open = gzip.open
+        monkeypatch.setattr(gzip, "open", self)
+
+    def __call__(self, path, mode="rb"):
+        stream = self.open(path, mode)
+        original = stream.read
+
+        def read(size=-1):
+            out = original(size)
+            self.read_total += len(out)
+            return out
+
+        stream.read = read
+        return stream
+
+
+def gzip_of(header, zeros):
+    """A gzip stream of `header` followed by `zeros` zero bytes, built in chunks."""
+    pack = __import__("zlib").compressobj(9, wbits=31)
+    parts = [pack.compress(header)]
+    block = bytes(1 << 20)
+    for start in range(0, zeros, len(block)):
+        parts.append(pack.compress(block[:min(len(block), zeros - start)]))
+    return b"".join(parts) + pack.flush()
+
+
+def test_gzip_bomb_is_not_decompressed_past_the_declared_size(tmp_path, monkeypatch):
+    path = tmp_path / "bomb-idx1-ubyte.gz"
+    path.write_bytes(gzip_of(idx_bytes(np.arange(10, dtype=np.uint8)), 64 << 20))
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match="size mismatch \\(has trailing bytes\\).*10"):
+        data.read_idx(str(path))
+    assert counting.read_total <= 4 + 4 + 10 + 1
+
+
+def test_gzip_declaring_more_than_it_can_hold_fails_before_reading(tmp_path, monkeypatch):
+    header = bytes([0, 0, 0x0E, 1]) + (2**31).to_bytes(4, "big")
+    path = write(tmp_path / "x.idx", header + b"\0" * 64, gz=True)
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match="gzip file decompresses to at most"):
+        data.read_idx(path)
+    assert counting.read_total == len(header)
+
+
 def test_idx_wrong_magic(tmp_path):
     path = write(tmp_path / "x.idx", b"\x12\x34\x08\x01" + (3).to_bytes(4, "big") + b"abc")
     with pytest.raises(DataFileError, match="wrong magic number 0x12340801") as info:
