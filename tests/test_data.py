@@ -425,6 +425,71 @@ def test_prefetch_stops_when_consumer_breaks():
     assert len(list(loader)) == 7      # the next epoch runs normally
 
 
+class Hanging(PySamples):
+    """Sample 3 waits until released: a stuck __getitem__. It gives up after 5 s so
+    that a loader which waits for it fails these tests rather than hangs them."""
+
+    def __init__(self):
+        import threading
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __getitem__(self, i):
+        if i == 3:
+            self.entered.set()
+            self.release.wait(5)
+        return super().__getitem__(i)
+
+
+@pytest.fixture
+def hanging():
+    dataset = Hanging()
+    yield dataset
+    dataset.release.set()
+
+
+def test_leaving_the_loop_does_not_wait_for_a_stuck_sample(hanging):
+    import time
+    batches = iter(DataLoader(hanging, 1, prefetch=1))
+    for _ in range(3):
+        next(batches)
+    assert hanging.entered.wait(5)
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="prefetch thread is still preparing a batch"):
+        batches.close()
+    assert time.monotonic() - start < 2.5
+
+
+def test_timeout_raises_when_a_batch_does_not_come(hanging):
+    import time
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="left running as a daemon thread"):
+        with pytest.raises(TimeoutError, match="batch 3 was not ready after timeout=0.3"):
+            list(DataLoader(hanging, 1, prefetch=1, timeout=0.3))
+    assert time.monotonic() - start < 2.5
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        DataLoader(hanging, 1, timeout=0)
+
+
+def test_ctrl_c_stops_a_loop_waiting_for_a_stuck_sample_at_once(hanging):
+    import signal
+    import threading
+    import time
+    main = threading.main_thread().ident
+    sent = []
+
+    def interrupt():
+        hanging.entered.wait(5)
+        time.sleep(0.1)
+        sent.append(time.monotonic())
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in DataLoader(hanging, 1, prefetch=1):
+            pass
+    assert time.monotonic() - sent[0] < 0.5
+
+
 # -- transforms --------------------------------------------------------------------------
 
 def test_normalize_flatten_one_hot_exact():
