@@ -104,6 +104,74 @@ def test_conv2d_same_and_valid_padding(rng):
            _np_conv2d(x, w, None, (1, 1), (2, 2), (2, 2)))
 
 
+def _jax_same_pads(sizes, kernel, stride, dilation):
+    """SAME as JAX (lax.padtype_to_pads) defines it: ceil(size / stride) outputs and the
+    padding that needs, split with the extra one at the end."""
+    pads = []
+    for n, k, s, d in zip(sizes, kernel, stride, dilation):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+def _scipy_conv2d(x, w, stride, pads, dilation):
+    """Cross-correlation of explicitly zero-padded input with scipy, then strided."""
+    from scipy.signal import correlate2d
+    xp = np.pad(x, ((0, 0), (0, 0), *pads))
+    kh, kw = w.shape[2:]
+    wd = np.zeros(w.shape[:2] + ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1))
+    wd[:, :, ::dilation[0], ::dilation[1]] = w
+    return np.array([[sum(correlate2d(xp[i, c], wd[o, c], mode="valid")
+                          for c in range(x.shape[1]))[::stride[0], ::stride[1]]
+                      for o in range(w.shape[0])] for i in range(x.shape[0])])
+
+
+def test_jax_same_pads_by_hand():
+    assert _jax_same_pads((4, 5), (3, 3), (2, 2), (1, 1)) == [(0, 1), (1, 1)]
+    assert _jax_same_pads((6, 7), (4, 1), (3, 3), (1, 1)) == [(0, 1), (0, 0)]
+    assert _jax_same_pads((5, 6), (3, 3), (1, 1), (2, 2)) == [(2, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, (2, 3)])
+@pytest.mark.parametrize("size", [(7, 8), (6, 5), (1, 4)])
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), (1, 1)), ((2, 4), (1, 1)),
+                                             ((3, 2), (2, 1))])
+def test_conv2d_same_padding_for_every_stride(rng, stride, size, kernel, dilation):
+    x = rng.standard_normal((2, 2) + size)
+    w = rng.standard_normal((3, 2) + kernel)
+    stride2 = stride if isinstance(stride, tuple) else (stride, stride)
+    y = np.asarray(F.conv2d(x, w, None, stride, "same", dilation))
+    assert y.shape[2:] == tuple(-(-n // s) for n, s in zip(size, stride2))   # ceil
+    pads = _jax_same_pads(size, kernel, stride2, dilation)
+    _close(y, _scipy_conv2d(x, w, stride2, pads, dilation), rtol=1e-9)
+
+
+def test_conv2d_layer_same_padding_with_stride(rng):
+    conv = L.Conv2d(2, 3, kernel_size=3, stride=2, padding="same", key=_key(), dtype=F64)
+    x = rng.standard_normal((2, 2, 6, 7))
+    y = _round_trip_and_jit(conv, x)
+    assert y.shape == (2, 3, 3, 4)
+    pads = _jax_same_pads((6, 7), (3, 3), (2, 2), (1, 1))
+    want = _scipy_conv2d(x, np.asarray(conv.weight), (2, 2), pads, (1, 1))
+    _close(y, want + np.asarray(conv.bias)[None, :, None, None], rtol=1e-9)
+    assert not np.allclose(np.asarray(y), np.asarray(F.conv2d(x, conv.weight, conv.bias, 2, 1)))
+
+
+def test_padding_and_size_arguments_are_checked():
+    key = _key()
+    for bad in ("full", "SAME_LOWER", 1.5, (1, 2, 3), (1.0, 1)):
+        with pytest.raises(ValueError, match="padding must be"):
+            L.Conv2d(1, 1, 3, padding=bad, key=key)
+    with pytest.raises(ValueError, match=r"stride must be a non-negative int or a pair"):
+        L.Conv2d(1, 1, 3, stride=1.5, key=key)
+    with pytest.raises(ValueError, match=r"kernel_size must be a non-negative int"):
+        L.Conv2d(1, 1, (3, "3"), key=key)
+    with pytest.raises(ValueError, match=r"max_pool2d: padding must be a non-negative int"):
+        F.max_pool2d(np.zeros((1, 1, 4, 4)), 2, padding="same")
+    x = np.ones((1, 1, 5, 5))
+    assert np.asarray(L.Conv2d(1, 1, 3, padding="SAME", key=key)(x)).shape == (1, 1, 5, 5)
+
+
 def test_conv2d_errors(rng):
     with pytest.raises(ValueError, match=r"weight of shape \(4, 2, 3, 3\).*in_channels=3"):
         F.conv2d(np.zeros((1, 3, 5, 5)), np.zeros((4, 2, 3, 3)))
@@ -318,6 +386,22 @@ def test_activation_modules(rng, module, ref):
     x = np.where(np.abs(x) < 0.05, 0.3, x)                      # away from ReLU's kink
     _close(_round_trip_and_jit(module, x), ref(x), rtol=1e-9)
     check_grads(lambda v: module(v), (x,), order=2)
+
+
+def test_gelu_takes_pytorchs_spellings_and_refuses_others(rng):
+    x = rng.standard_normal((3, 4))
+    exact = 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+    tanh_form = L.GELU(approximate=True)(x)
+    for spelling in ("none", False, np.bool_(False)):
+        assert L.GELU(approximate=spelling).approximate is False
+        _close(L.GELU(approximate=spelling)(x), exact, rtol=1e-12)
+    for spelling in ("tanh", True, np.bool_(True)):
+        assert L.GELU(approximate=spelling).approximate is True
+        assert np.asarray(L.GELU(approximate=spelling)(x)).tobytes() == \
+            np.asarray(tanh_form).tobytes()
+    for bad in ("None", "exact", "", 1, None):
+        with pytest.raises(ValueError, match="GELU: approximate must be False or 'none'"):
+            L.GELU(approximate=bad)
 
 
 def test_activation_functions_are_fgrad_nn_functions():
