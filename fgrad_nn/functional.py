@@ -213,8 +213,13 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Tr
     training=True normalises with the batch mean and biased variance and moves the
     running statistics: new = (1 - momentum)·old + momentum·batch, with the unbiased
     batch variance for running_var. training=False normalises with the running
-    statistics and returns them unchanged.
+    statistics and returns them unchanged. momentum may be an array (e.g. the
+    1 / count of a cumulative average, as the BatchNorm layer's momentum=None).
     """
+    if training and momentum is None:
+        raise TypeError("batch_norm: momentum=None (PyTorch's cumulative average) needs the "
+                        "number of batches seen; use the BatchNorm layer, which counts "
+                        "them, or pass momentum=1/count")
     if x.ndim < 2 or tuple(running_mean.shape) != (x.shape[1],):
         raise ValueError(f"batch_norm: expected input (N, C, ...) with C = "
                          f"{running_mean.shape[0]} channels (running_mean shape "

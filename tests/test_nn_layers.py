@@ -328,6 +328,34 @@ def test_batch_norm_train_then_eval_semantics(rng):
         bn(np.zeros((1, 3)), state)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_batch_norm_momentum_none_is_a_cumulative_average(rng, jit):
+    """PyTorch's momentum=None: running statistics are the plain mean of the batch
+    statistics seen in training (momentum = 1 / batches so far)."""
+    bn = L.BatchNorm(3, momentum=None, dtype=F64)
+    state = bn.init_state()
+    assert int(state.num_batches_tracked) == 0
+    call = fgrad.jit(lambda m, v, s: m(v, s)) if jit else (lambda m, v, s: m(v, s))
+    means, variances = [], []
+    for step in range(4):
+        x = rng.standard_normal((6, 3, 2)) * (step + 1) + 3 * step
+        _, state = call(bn, x, state)
+        means.append(x.mean(axis=(0, 2)))
+        variances.append(x.var(axis=(0, 2), ddof=1))
+        _close(state.running_mean, np.mean(means, axis=0), rtol=1e-12)
+        _close(state.running_var, np.mean(variances, axis=0), rtol=1e-12)
+        assert int(state.num_batches_tracked) == step + 1
+    _, after_eval = call(eval_mode(bn), x, state)
+    assert int(after_eval.num_batches_tracked) == 4
+    _close(after_eval.running_mean, state.running_mean, rtol=0)
+    with pytest.raises(TypeError, match="has no num_batches_tracked"):
+        bn(x, L.BatchNormState(state.running_mean, state.running_var))
+    with pytest.raises(ValueError, match=r"momentum must be a number in \[0, 1\], or None"):
+        L.BatchNorm(3, momentum="0.1")
+    with pytest.raises(TypeError, match="use the BatchNorm layer"):
+        F.batch_norm(x, np.zeros(3), np.ones(3), momentum=None)
+
+
 def test_batch_norm_1d_grads_and_jit(rng):
     bn = L.BatchNorm(2, dtype=F64)
     bn = fgrad.tree.map(lambda p: p + rng.standard_normal(p.shape), bn)
