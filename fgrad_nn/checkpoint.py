@@ -230,6 +230,15 @@ def _read_header(path, data):
     return meta
 
 
+def _read_head(file):
+    """The 8-byte length and the JSON header it announces (never more than the
+    file holds, whatever the length says)."""
+    data = file.read(8)
+    if len(data) == 8:
+        data += file.read(min(int.from_bytes(data, "little"), os.fstat(file.fileno()).st_size))
+    return data
+
+
 def _layout(path, header):
     """{tensor name: [safetensors dtype, shape]} from a parsed safetensors header."""
     layout = {}
@@ -288,8 +297,9 @@ def _read(path):
 
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read()
-    meta = _read_header(path, data)
+        head = _read_head(f)
+        meta = _read_header(path, head)   # checked before the rest is read
+        data = head + f.read()
     try:
         tensors = safetensors.numpy.load(data)
         description, names, crcs = _parse_structure(meta)
@@ -364,10 +374,7 @@ def load_metadata(path):
     """The `metadata` dict given to `save` (None if there was none)."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read(8)
-        if len(data) == 8:   # never more than the file holds, whatever the length says
-            data += f.read(min(int.from_bytes(data, "little"), os.fstat(f.fileno()).st_size))
-    user = _read_header(path, data).get("user")
+        user = _read_header(path, _read_head(f)).get("user")
     if user is None:
         return None
     try:

@@ -183,6 +183,50 @@ def test_garbage_header(saved):
         checkpoint.load(saved)
 
 
+def test_header_is_checked_before_the_data_is_read(tmp_path, monkeypatch):
+    """A large file that is not a checkpoint is refused after reading its header only."""
+    import builtins
+    path = tmp_path / "big.bin"
+    with open(path, "wb") as f:
+        f.write((16).to_bytes(8, "little") + b'{"a": 1}        ')
+        f.truncate(64 << 20)
+    reads = []
+    real_open = builtins.open
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        if os.fspath(file) == str(path):
+            real_read = handle.read
+            handle = _Reads(handle, real_read, reads)
+        return handle
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    with pytest.raises(CheckpointError, match="not an fgrad checkpoint"):
+        checkpoint.load(path)
+    assert sum(reads) <= 8 + 16
+
+
+class _Reads:
+    """A file wrapper counting the bytes read through it."""
+
+    def __init__(self, handle, read, log):
+        self._handle, self._read, self._log = handle, read, log
+
+    def read(self, *args):
+        out = self._read(*args)
+        self._log.append(len(out))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.close()
+
+
 def test_foreign_safetensors_file(tmp_path):
     import safetensors.numpy
     path = tmp_path / "foreign.safetensors"
@@ -317,20 +361,31 @@ def test_every_header_bit_flip_is_detected_or_harmless(tmp_path):
     assert_same_tree(checkpoint.load(path), tree)
     data = path.read_bytes()
     header_end = 8 + int.from_bytes(data[:8], "little")
-    for bit in range(8 * header_end):
-        damaged = bytearray(data)
-        damaged[bit // 8] ^= 1 << (bit % 8)
-        path.write_bytes(bytes(damaged))
-        try:
-            out = checkpoint.load(path)
-        except CheckpointError:
-            pass
-        else:
-            assert_same_tree(out, tree)
-        try:
-            assert checkpoint.load_metadata(path) == metadata
-        except CheckpointError:
-            pass
+    with open(path, "r+b") as patch:   # one byte changed in place, then restored
+        for bit in range(8 * header_end):
+            byte = data[bit // 8]
+            write_byte(patch, bit // 8, byte ^ (1 << (bit % 8)))
+            assert_refused_or_unchanged(path, tree, metadata)
+            write_byte(patch, bit // 8, byte)
+
+
+def write_byte(file, offset, value):
+    file.seek(offset)
+    file.write(bytes([value]))
+    file.flush()
+
+
+def assert_refused_or_unchanged(path, tree, metadata):
+    try:
+        out = checkpoint.load(path)
+    except CheckpointError:
+        pass
+    else:
+        assert_same_tree(out, tree)
+    try:
+        assert checkpoint.load_metadata(path) == metadata
+    except CheckpointError:
+        pass
 
 
 def test_missing_file(tmp_path):
