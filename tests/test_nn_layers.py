@@ -432,6 +432,25 @@ def test_gelu_takes_pytorchs_spellings_and_refuses_others(rng):
             L.GELU(approximate=bad)
 
 
+@pytest.mark.parametrize("make,name", [
+    (lambda v: L.Linear(2, 3, bias=v, key=_key()), "Linear: bias"),
+    (lambda v: L.Conv2d(1, 1, 3, bias=v, key=_key()), "Conv2d: bias"),
+    (lambda v: L.MLP([2, 3], bias=v, key=_key()), "Linear: bias"),
+    (lambda v: L.LayerNorm(3, elementwise_affine=v), "LayerNorm: elementwise_affine"),
+    (lambda v: L.BatchNorm(3, affine=v), "BatchNorm: affine"),
+    (lambda v: L.BatchNorm(3, training=v), "BatchNorm: training"),
+    (lambda v: L.Dropout(0.5, training=v), "Dropout: training"),
+    (lambda v: L.AvgPool2d(2, count_include_pad=v), "AvgPool2d: count_include_pad"),
+])
+def test_flags_refuse_strings_and_other_non_bools(make, name):
+    """'False' is truthy: a flag given as a string (e.g. from a config file) must
+    not silently mean True."""
+    for bad in ("False", "no", None, 0):
+        with pytest.raises(ValueError, match=f"{name} must be True or False"):
+            make(bad)
+    make(np.bool_(False)), make(True)
+
+
 def test_activation_functions_are_fgrad_nn_functions():
     assert (L.relu, L.gelu, L.sigmoid, L.tanh, L.softmax) == (
         fgrad.nn.relu, fgrad.nn.gelu, fgrad.nn.sigmoid, fgrad.nn.tanh, fgrad.nn.softmax)

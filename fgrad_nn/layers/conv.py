@@ -3,6 +3,7 @@ import fgrad
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
+from fgrad_nn.layers._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -37,6 +38,7 @@ class Conv2d(Module):
         fan_in = self.in_channels * kh * kw
         wkey, bkey = _init.split(key, 2)
         self.weight = _init.torch_weight(wkey, (out_channels, in_channels, kh, kw), dtype)
+        bias = flag("Conv2d", "bias", bias)
         self.bias = _init.torch_bias(bkey, (out_channels,), fan_in, dtype) if bias else None
 
     def __call__(self, x, *, key=None):

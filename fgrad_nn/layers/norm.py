@@ -6,6 +6,7 @@ import fgrad.numpy as fnp
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
+from fgrad_nn.layers._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -22,6 +23,7 @@ class LayerNorm(Module):
         shape = ((int(normalized_shape),) if isinstance(normalized_shape, int)
                  else tuple(int(n) for n in normalized_shape))
         dtype = _init.resolve_dtype(dtype)
+        elementwise_affine = flag("LayerNorm", "elementwise_affine", elementwise_affine)
         self.normalized_shape, self.eps = shape, float(eps)
         self.weight = fnp.ones(shape, dtype) if elementwise_affine else None
         self.bias = fnp.zeros(shape, dtype) if elementwise_affine else None
@@ -75,7 +77,8 @@ class BatchNorm(Module):
                                  f"for a cumulative average (as PyTorch), got {momentum!r}")
             momentum = float(momentum)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
-        self.training = bool(training)
+        self.training = flag("BatchNorm", "training", training)
+        affine = flag("BatchNorm", "affine", affine)
         self.weight = fnp.ones((num_features,), dtype) if affine else None
         self.bias = fnp.zeros((num_features,), dtype) if affine else None
         self.dtype = dtype
