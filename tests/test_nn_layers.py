@@ -456,6 +456,24 @@ def test_activation_functions_are_fgrad_nn_functions():
         fgrad.nn.relu, fgrad.nn.gelu, fgrad.nn.sigmoid, fgrad.nn.tanh, fgrad.nn.softmax)
 
 
+def test_sequential_refuses_a_callable_pytree_that_is_not_a_module():
+    """Plain functions become Lambda modules (static); a callable pytree holding
+    arrays must not, or its arrays would be hidden from grad as configuration."""
+    import dataclasses
+
+    @fgrad.tree.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Scale:
+        factor: object
+
+        def __call__(self, x):
+            return x * self.factor
+
+    with pytest.raises(TypeError, match="Scale, a callable pytree.*subclass of fgrad_nn.Module"):
+        L.Sequential(L.Identity(), Scale(fnp.asarray(2.0)))
+    assert isinstance(L.Sequential(fnp.tanh).layers[0], L.Lambda)
+
+
 def test_sequential_and_residual(rng):
     k1, k2, k3 = fgrad.random.split(_key(), 3)
     model = L.Sequential(L.Linear(4, 5, key=k1, dtype=F64), fnp.tanh,

@@ -7,16 +7,6 @@ import fgrad
 import fgrad.numpy as fnp
 
 
-def is_function(value):
-    """Whether `value` is a plain function (of the params, or of the step count):
-    callable and a pytree leaf. A model is callable too but is a pytree node, so a
-    tree shaped like a model (e.g. a mask of bools) counts as data."""
-    if not callable(value):
-        return False
-    leaves = fgrad.tree.leaves(value)
-    return len(leaves) == 1 and leaves[0] is value
-
-
 def _children(node):
     """The direct children of a pytree node, with a name for each, or None for a leaf."""
     if node is None:

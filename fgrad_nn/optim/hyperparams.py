@@ -6,8 +6,9 @@ import inspect
 from typing import NamedTuple
 
 import fgrad.numpy as fnp
+from fgrad_nn.module import is_function
 
-from ._trees import float_dtype, is_function
+from ._trees import float_dtype
 from .base import GradientTransformation, increment, zero_count
 
 

@@ -4,8 +4,8 @@ from typing import NamedTuple
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad_nn.module import is_function
 
-from ._trees import is_function
 from .base import EmptyState, GradientTransformation
 
 
