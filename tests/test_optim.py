@@ -673,6 +673,13 @@ def test_nested_paths_in_messages():
     (lambda: optim.sgd(0.1, nesterov=True), ValueError, "momentum"),
     (lambda: optim.accumulate_gradients(optim.sgd(0.1), 0), ValueError, "every_k"),
     (lambda: optim.accumulate_gradients(optim.sgd(0.1), 2.5), TypeError, "every_k"),
+    # a string is truthy: 'False' must not switch a flag on
+    (lambda: optim.sgd(0.1, nesterov="False"), ValueError, "sgd: nesterov must be True or"),
+    (lambda: optim.sgd(0.1, 0.9, nesterov="False"), ValueError, "nesterov must be True or"),
+    (lambda: optim.adam(0.1, nesterov="no"), ValueError, "scale_by_adam: nesterov must be"),
+    (lambda: optim.rmsprop(0.1, centered="False"), ValueError, "centered must be True or"),
+    (lambda: optim.trace(0.9, nesterov=None), ValueError, "trace: nesterov must be True or"),
+    (lambda: optim.scale_by_learning_rate(0.1, flip_sign="yes"), ValueError, "flip_sign"),
 ])
 def test_bad_construction(make, error, match):
     with pytest.raises(error, match=match):

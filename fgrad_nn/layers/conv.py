@@ -3,7 +3,7 @@ import fgrad
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
-from fgrad_nn.layers._checks import flag
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 

@@ -1,6 +1,6 @@
 """Dropout with an explicit PRNG key; the identity in eval mode."""
 from fgrad_nn import functional as F
-from fgrad_nn.layers._checks import flag
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 

@@ -6,7 +6,7 @@ import fgrad.numpy as fnp
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
-from fgrad_nn.layers._checks import flag
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 

@@ -1,6 +1,6 @@
 """Max and average pooling over 2-d windows (NCHW)."""
 from fgrad_nn import functional as F
-from fgrad_nn.layers._checks import flag
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 

@@ -1,4 +1,4 @@
-"""Argument checks shared by the layers' constructors."""
+"""Argument checks shared by the layers and optimizers."""
 import numpy as np
 
 
