@@ -366,6 +366,12 @@ def test_loader_shuffle_needs_seed():
         DataLoader(ArrayDataset(np.arange(4)), 2, shuffle=True)
 
 
+@pytest.mark.parametrize("option", ["shuffle", "drop_last"])
+def test_loader_flags_refuse_strings(option):
+    with pytest.raises(ValueError, match=f"DataLoader: {option} must be True or False"):
+        DataLoader(ArrayDataset(np.arange(4)), 2, seed=0, **{option: "False"})
+
+
 def test_loader_partial_last_batch_and_drop_last():
     ds = ArrayDataset(np.arange(10), np.arange(10))
     keep = DataLoader(ds, 4)

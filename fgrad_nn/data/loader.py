@@ -39,6 +39,8 @@ import warnings
 
 import numpy as np
 
+from fgrad_nn._checks import flag
+
 from .dataset import ArrayDataset, Subset, gather
 
 __all__ = ["DataLoader"]
@@ -97,6 +99,8 @@ class DataLoader:
             raise ValueError(f"DataLoader: timeout must be a positive number of seconds or "
                              f"None, got {timeout!r}")
         self.timeout = timeout
+        shuffle = flag("DataLoader", "shuffle", shuffle)
+        self.shuffle, self.drop_last = shuffle, flag("DataLoader", "drop_last", drop_last)
         self.transforms = tuple(transforms)
         needs_seed = [type(t).__name__ for t in self.transforms if getattr(t, "random", False)]
         if seed is None and (shuffle or needs_seed):
@@ -108,7 +112,6 @@ class DataLoader:
                 raise TypeError(f"DataLoader: transform {t!r} must be callable as t(array, rng) "
                                 f"and have an `index` (the batch component it changes)")
         self.dataset, self.batch_size = dataset, int(batch_size)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self._seed = None if seed is None else _seed_words(seed)
         if prefetch is None:
             row = _row_bytes(dataset)
