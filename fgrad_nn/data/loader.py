@@ -99,12 +99,12 @@ class DataLoader:
             raise ValueError(f"DataLoader: timeout must be a positive number of seconds or "
                              f"None, got {timeout!r}")
         self.timeout = timeout
-        shuffle = flag("DataLoader", "shuffle", shuffle)
-        self.shuffle, self.drop_last = shuffle, flag("DataLoader", "drop_last", drop_last)
+        self.shuffle = flag("DataLoader", "shuffle", shuffle)
+        self.drop_last = flag("DataLoader", "drop_last", drop_last)
         self.transforms = tuple(transforms)
         needs_seed = [type(t).__name__ for t in self.transforms if getattr(t, "random", False)]
-        if seed is None and (shuffle or needs_seed):
-            why = "shuffle=True" if shuffle else f"random transforms {needs_seed}"
+        if seed is None and (self.shuffle or needs_seed):
+            why = "shuffle=True" if self.shuffle else f"random transforms {needs_seed}"
             raise ValueError(f"DataLoader: {why} needs seed= (an int or an fgrad.random key) "
                              f"so that the order is reproducible")
         for t in self.transforms:
