@@ -39,8 +39,7 @@ def write_atomically(path, write):
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
-            if fcntl is not None:
-                fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+            _lock(file)
             write(file)
             file.flush()
             os.fsync(file.fileno())
@@ -54,6 +53,17 @@ def write_atomically(path, write):
         raise
     _fsync_directory(directory)
     return target
+
+
+def _lock(file):
+    """Hold an exclusive flock on our temporary while it is written, where the file
+    system has locks (without them, cleaners go by the pid alone)."""
+    if fcntl is None:
+        return
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass
 
 
 def _mode_for(target):
