@@ -172,6 +172,18 @@ def test_mnist_images_file_with_label_magic(tmp_path):
     assert "train-images-idx3-ubyte" in str(info.value)
 
 
+def test_mnist_labels_file_of_images_refused_from_its_header(tmp_path, monkeypatch):
+    tiny_mnist(tmp_path, gz=True)
+    images = np.zeros((300, 28, 28), np.uint8)
+    write(tmp_path / "train-labels-idx1-ubyte", idx_bytes(images), gz=True)
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match=r"wrong magic number for labels.*shape "
+                                            r"\(300, 28, 28\)"):
+        data.load_mnist(tmp_path)
+    images_read = 4 + 3 * 4 + 5 * 4 * 3 + 1      # the tiny images file, + 1 byte
+    assert counting.read_total <= images_read + 4 + 3 * 4   # the labels' header only
+
+
 def test_mnist_count_mismatch(tmp_path):
     tiny_mnist(tmp_path)
     write(tmp_path / "train-labels-idx1-ubyte", idx_bytes(np.zeros(4, np.uint8)))

@@ -35,22 +35,15 @@ def read_idx(path):
     stream and only that far, so a file whose size does not match its header (a
     gzip bomb included) fails without being decompressed completely.
     """
+    return _read_idx(path)
+
+
+def _read_idx(path, expect=None):
+    """read_idx; `expect(shape, dtype)` may refuse the header before the data is read."""
     with open_data(path) as f:
-        magic = f.read(4)
-        if len(magic) < 4:
-            raise DataFileError(f"{path}: truncated IDX file: {len(magic)} bytes, shorter "
-                                f"than the 4-byte magic number")
-        zero, type_code, ndim = int.from_bytes(magic[:2], "big"), magic[2], magic[3]
-        if zero != 0 or type_code not in _IDX_TYPES:
-            raise DataFileError(f"{path}: wrong magic number 0x{magic.hex()}: an IDX file "
-                                f"starts with 00 00 <type in 08 09 0B 0C 0D 0E> <ndim>")
-        sizes = f.read(4 * ndim)
-        header = 4 + 4 * ndim
-        if len(sizes) < 4 * ndim:
-            raise DataFileError(f"{path}: truncated IDX header: {ndim} dimensions need "
-                                f"{header} bytes, the file has {4 + len(sizes)}")
-        shape = tuple(int.from_bytes(sizes[i:i + 4], "big") for i in range(0, 4 * ndim, 4))
-        dtype = np.dtype(_IDX_TYPES[type_code])
+        shape, dtype, header = _read_header(path, f)
+        if expect is not None:
+            expect(shape, dtype)
         expected = header + math.prod(shape) * dtype.itemsize    # exact: Python ints
         _check_declared_size(path, shape, dtype, expected)
         body = read_at_most(f, expected - header + 1)
@@ -61,6 +54,25 @@ def read_idx(path):
                             f"{shape} of {_name(dtype)}, i.e. {expected} bytes, but the file "
                             f"has {found}")
     return body.view(dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _read_header(path, f):
+    """(shape, big-endian dtype, header size in bytes) from the magic number and sizes."""
+    magic = f.read(4)
+    if len(magic) < 4:
+        raise DataFileError(f"{path}: truncated IDX file: {len(magic)} bytes, shorter "
+                            f"than the 4-byte magic number")
+    zero, type_code, ndim = int.from_bytes(magic[:2], "big"), magic[2], magic[3]
+    if zero != 0 or type_code not in _IDX_TYPES:
+        raise DataFileError(f"{path}: wrong magic number 0x{magic.hex()}: an IDX file "
+                            f"starts with 00 00 <type in 08 09 0B 0C 0D 0E> <ndim>")
+    sizes = f.read(4 * ndim)
+    header = 4 + 4 * ndim
+    if len(sizes) < 4 * ndim:
+        raise DataFileError(f"{path}: truncated IDX header: {ndim} dimensions need "
+                            f"{header} bytes, the file has {4 + len(sizes)}")
+    shape = tuple(int.from_bytes(sizes[i:i + 4], "big") for i in range(0, 4 * ndim, 4))
+    return shape, np.dtype(_IDX_TYPES[type_code]), header
 
 
 def _name(dtype):
@@ -83,13 +95,16 @@ def _check_declared_size(path, shape, dtype, expected):
 
 
 def _read_checked(path, type_code, ndim, what):
-    array = read_idx(path)
-    expected = np.dtype(_IDX_TYPES[type_code]).newbyteorder("=")
-    if array.ndim != ndim or array.dtype != expected:
-        raise DataFileError(f"{path}: wrong magic number for {what}: expected "
-                            f"0x{type_code:02x} with {ndim} dimension(s) ({expected.name}), got "
-                            f"{array.dtype.name} with shape {array.shape}")
-    return array
+    """read_idx, refusing a file of another type or rank before reading its data."""
+    want = np.dtype(_IDX_TYPES[type_code])
+
+    def expect(shape, dtype):
+        if len(shape) != ndim or dtype != want:
+            raise DataFileError(f"{path}: wrong magic number for {what}: expected "
+                                f"0x{type_code:02x} with {ndim} dimension(s) ({_name(want)}), "
+                                f"got {_name(dtype)} with shape {shape}")
+
+    return _read_idx(path, expect)
 
 
 def load_mnist(directory, split="train", kind="mnist"):
