@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad_nn._checks import flag
 
 from ._trees import hyper, map_checked
 from .base import EmptyState, GradientTransformation, increment, require_params, zero_count
@@ -58,6 +59,8 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, nesterov=False):
     """Adam's direction m̂ / (sqrt(v̂ + eps_root) + eps), with bias-corrected moments
     m̂ = m / (1 - b1^t), v̂ = v / (1 - b2^t). With nesterov=True (NAdam, Dozat 2016)
     m̂ = b1 m / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t)."""
+    nesterov = flag("scale_by_adam", "nesterov", nesterov)
+
     def init(params):
         return ScaleByAdamState(zero_count(), _zeros(params), _zeros(params))
 
@@ -125,6 +128,8 @@ def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False):
     inside). centered=True subtracts the squared mean gradient m² from v, with
     m = decay m + (1 - decay) g. v starts at initial_scale (PyTorch: 0).
     """
+    centered = flag("scale_by_rms", "centered", centered)
+
     def init(params):
         nu = _filled(params, initial_scale)
         return ScaleByCenteredRmsState(_zeros(params), nu) if centered else ScaleByRmsState(nu)
