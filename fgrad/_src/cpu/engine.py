@@ -596,7 +596,8 @@ def compile_runtime(tag: str, entry_names: Iterable[str], emit) -> CompiledModul
     found = load_alias(alias, entry_names) if alias else None
     if found is not None:
         return found[0]
-    module = compile_module(emit(), entry_names)
+    with _lock:                 # (emitting may import llvmlite.ir: see compiler_lock)
+        module = compile_module(emit(), entry_names)
     if alias:
         save_alias(alias, module, {})
     return module

@@ -80,7 +80,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, outputs, pool, program, sorting, structural, threads
+from . import blas, compiler_lock, indexing, outputs, pool, program, sorting, structural, threads
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -1187,9 +1187,9 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
     if found is not None:
         module = found[0]
         text = functools.lru_cache(maxsize=None)(
-            lambda: emit_module(groups, name, segments, flush, loops)[0])
+            lambda: _emit_locked(groups, name, segments, flush, loops)[0])
     else:
-        emitted, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
+        emitted, names, infos, segment_names = _emit_locked(groups, name, segments, flush, loops)
         text = lambda: emitted  # noqa: E731
         try:
             module = engine.compile_module(emitted, entries)
@@ -1216,6 +1216,13 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                                          _address, plan)
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
+
+
+def _emit_locked(groups, name, segments, flush, loops):
+    """emit_module under the lock fork() takes (its first call imports mathlib and
+    llvmlite.ir: see compiler_lock)."""
+    with compiler_lock.lock:
+        return emit_module(groups, name, segments, flush, loops)
 
 
 def _parallel_plans(segments, groups, infos):

@@ -27,11 +27,11 @@ from .slots import Slots, run_steps, step_summary
 
 
 def _backend():
-    """The CPU backend's fused-kernel module (imported on first use, under the
-    lock fork() takes: a child forked meanwhile would find the import half done
-    by a thread it does not have, and wait for it forever)."""
+    """The CPU backend's fused-kernel module (with the engine: imported on first
+    use, under the lock fork() takes; a child forked meanwhile would find the
+    import half done by a thread it does not have, and wait for it forever)."""
     with compiler_lock.lock:
-        from ..cpu import fused
+        from ..cpu import engine, fused  # noqa: F401
     return fused
 
 
