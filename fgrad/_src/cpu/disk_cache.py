@@ -78,12 +78,12 @@ def root(cache_dir: Path | str | None = None) -> Path:
     return Path.home() / ".cache" / "fgrad"
 
 
-def _distrust(st, what: str, path) -> str | None:
+def _distrust(st, what: str, path: str) -> str | None:
     """Why a directory or file with stat `st` must not be trusted, or None."""
     if not hasattr(os, "geteuid"):
         return None
     me = os.geteuid()
-    if st.st_uid not in (me, 0):
+    if st.st_uid != me and st.st_uid != 0:
         return f"{what} {path} is owned by uid {st.st_uid}, not by this user (uid {me})"
     if st.st_mode & 0o022:
         who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002))
@@ -96,9 +96,9 @@ def _distrust(st, what: str, path) -> str | None:
 _warned: set[tuple[str, str]] = set()
 
 
-def _warn_once(path: Path, reason: str) -> None:
-    if (str(path), reason) not in _warned:
-        _warned.add((str(path), reason))
+def _warn_once(path: str, reason: str) -> None:
+    if (path, reason) not in _warned:
+        _warned.add((path, reason))
         warnings.warn(f"fgrad does not use the disk cache at {path}: {reason}; compiled code "
                       f"is not cached (set FGRAD_CACHE_DIR to a directory of your own)",
                       RuntimeWarning, stacklevel=4)
@@ -140,18 +140,19 @@ def _cpu_dir(cache_dir, create=True):
     """(path, fd) of `<root>/cpu`, checked (and made when missing and `create`);
     raises Unusable (and warns once per directory and reason) when it cannot be
     trusted or used, FileNotFoundError when missing and not `create`."""
-    base = root(cache_dir)
+    base = os.fspath(root(cache_dir))
+    path = os.path.join(base, "cpu")
     try:
-        root_fd = _open_dir(str(base), base, create=create)
+        root_fd = _open_dir(base, base, create=create)
         try:
-            fd = _open_dir("cpu", base / "cpu", dir_fd=root_fd, create=create, follow=False)
+            fd = _open_dir("cpu", path, dir_fd=root_fd, create=create, follow=False)
         finally:
             os.close(root_fd)
     except Unusable as e:
         _warn_once(base, str(e))
         raise
     try:
-        yield base / "cpu", fd
+        yield path, fd
     finally:
         os.close(fd)
 
@@ -170,16 +171,17 @@ def read(name: str, cache_dir=None) -> tuple[bytes | None, str | None]:
             except OSError as e:
                 if e.errno != errno.ELOOP:
                     raise
-                reason = f"cache file {path / name} is a symbolic link"
-                _warn_once(path / name, reason)
+                reason = f"cache file {os.path.join(path, name)} is a symbolic link"
+                _warn_once(os.path.join(path, name), reason)
                 return None, reason
             try:
                 st = os.fstat(fd)
-                reason = (_distrust(st, "cache file", path / name)
-                          or (None if stat.S_ISREG(st.st_mode)
-                              else f"cache file {path / name} is not a regular file"))
+                if not stat.S_ISREG(st.st_mode):
+                    reason = f"cache file {os.path.join(path, name)} is not a regular file"
+                else:
+                    reason = _distrust(st, "cache file", os.path.join(path, name))
                 if reason is not None:
-                    _warn_once(path / name, reason)
+                    _warn_once(os.path.join(path, name), reason)
                     return None, reason
                 with open(fd, "rb", closefd=False) as f:
                     data = f.read()
@@ -265,10 +267,10 @@ def max_bytes() -> int:
 _usage: dict[str, list[int]] = {}
 
 
-def _account(path: Path, dfd: int, written: int, limit: int) -> None:
-    usage = _usage.get(str(path))
+def _account(path: str, dfd: int, written: int, limit: int) -> None:
+    usage = _usage.get(path)
     if usage is None:          # first write of this process: list it (and tidy up)
-        usage = _usage[str(path)] = [_evict(dfd, limit), 0]
+        usage = _usage[path] = [_evict(dfd, limit), 0]
         return
     usage[0] += written
     usage[1] += written
@@ -331,16 +333,15 @@ class DiskCacheInfo:
 
 def info(cache_dir: Path | str | None = None) -> DiskCacheInfo:
     """The disk cache's directory, number of files and bytes, and limit."""
-    path = root(cache_dir) / "cpu"
+    path = os.path.join(root(cache_dir), "cpu")
     try:
         with _cpu_dir(cache_dir, create=False) as (path, dfd):
             files = _listing(dfd, remove_stale=False)
     except FileNotFoundError:
         files = []
     except (Unusable, OSError) as e:
-        return DiskCacheInfo(str(path), 0, 0, max_bytes(), str(e))
-    return DiskCacheInfo(str(path), len(files), sum(size for _, size, _ in files),
-                         max_bytes(), None)
+        return DiskCacheInfo(path, 0, 0, max_bytes(), str(e))
+    return DiskCacheInfo(path, len(files), sum(size for _, size, _ in files), max_bytes(), None)
 
 
 def clear(cache_dir: Path | str | None = None) -> int:
@@ -354,7 +355,7 @@ def clear(cache_dir: Path | str | None = None) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(name, dir_fd=dfd)
                     freed += size
-            _usage.pop(str(path), None)
+            _usage.pop(path, None)
             return freed
     except FileNotFoundError:
         return 0
