@@ -236,6 +236,27 @@ def test_a_cache_directory_that_cannot_be_searched_is_not_an_error(mode):
     assert out.count("does not use the disk cache") == 1 and "Permission denied" in out
 
 
+def test_unreadable_sources_mean_no_fingerprints_not_an_error(monkeypatch):
+    """The same class: the digest of fgrad's sources (part of every fingerprint)
+    read a file it may not read without a guard."""
+    from fgrad._src.jit import fingerprint
+    read_bytes = Path.read_bytes
+
+    def guarded(path):
+        if path.name == "api.py":
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+    monkeypatch.setattr(Path, "read_bytes", guarded)
+    fingerprint.source_digest.cache_clear()
+    try:
+        assert fingerprint.source_digest() is None
+        np.testing.assert_allclose(fgrad.jit(lambda a: a * 3.5 - 1.0)(np.ones(2)), 2.5)
+    finally:
+        monkeypatch.undo()
+        fingerprint.source_digest.cache_clear()
+    assert fingerprint.source_digest() is not None
+
+
 # --------------------------------------------------------------------------
 # What the cache says is checked before it steers native code
 

@@ -96,12 +96,18 @@ def _distrust(st, what: str, path: str) -> str | None:
 _warned: set[tuple[str, str]] = set()
 
 
-def _warn_once(path: str, reason: str) -> None:
-    if (path, reason) not in _warned:
-        _warned.add((path, reason))
-        warnings.warn(f"fgrad does not use the disk cache at {path}: {reason}; compiled code "
-                      f"is not cached (set FGRAD_CACHE_DIR to a directory of your own)",
-                      RuntimeWarning, stacklevel=4)
+def _warn_once(path: str, reason: str, file: bool = False) -> None:
+    """Say once per process why a cache directory (or `file`) is not used."""
+    if (path, reason) in _warned:
+        return
+    _warned.add((path, reason))
+    if file:
+        message = (f"fgrad does not load the disk cache's file {path}: {reason}; it compiles "
+                   f"the code again and replaces the file")
+    else:
+        message = (f"fgrad does not use the disk cache at {path}: {reason}; compiled code is "
+                   f"not cached (set FGRAD_CACHE_DIR to a directory of your own)")
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def _open_dir(name, shown, dir_fd=None, create=True, follow=True) -> int:
@@ -172,7 +178,7 @@ def read(name: str, cache_dir=None) -> tuple[bytes | None, str | None]:
                 if e.errno != errno.ELOOP:
                     raise
                 reason = f"cache file {os.path.join(path, name)} is a symbolic link"
-                _warn_once(os.path.join(path, name), reason)
+                _warn_once(os.path.join(path, name), reason, file=True)
                 return None, reason
             try:
                 st = os.fstat(fd)
@@ -181,7 +187,7 @@ def read(name: str, cache_dir=None) -> tuple[bytes | None, str | None]:
                 else:
                     reason = _distrust(st, "cache file", os.path.join(path, name))
                 if reason is not None:
-                    _warn_once(os.path.join(path, name), reason)
+                    _warn_once(os.path.join(path, name), reason, file=True)
                     return None, reason
                 with open(fd, "rb", closefd=False) as f:
                     data = f.read()
@@ -361,3 +367,6 @@ def clear(cache_dir: Path | str | None = None) -> int:
         return 0
     except Unusable as e:
         raise PermissionError(f"fgrad.clear_disk_cache: {e}; nothing was removed") from None
+    except OSError as e:
+        raise OSError(e.errno, f"fgrad.clear_disk_cache: cannot list or remove the files "
+                               f"in {root(cache_dir) / 'cpu'}: {e.strerror or e}") from None
