@@ -355,13 +355,12 @@ def test_the_cache_stays_under_its_limit_removing_the_least_recently_used(cache,
     limit = int(max(sizes) * 3.5)        # room for three
     monkeypatch.setattr(fgrad.config, "disk_cache_max_bytes", limit)
     monkeypatch.setattr(disk_cache, "_usage", {})
-    paths = {}
     for k in range(3):                   # 10.0 is used again: the most recent
         time.sleep(0.01)
         assert engine.compile_module(kernel(10.0 + 2 - k), ["scale"]).stats.cache_hit
     for k in range(3, 8):
         time.sleep(0.01)
-        paths[k] = Path(engine.compile_module(kernel(10.0 + k), ["scale"]).stats.cache_path)
+        engine.compile_module(kernel(10.0 + k), ["scale"])
         info = fgrad.disk_cache_info()
         assert info.bytes <= limit and info.files <= 3, (k, info)
     assert engine.compile_module(kernel(17.0), ["scale"]).stats.cache_hit     # newest kept
@@ -371,7 +370,8 @@ def test_the_cache_stays_under_its_limit_removing_the_least_recently_used(cache,
 def test_the_directory_is_listed_rarely(cache, monkeypatch):
     listed = []
     listing = disk_cache._listing
-    monkeypatch.setattr(disk_cache, "_listing", lambda *a, **k: listed.append(1) or listing(*a, **k))
+    monkeypatch.setattr(disk_cache, "_listing",
+                        lambda *a, **k: listed.append(1) or listing(*a, **k))
     for k in range(12):
         engine.compile_module(kernel(30.0 + k), ["scale"])
     assert len(listed) == 1                              # the first write of this process
@@ -477,7 +477,8 @@ def test_a_compile_killed_while_linking_leaves_nothing_for_long(tmp_path, monkey
     slow_ld = tmp_path / "slow-ld"
     slow_ld.write_text("#!/bin/sh\nsleep 60\n")
     slow_ld.chmod(0o755)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ,
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     code = f"engine_text = {kernel(61.0)!r}\n" + _SLOW_LINK
     child = subprocess.Popen([sys.executable, "-c", code, str(scratch_root), str(slow_ld)],
                              env=env, stdout=subprocess.PIPE, text=True)

@@ -42,7 +42,6 @@ import platform
 import re
 import shutil
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
