@@ -8,6 +8,7 @@ made with chown, and what a user without rights sees is run in a forked child
 that has become another user."""
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -406,6 +407,14 @@ def test_disk_cache_info_and_clear(cache):
     assert fgrad.disk_cache_info().files == 0
     np.testing.assert_array_equal(scaled(cms[1]), 51.0 * np.arange(4.0))   # still loaded
     assert not engine.compile_module(kernel(50.0), ["scale"]).stats.cache_hit
+
+
+@pytest.mark.parametrize("bad", ["2G", -1, 1.5, True, None])
+def test_a_bad_cache_limit_is_a_clear_error(cache, monkeypatch, bad):
+    monkeypatch.setattr(fgrad.config, "disk_cache_max_bytes", bad)
+    with pytest.raises(ValueError, match=r"disk_cache_max_bytes must be a whole number.*"
+                                         + re.escape(repr(bad))):
+        engine.compile_module(kernel(45.0), ["scale"])
 
 
 @pytest.mark.parametrize("text, value", [("123", 123), ("512M", 512 << 20), ("2g", 2 << 30),

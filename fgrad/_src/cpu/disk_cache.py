@@ -266,7 +266,13 @@ def exists(name: str, cache_dir=None) -> bool:
 # Size and eviction
 
 def max_bytes() -> int:
-    return int(config.disk_cache_max_bytes)
+    """config.disk_cache_max_bytes, checked."""
+    value = config.disk_cache_max_bytes
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"config.disk_cache_max_bytes must be a whole number of bytes >= 0 "
+                         f"(0 turns the disk cache off), not {value!r}; e.g. "
+                         f"fgrad.config.update('disk_cache_max_bytes', 2 << 30)")
+    return value
 
 
 # per cpu/ directory: [bytes counted, bytes written since the directory was listed]
