@@ -8,7 +8,7 @@ PEERS_STAMP := $(PEERS)/.installed
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test demo tour bench peers clean
+.PHONY: install test test-slow demo tour bench peers clean
 
 install: $(STAMP)
 
@@ -18,8 +18,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
+# The quick suite; `make test-slow` runs the long variants (marked `slow`).
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider -m slow $(PYTEST_ARGS)
 
 # Trains the ResMLP of examples/resmlp.py on the bundled digits; writes runs/resmlp/.
 demo: $(STAMP)

@@ -135,7 +135,7 @@ def test_explicit_cache_dir_and_disabled_cache(tmp_path, monkeypatch):
     assert not [p for p in (tmp_path / "env").rglob("*") if p.suffix in (".o", ".so")]
     cm = engine.compile_module(kernel(10.0), ["scale"], cache=False)
     assert cm.stats.cache_path is None
-    env = tmp_path / "env"    # (may hold the per-CPU host description, no code)
+    env = tmp_path / "env"
     assert not [p for p in env.rglob("*") if p.suffix in (".o", ".so")]
     monkeypatch.delenv("FGRAD_CACHE_DIR")
     assert engine.default_cache_dir() == Path.home() / ".cache" / "fgrad"
@@ -337,30 +337,42 @@ def test_loading_a_library_leaves_no_files_behind(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_host_description_with_an_unwritable_cache(tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    monkeypatch.setenv("FGRAD_CACHE_DIR", str(blocker))
+def test_host_features_are_detected_afresh_not_read_from_the_cache(cache_dir):
+    """A description of the CPU planted in the cache (as fgrad once wrote one)
+    claiming features the CPU lacks is never read: compiled code would die of
+    SIGILL. A new process finds its code by a key made from /proc/cpuinfo."""
+    fingerprint = engine._cpu_fingerprint()
+    if fingerprint is None:
+        pytest.skip("no /proc/cpuinfo")
+    (cache_dir / "cpu").mkdir(parents=True, mode=0o700)
+    (cache_dir / "cpu" / f"host-{fingerprint}.json").write_text(
+        '{"name": "sapphirerapids", "features": "+avx512fp16,+avx512f", "triple": "x86_64"}')
     engine._host.cache_clear()
     try:
-        assert engine.host_cpu() and engine.host_triple()      # asked LLVM, wrote nothing
+        llvm = engine._binding()
+        assert engine.host_cpu() == (llvm.get_host_cpu_name(),
+                                     llvm.get_host_cpu_features().flatten())
+        assert engine.host_triple() == llvm.get_process_triple()
     finally:
         engine._host.cache_clear()
 
 
-def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
-    """fork copies a lock some other thread holds; the child gets a free one."""
+def test_fork_waits_for_a_compile_in_another_thread(cache_dir):
+    """fork() takes the engine's lock (held across it, see compiler_lock): it waits
+    for the thread holding it, and the child compiles (it would hang on a copy
+    of a lock that thread held)."""
     import signal
     import time
-    held, release = threading.Event(), threading.Event()
+    held = threading.Event()
 
     def holder():
         with engine._lock:
             held.set()
-            release.wait(30)
+            time.sleep(0.5)
     t = threading.Thread(target=holder)
     t.start()
     assert held.wait(10)
+    start = time.monotonic()
     pid = os.fork()
     if pid == 0:
         ok = False
@@ -369,7 +381,7 @@ def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
             ok = np.array_equal(run_scale(cm, np.ones(2)), [28.0, 28.0])
         finally:
             os._exit(0 if ok else 1)
-    release.set()
+    waited = time.monotonic() - start
     t.join()
     deadline = time.monotonic() + 60
     while True:
@@ -382,3 +394,6 @@ def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
             pytest.fail("the forked child deadlocked on the engine's lock")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
+    assert waited > 0.2                  # fork waited for the holder
+    with engine._lock:                   # and gave the lock back in the parent
+        pass

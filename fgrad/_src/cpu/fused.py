@@ -80,7 +80,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, indexing, outputs, pool, program, sorting, structural, threads
+from . import blas, compiler_lock, indexing, outputs, pool, program, sorting, structural, threads
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -691,6 +691,33 @@ def _half_steps(cx, name, x):
     return r(res)
 
 
+def _loop_nest(group):
+    """(the reduction ending the group or None, its output when the group returns
+    it, the collapsed loop extents, per input and then the reduced output: its
+    layout over them) of an element-wise group."""
+    domain = tuple(group.shape)
+    reads = [r for a, r in zip(group.inputs, group.reads) if type(a) is not Literal]
+    ins = [a for a in group.inputs if type(a) is not Literal]
+    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
+    red_out = red.outvars[0] if red is not None and red.outvars[0] in group.outputs else None
+    # a fused view (an IndexMap) reads its source with the view's strides from an offset
+    operands = [domain_strides(domain, v.aval.shape, None) if m is None
+                else domain_strides(domain, rv.aval.shape, m.strides)
+                for v, (rv, m) in zip(ins, reads)]
+    offsets = [0 if m is None else m.offset for _, m in reads]
+    if red_out is not None:
+        operands.append(_reduced_strides(domain, set(red.params["axes"])))
+        offsets.append(0)
+    dims, layout = _layout(domain, operands, offsets)
+    return red, red_out, dims, layout
+
+
+def _checks_selector(group):
+    """Whether the group's code reports a select_n selector out of range."""
+    return any(e.primitive.name == "select_n" and len(e.invars) > 2
+               and e.invars[0].aval.dtype.kind != "b" for e in group.eqns)
+
+
 def _emit_group(ir, module, fname, group):
     domain = tuple(group.shape)
     reads = [r for a, r in zip(group.inputs, group.reads) if type(a) is not Literal]
@@ -699,8 +726,7 @@ def _emit_group(ir, module, fname, group):
     n_in, n_out = len(ins), len(outs)
     ptr = ir.PointerType()
     i64 = ir.IntType(64)
-    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
-    red_out = red.outvars[0] if red is not None and red.outvars[0] in outs else None
+    red, red_out, dims, layout = _loop_nest(group)
     if red is not None:
         elementwise = group.eqns[:-1]
     else:
@@ -720,15 +746,7 @@ def _emit_group(ir, module, fname, group):
     lo.name, hi.name = "lo", "hi"
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
-    # a fused view (an IndexMap) reads its source with the view's strides from an offset
-    operands = [domain_strides(domain, v.aval.shape, None) if m is None
-                else domain_strides(domain, rv.aval.shape, m.strides)
-                for v, (rv, m) in zip(ins, reads)]
     offsets = [0 if m is None else m.offset for _, m in reads]
-    if red_out is not None:
-        operands.append(_reduced_strides(domain, set(red.params["axes"])))
-        offsets.append(0)
-    dims, layout = _layout(domain, operands, offsets)
     red_layout = layout[n_in] if red_out is not None else None
     layout = layout[:n_in]
 
@@ -742,8 +760,7 @@ def _emit_group(ir, module, fname, group):
     hoisted = {k: load(k, ir.Constant(i64, offsets[k]))
                for k, (kind, _) in enumerate(layout) if kind == "scalar"}
     err_slot = None
-    if any(e.primitive.name == "select_n" and len(e.invars) > 2
-           and e.invars[0].aval.dtype.kind != "b" for e in group.eqns):
+    if _checks_selector(group):
         err_slot = b.alloca(ir.IntType(1), name="err")
         b.store(ir.Constant(ir.IntType(1), 0), err_slot)
     stride_keys = {}
@@ -967,6 +984,22 @@ def _describe(group):
             + (f", from {where.short()}" if where is not None else ""))
 
 
+def group_info(group, loops):
+    """What emitting `group` reports (see emit_module), found without emitting it:
+    code found in the disk cache is run only when it was emitted with these."""
+    op = group.eqns[0].primitive.name
+    if id(group) in loops:
+        return (True, 0, False)
+    if op == "dot_general":
+        spec = blas.gemm_spec(group.eqns[0])
+        outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
+        return (False, outer, kind * blas.is_small(spec))
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
+        return (False, 0, False)
+    red, _, dims, _ = _loop_nest(group)
+    return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
+
+
 def _emit_bodies(ir, module, base, groups, name, loops, flush):
     """Every group's body function `<base>_k<i>_body`: (bodies, infos)."""
     bodies, infos = [], []
@@ -1143,19 +1176,20 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
                                  f"{threads.num_threads()} blas {blas.available()}")
     found = engine.load_alias(alias, entries) if alias else None
-    if found is not None and len(found[1].get("infos", ())) != len(groups):
-        found = None              # not this program after all: emit it
     if found is not None:
-        infos = [tuple(info) for info in found[1]["infos"]]
+        # the code was compiled for these infos and plans (they set loop bounds and
+        # table layouts): what the disk says must be what this plan gives
+        infos = [group_info(g, loops or {}) for g in groups]
         plans = _parallel_plans(segments, groups, infos)
-        if found[1].get("plans") != _plan_records(segments, plans):
-            found = None          # split otherwise now (SPLIT_WORK changed, say): emit it
+        if found[1].get("infos") != [list(i) for i in infos] \
+                or found[1].get("plans") != _plan_records(segments, plans):
+            found = None          # not this program, or split otherwise now: emit it
     if found is not None:
         module = found[0]
         text = functools.lru_cache(maxsize=None)(
-            lambda: emit_module(groups, name, segments, flush, loops)[0])
+            lambda: _emit_locked(groups, name, segments, flush, loops)[0])
     else:
-        emitted, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
+        emitted, names, infos, segment_names = _emit_locked(groups, name, segments, flush, loops)
         text = lambda: emitted  # noqa: E731
         try:
             module = engine.compile_module(emitted, entries)
@@ -1182,6 +1216,13 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                                          _address, plan)
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
+
+
+def _emit_locked(groups, name, segments, flush, loops):
+    """emit_module under the lock fork() takes (its first call imports mathlib and
+    llvmlite.ir: see compiler_lock)."""
+    with compiler_lock.lock:
+        return emit_module(groups, name, segments, flush, loops)
 
 
 def _parallel_plans(segments, groups, infos):

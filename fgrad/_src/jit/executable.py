@@ -15,6 +15,7 @@ import numpy as np
 
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
+from ..cpu import compiler_lock
 from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
@@ -26,8 +27,11 @@ from .slots import Slots, run_steps, step_summary
 
 
 def _backend():
-    """The CPU backend's fused-kernel module (imported on first use)."""
-    from ..cpu import fused
+    """The CPU backend's fused-kernel module (with the engine: imported on first
+    use, under the lock fork() takes; a child forked meanwhile would find the
+    import half done by a thread it does not have, and wait for it forever)."""
+    with compiler_lock.lock:
+        from ..cpu import engine, fused  # noqa: F401
     return fused
 
 
