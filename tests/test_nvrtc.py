@@ -272,6 +272,7 @@ def test_float_sums_cascade_in_host_emulation():
     for k, (_, _, strategy) in cases.items():
         (step,) = exes[k].steps
         assert step.fn.plan.strategy == strategy and "s1 = " in exes[k].cuda_source
+        compile_to_ptx(exes[k].cuda_source)
     kernels = cuda_emulation.HostKernels(
         cuda_c.PRELUDE, [e.cuda_source[len(cuda_c.PRELUDE):] for e in exes.values()])
     try:
