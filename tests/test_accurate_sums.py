@@ -180,3 +180,13 @@ def test_float32_sums_of_2_to_26_terms(shape, axis):
     x = rng.random(shape, dtype=np.float32)
     y = np.ones(shape, np.float32)
     _check_error(jit(lambda x, y: fnp.sum(x * y, axis=axis))(x, y), x, y, axis)
+
+
+@pytest.mark.parametrize("shape,axis", [((5000,), None), ((3, 5000), 1), ((5000, 3), 0),
+                                        ((100,), None), ((7, 3), 0), ((3, 2000, 4), (0, 2))])
+def test_sums_of_negative_zeros_are_positive_zeros_as_in_numpy(shape, axis):
+    """NumPy's sums start from +0.0, so a sum of -0.0s is +0.0, in every layout."""
+    x = np.full(shape, -0.0, np.float32)
+    got, want = np.asarray(jit(lambda x: fnp.sum(x, axis=axis))(x)), np.sum(x, axis=axis)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert not np.signbit(want).any()

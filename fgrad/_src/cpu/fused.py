@@ -28,10 +28,11 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (-0.0 or
-0; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
-and the body accumulates into it through strides that are 0 on the reduced
-axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
+input has the domain's shape: its output is filled with the identity (0, as
+NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
+False) before the loop nest, and the body accumulates into it through strides
+that are 0 on the reduced axes (a last-axis reduction's accumulator is
+promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
 left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
@@ -623,7 +624,7 @@ _SUM_FLAGS = ("reassoc", "nsz", "contract")
 
 def _reduce_identity(cx, name, dt):
     if name == "reduce_sum":
-        return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+        return cx.const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if name == "reduce_prod":
         return cx.const(dt, 1)
     if dt.kind == "b":      # and / min: True; or / max: False

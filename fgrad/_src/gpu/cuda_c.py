@@ -484,7 +484,7 @@ assert set(EMITTERS) == set(_OPERAND_DTYPES)
 
 def _identity_of(name, dt):
     if name == "reduce_sum":
-        return const(dt, -0.0 if dt.kind == "f" else 0)     # -0.0 + x == x exactly
+        return const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if dt.kind == "f":
         return const(dt, -math.inf if name == "reduce_max" else math.inf)
     info = np.iinfo(dt)
