@@ -168,9 +168,32 @@ def test_only_long_sums_take_blocks():
     rows = lambda x: fnp.sum(x, axis=1)  # noqa: E731
     assert "pair" not in _ir(rows, np.ones((64, summation.BLOCK), np.float32))
     assert "pair" in _ir(rows, np.ones((64, summation.BLOCK + 1), np.float32))
+    assert summation.block_rows(summation.ROW_TERMS, 1, 4) is None
+    assert summation.block_rows(summation.ROW_TERMS + 1, 1, 4) == summation.ROW_TERMS
+    assert summation.block_rows(10**6, 64, 4) == 1           # rows of 64 terms: blocks of one
+    # the scratch rows stay within SCRATCH_BYTES: longer blocks, or none when too wide
+    wide = summation.SCRATCH_BYTES // 8
+    block = summation.block_rows(10**6, 1, wide)
+    assert block > summation.ROW_TERMS and (summation._depth(10**6 / block) + 1) * wide \
+        <= summation.SCRATCH_BYTES
+    assert summation.block_rows(10**6, 1, summation.SCRATCH_BYTES) is None
     columns = lambda x: fnp.sum(x, axis=0)  # noqa: E731
     assert "malloc" not in _ir(columns, np.ones((summation.ROW_TERMS, 64), np.float32))
     assert "malloc" in _ir(columns, np.ones((summation.ROW_TERMS + 1, 64), np.float32))
+
+
+def test_blocked_sums_are_vectorised():
+    import re
+    from fgrad._src.cpu import engine
+    if not engine.host_has_feature("avx2"):
+        pytest.skip("host has no AVX2")
+    cases = [(lambda x: fnp.sum(x), (10**5,), "pairs"),
+             (lambda x: fnp.sum(x, axis=1), (3, 5000), "pairs"),
+             (lambda x: fnp.sum(x, axis=0), (1000, 64), "malloc")]    # block rows
+    for f, shape, blocked in cases:
+        text = _ir(f, np.ones(shape, np.float32))
+        assert blocked in text
+        assert re.search(r"fadd [a-z ]*<(8|16) x float>", engine.optimized_ir(text)), shape
 
 
 @pytest.mark.slow

@@ -680,10 +680,11 @@ def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
             return None
         return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
                 inner, len(dims) - 1)
-    if not summation.rows_worth_it(rows, inner_terms):
-        return None
     width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level] != 0)
-    return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, inner_terms),
+    block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
+    if block is None:
+        return None
+    return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
             first, last)
 
 

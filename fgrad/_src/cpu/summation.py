@@ -40,10 +40,22 @@ def worth_it(terms):
     return terms > BLOCK
 
 
-def rows_worth_it(rows, terms_per_row):
-    """Whether a sum over `rows` rows, each adding `terms_per_row` terms to an
-    element, needs row blocks."""
-    return rows > 1 and rows * terms_per_row > ROW_TERMS
+# Most scratch memory for the block rows of one PairwiseRows.
+SCRATCH_BYTES = 64 << 20
+
+
+def block_rows(rows, terms_per_row, row_bytes):
+    """Rows per block of a PairwiseRows summing `rows` rows that each add
+    `terms_per_row` terms to every element of a row of `row_bytes` bytes, or
+    None when one running sum per element is as good (few terms) or blocks
+    would need as many rows as there are (the scratch rows, at most
+    SCRATCH_BYTES, limit the counter's depth)."""
+    if rows < 2 or rows * terms_per_row <= ROW_TERMS:
+        return None
+    block = max(1, ROW_TERMS // terms_per_row)
+    while block < rows and (_depth(rows / block) + 1) * row_bytes > SCRATCH_BYTES:
+        block *= 2
+    return block if block < rows else None
 
 
 def _depth(blocks):
@@ -156,17 +168,17 @@ class PairwiseSum:
 class PairwiseRows:
     """Blocked pairwise sums of `width` output elements at once, whose terms come
     in `rows` rows of `width` elements (a reduction over outer axes: the inner
-    loops walk the kept elements), `terms` terms per element and row. Rows are
-    added into an open block row in a malloc'd scratch buffer; every ROW_TERMS
-    // terms rows (at least one) it is pushed onto a binary counter of rows,
-    element by element, as PairwiseSum does with scalars. The buffer is
-    allocated at builder `b` (in fn's entry block) and freed by `release`."""
+    loops walk the kept elements). Rows are added into an open block row in a
+    malloc'd scratch buffer; every `block` rows (see `block_rows`) it is
+    pushed onto a binary counter of rows, element by element, as PairwiseSum
+    does with scalars. The buffer is allocated at builder `b` (in fn's entry
+    block) and freed by `release`."""
 
-    def __init__(self, ir, module, fn, b, ty, rows, width, terms):
+    def __init__(self, ir, module, fn, b, ty, rows, width, block):
         assert b.block is fn.entry_basic_block
         self.ir, self.fn, self.b, self.ty, self.width = ir, fn, b, ty, width
         self.i64 = ir.IntType(64)
-        self.block_rows = max(1, ROW_TERMS // terms)
+        self.block_rows = block
         ptr = ir.PointerType()
         self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
         malloc = loops.declare(ir, module, "malloc", ptr, [self.i64])
