@@ -7,7 +7,7 @@ Broadcast ones cost no memory, so sums of up to 2^31 terms are exact checks:
 one running sum (or 64 vectorised partial sums) stops growing at 2^24 times
 its terms. Random sums are checked against the float64 sum: within 2 ulps of
 the sum of magnitudes (a pairwise sum's rounding errors grow like log n at
-worst; the running sums it replaced reached 7-95 ulps at these sizes).
+worst; the running sums it replaced reached 2-95 ulps at these sizes).
 """
 import math
 

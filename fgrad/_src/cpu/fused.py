@@ -657,8 +657,9 @@ def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
     of them). A PairwiseSum over the reduced levels inside the innermost kept
     one (all levels for a full sum); a PairwiseRows over the reduced levels just
     outside the kept ones inside them, when those hold more terms (each row
-    then adds the terms of the inner reduced levels one after another). The
-    other reduced levels, outside a kept one, add their sums one after another."""
+    then adds the terms of the inner reduced levels one after another) and
+    its scratch rows fit. The other reduced levels, outside a kept one, add
+    their sums one after another."""
     if red_out is None or red.primitive.name != "reduce_sum" or not math.prod(dims):
         return None
     dt = red_out.aval.dtype
@@ -675,17 +676,16 @@ def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
         first -= 1
     inner_terms = math.prod(dims[inner:])
     rows = 1 if last is None else math.prod(dims[first:last + 1])
-    if inner_terms >= rows:
-        if not summation.worth_it(inner_terms):
-            return None
-        return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
-                inner, len(dims) - 1)
-    width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level] != 0)
-    block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
-    if block is None:
+    if inner_terms < rows:
+        width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level])
+        block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
+        if block is not None:
+            return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
+                    first, last)
+    if not summation.worth_it(inner_terms):
         return None
-    return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
-            first, last)
+    return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
+            inner, len(dims) - 1)
 
 
 # float16 operations whose float result is a float16 value already
