@@ -5,17 +5,28 @@ One running sum of n float terms has an error bound of n ulps of the sum of
 their magnitudes, and a vectorised one (with, say, 64 partial sums) stops
 growing once each partial sum is 2^24 times its terms: 2^31 float32 ones sum
 to 2^30. Instead, a fused float reduce_sum (`fused`) adds the terms of each
-output element in blocks of about `BLOCK` consecutive terms, in a loop that
-LLVM vectorises with several partial sums (its add alone carries
-`reassoc`), and pushes each block sum onto a binary counter: `stack[l]`
-holds the sum of the last 2^l blocks, and pushing block k merges the levels
+output element in blocks and pushes each block sum onto a binary counter:
+level l holds the sum of 2^l blocks, and pushing block k merges the levels
 that k's trailing one bits name, so that block sums meet as in a balanced
-tree. The error bound is then about BLOCK / (partial sums) + log2(n / BLOCK)
-ulps, of the same kind as NumPy's pairwise sum (128-term blocks in 8
-accumulators, then halving), and sums of integers below 2^24 (2^53) are
-exact. The bits are not NumPy's (the blocks differ), so jit and eager sums
-may differ in the last places, within those bounds. The block loop stays a
-plain vectorised loop over memory, so the sum still runs at memory bandwidth.
+tree. The error bound is then about (terms per block and partial sum) +
+log2(blocks) ulps, of the same kind as NumPy's pairwise sum along an inner
+axis (128-term blocks in 8 accumulators, then halving; along outer axes
+NumPy adds one row after another), and sums of integers below 2^24 (2^53)
+are exact.
+
+- `PairwiseSum`: the innermost loops are reduced. A block is about `BLOCK`
+  consecutive terms, added in a loop that LLVM vectorises with several
+  partial sums (its add alone carries `reassoc`); the counter's levels are a
+  small array on the stack.
+- `PairwiseRows`: the innermost loops are kept (a sum over outer axes). Each
+  row adds its terms to a row of output elements, so a block is a few rows
+  (`ROW_TERMS` terms per element) added into a scratch row, and the counter's
+  levels are scratch rows (at most `SCRATCH_BYTES` in all).
+
+Either way the loops over the terms stay plain vectorised loops over memory,
+so sums still run at memory bandwidth. The bits are not NumPy's (the blocks
+differ), so jit and eager sums may differ in the last places, within those
+bounds; both start from +0.0, so a sum of -0.0s is +0.0 in both.
 
 Products need none of this: a product's relative error is about n ulps in
 any order.
