@@ -28,15 +28,20 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (-0.0 or
-0; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
-and the body accumulates into it through strides that are 0 on the reduced
-axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
+input has the domain's shape: its output is filled with the identity (0, as
+NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
+False) before the loop nest, and the body accumulates into it through strides
+that are 0 on the reduced axes (a last-axis reduction's accumulator is
+promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
 left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
 False. Only the accumulation of a float sum or product carries `reassoc` (so
-it vectorises with partial sums; NumPy's pairwise sum reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
+it vectorises with partial sums; NumPy's pairwise sum reorders too). A float
+sum of more than a block of terms per output element adds them in blocks whose
+sums are added pairwise (`summation`): in registers when the innermost loops
+are reduced, in a scratch row of output elements when they are kept (a sum
+over outer axes). Inputs that are fused views (`Fused.reads`: expand_dims,
 squeeze, broadcast_in_dim, transpose, slice, rev, size-1 reshapes) are read
 from their source buffer through the view's IndexMap (strides, possibly
 negative, from an offset).
@@ -80,7 +85,8 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import blas, compiler_lock, indexing, outputs, pool, program, sorting, structural, threads
+from . import (blas, compiler_lock, indexing, outputs, pool, program, sorting, structural,
+               summation, threads)
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -618,7 +624,7 @@ _SUM_FLAGS = ("reassoc", "nsz", "contract")
 
 def _reduce_identity(cx, name, dt):
     if name == "reduce_sum":
-        return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+        return cx.const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if name == "reduce_prod":
         return cx.const(dt, 1)
     if dt.kind == "b":      # and / min: True; or / max: False
@@ -642,6 +648,44 @@ def _reduce_combine(cx, name, dt, acc, x):
     op = ">" if name == "reduce_max" else "<"
     cmp = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     return b.select(cmp(op, x, acc), x, acc)
+
+
+def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
+    """How a float reduce_sum adds up its terms (see `summation`): None (one
+    running sum per output element, for few terms), or (a summation.PairwiseSum
+    or PairwiseRows, the first loop level of the levels it sums over, the last
+    of them). A PairwiseSum over the reduced levels inside the innermost kept
+    one (all levels for a full sum); a PairwiseRows over the reduced levels just
+    outside the kept ones inside them, when those hold more terms (each row
+    then adds the terms of the inner reduced levels one after another) and
+    its scratch rows fit. The other reduced levels, outside a kept one, add
+    their sums one after another."""
+    if red_out is None or red.primitive.name != "reduce_sum" or not math.prod(dims):
+        return None
+    dt = red_out.aval.dtype
+    kind, st = red_layout
+    if dt.kind != "f" or kind == "flat":
+        return None
+    if kind == "scalar":
+        st = [0] * len(dims)
+    kept = [level for level in range(len(dims)) if st[level] != 0]
+    inner = kept[-1] + 1 if kept else 0          # the reduced levels inside every kept one
+    last = max((level for level in range(inner) if st[level] == 0), default=None)
+    first = last
+    while first is not None and first > 0 and st[first - 1] == 0:
+        first -= 1
+    inner_terms = math.prod(dims[inner:])
+    rows = 1 if last is None else math.prod(dims[first:last + 1])
+    if inner_terms < rows:
+        width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level])
+        block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
+        if block is not None:
+            return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
+                    first, last)
+    if not summation.worth_it(inner_terms):
+        return None
+    return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
+            inner, len(dims) - 1)
 
 
 # float16 operations whose float result is a float16 value already
@@ -768,6 +812,10 @@ def _emit_group(ir, module, fname, group):
         if kind == "strided":
             stride_keys.setdefault(tuple(st), len(stride_keys))
     strides = list(stride_keys)
+    pairwise = _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims)
+    pairwise, sums_from, last_summed = pairwise or (None, None, None)
+    by_rows = isinstance(pairwise, summation.PairwiseRows)
+    row_base = []        # by rows: the offset of the output's first element in the row
 
     if red_out is not None and math.prod(domain) > 0:
         # the reduced output starts at the reduction's identity
@@ -822,11 +870,12 @@ def _emit_group(ir, module, fname, group):
         for j, v in enumerate(outs):
             dt = v.aval.dtype
             mt = cx.mem_ty(dt)
+            if v is red_out and pairwise is not None and not by_rows:
+                pairwise.add(read(red.invars[0]))
+                continue
             if v is red_out:
-                kind, st = red_layout
-                idx = (zero if kind == "scalar" else flat if kind == "flat"
-                       else offs[stride_keys[tuple(st)]])
-                p = b.gep(body.args[n_in + j], [idx], inbounds=True, source_etype=mt)
+                p = (pairwise.at(b.sub(reduced_index(flat, offs), row_base[0], flags=("nsw",)))
+                     if by_rows else reduced_at(j, flat, offs))
                 acc = cx.from_mem(b.load(p, typ=mt), dt)
                 b.store(cx.to_mem(_reduce_combine(cx, red.primitive.name, dt, acc,
                                                   read(red.invars[0])), dt), p)
@@ -840,10 +889,66 @@ def _emit_group(ir, module, fname, group):
             b.store(acc, err_slot)
             cx.errors.clear()
 
+    def reduced_index(flat, offs):
+        """Index of the reduction's output element at this point."""
+        kind, st = red_layout
+        return (zero if kind == "scalar" else flat if kind == "flat"
+                else offs[stride_keys[tuple(st)]])
+
+    def reduced_at(j, flat, offs):
+        """Pointer to the reduction's output element (output j) at this point."""
+        return b.gep(body.args[n_in + j], [reduced_index(flat, offs)], inbounds=True,
+                     source_etype=cx.mem_ty(red_out.aval.dtype))
+
     def emit_loops(level, flat, offs):
         if level == len(dims):
             emit_body(flat if flat is not None else zero, offs)
             return
+        start, stop = (lo, hi) if level == 0 else (zero, ir.Constant(i64, dims[level]))
+        emit = emit_level
+        if pairwise is not None and not by_rows and level == len(dims) - 1:
+            emit = emit_blocks
+        if pairwise is not None and level == sums_from:
+            # the nest from here sums into one output element (by rows: into a
+            # row of them) in blocks, pairwise
+            p = reduced_at(outs.index(red_out), flat, offs)
+            pairwise.start()
+            if by_rows:
+                row_base[:] = [reduced_index(flat, offs)]
+            emit(level, flat, offs, start, stop)
+            if by_rows:
+                pairwise.total_into(p)
+            else:
+                b.store(b.fadd(b.load(p, typ=cx.ty(red_out.aval.dtype)), pairwise.total()), p)
+        else:
+            emit(level, flat, offs, start, stop)
+
+    def emit_blocks(level, flat, offs, start, stop):
+        """The innermost loop cut into pieces of at most one block, each followed
+        by the block's bookkeeping (pushing a full block)."""
+        step = ir.Constant(i64, summation.BLOCK)
+        if level > 0 and dims[level] <= summation.BLOCK:
+            emit_level(level, flat, offs, start, stop)
+            pairwise.terms_added(ir.Constant(i64, dims[level]))
+            return
+        pre = b.block
+        loop = body.append_basic_block(f"blocks{level}")
+        done = body.append_basic_block(f"blocks_done{level}")
+        b.branch(loop)
+        b.position_at_end(loop)
+        first = b.phi(i64, name=f"block{level}")
+        first.add_incoming(start, pre)
+        room = b.sub(stop, first, flags=("nuw",))
+        last = b.add(first, b.select(b.icmp_unsigned("<", room, step), room, step),
+                     flags=("nuw", "nsw"))
+        emit_level(level, flat, offs, first, last)
+        pairwise.terms_added(b.sub(last, first, flags=("nuw",)))
+        first.add_incoming(last, b.block)
+        b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
+        b.position_at_end(done)
+
+    def emit_level(level, flat, offs, start, stop):
+        """for i in [start, stop) (at least once) over dims[level], the deeper levels inside."""
         n = dims[level]
         pre = b.block
         loop = body.append_basic_block(f"loop{level}")
@@ -851,7 +956,7 @@ def _emit_group(ir, module, fname, group):
         b.branch(loop)
         b.position_at_end(loop)
         i = b.phi(i64, name=f"i{level}")
-        i.add_incoming(lo if level == 0 else zero, pre)
+        i.add_incoming(start, pre)
         flat2 = i if flat is None else b.add(b.mul(flat, ir.Constant(i64, n), flags=("nuw", "nsw")),
                                              i, flags=("nuw", "nsw"))
         offs2 = []
@@ -864,10 +969,11 @@ def _emit_group(ir, module, fname, group):
                 inc = i if step == 1 else b.mul(i, ir.Constant(i64, step), flags=("nsw",))
                 offs2.append(inc if off is zero else b.add(off, inc, flags=("nsw",)))
         emit_loops(level + 1, flat2, offs2)
+        if by_rows and level == last_summed:
+            pairwise.row_done()
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, hi if level == 0 else ir.Constant(i64, n)),
-                  loop, done)
+        b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
         b.position_at_end(done)
 
     if math.prod(domain) > 0:
@@ -881,6 +987,8 @@ def _emit_group(ir, module, fname, group):
             b.position_at_end(skip)
         else:
             emit_loops(0, None, [zero] * len(strides))
+    if by_rows:
+        pairwise.release()
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 

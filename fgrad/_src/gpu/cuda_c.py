@@ -22,6 +22,8 @@ its element-wise chain as the reduction's prologue, in one of two shapes:
 - a *column reduction* (the innermost dimension is kept): one thread per
   output element looping over the reduced elements, so neighbouring threads
   read neighbouring addresses.
+A thread's float sum of many terms is a three-level cascade (`_CASCADE`), so
+that its error grows like that of a blocked sum, not like one running sum's.
 Element-wise values the group also returns are stored at their flat domain
 index as they are computed (every domain element is visited exactly once).
 
@@ -482,7 +484,7 @@ assert set(EMITTERS) == set(_OPERAND_DTYPES)
 
 def _identity_of(name, dt):
     if name == "reduce_sum":
-        return const(dt, -0.0 if dt.kind == "f" else 0)     # -0.0 + x == x exactly
+        return const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if dt.kind == "f":
         return const(dt, -math.inf if name == "reduce_max" else math.inf)
     info = np.iinfo(dt)
@@ -654,6 +656,31 @@ def _block_reduce(body, name, dt, acc, dst):
     body.add("__syncthreads();")
 
 
+# A thread's float sum goes through three levels: blocks of _CASCADE terms, sums
+# of _CASCADE blocks, and their running total (a cascade: one running sum of n
+# terms stops growing at 2^24 times its terms in float32, and its error bound
+# is n ulps; the cascade's is about 2 * _CASCADE + n / _CASCADE^2 ulps).
+_CASCADE = 64
+
+
+def _cascade_add(loop, dt, value):
+    """Statements adding `value` to a thread's cascaded sum (s0, s1, acc)."""
+    ident = _identity_of("reduce_sum", dt)
+    loop.add(f"s0 = {_combine('reduce_sum', dt, 's0', value)};")
+    loop.add(f"if (++n0 == {_CASCADE}) {{ s1 = {_combine('reduce_sum', dt, 's1', 's0')}; "
+             f"s0 = {ident}; n0 = 0;")
+    loop.add(f"  if (++n1 == {_CASCADE}) {{ acc = {_combine('reduce_sum', dt, 'acc', 's1')}; "
+             f"s1 = {ident}; n1 = 0; }} }}")
+
+
+def _cascade_end(cascade, dt):
+    """After the loop: the cascade's levels added into acc, smallest first."""
+    if not cascade:
+        return []
+    inner = _combine("reduce_sum", dt, "s0", "s1")
+    return [f"    acc = {_combine('reduce_sum', dt, 'acc', inner)};"]
+
+
 def _choose_chunks(n_out, n_red):
     """Partials per output for a row reduction: enough blocks to fill a big GPU
     (about 1024 in all), each reducing at least 4096 elements."""
@@ -718,7 +745,12 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
         loop.add(f"const {itype} fi = {fi};")
         for j, v in ew_outs:
             loop.add(_store(j, v.aval.dtype, "fi", values[v]))
-    loop.add(f"acc = {_combine(name, rdt, 'acc', read(red.invars[0]))};")
+    per_output = n_red if strategy == "column" else clen
+    cascade = name == "reduce_sum" and rdt.kind == "f" and per_output > _CASCADE
+    if cascade:
+        _cascade_add(loop, rdt, read(red.invars[0]))
+    else:
+        loop.add(f"acc = {_combine(name, rdt, 'acc', read(red.invars[0]))};")
     if loop.errors:
         loop.add(f"if ({' || '.join(loop.errors)}) *err = 1;")
     extra = []
@@ -734,8 +766,11 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
         head = [f"  for ({itype} o = ({itype})blockIdx.x * blockDim.x + threadIdx.x; "
                 f"o < {n_out}; o += ({itype})gridDim.x * blockDim.x) {{"]
         body.add(f"{t} acc = {ident};")
+        if cascade:
+            body.add(f"{t} s0 = {ident}, s1 = {ident}; int n0 = 0, n1 = 0;")
         body.add(f"for ({itype} r = 0; r < {n_red}; ++r) {{")
-        tail = ["    }", "    " + _store(rj, rdt, "o", "acc"), "  }", "}"]
+        tail = ["    }"] + _cascade_end(cascade, rdt) + ["    " + _store(rj, rdt, "o", "acc"),
+                                                        "  }", "}"]
         work = n_out
     else:
         pre.add(f"__shared__ {t} fg_smem[32];")
@@ -750,10 +785,12 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
             head = [f"  for ({itype} o = blockIdx.x; o < {n_out}; o += gridDim.x) {{"]
             start, end, dst = "0", str(n_red), f"out{rj}[o]"
         body.add(f"{t} acc = {ident};")
+        if cascade:
+            body.add(f"{t} s0 = {ident}, s1 = {ident}; int n0 = 0, n1 = 0;")
         body.add(f"for ({itype} r = {start} + threadIdx.x; r < {end}; r += blockDim.x) {{")
         fin = _Body("    ")
         _block_reduce(fin, name, rdt, "acc", dst)
-        tail = ["    }"] + fin.lines + ["  }", "}"]
+        tail = ["    }"] + _cascade_end(cascade, rdt) + fin.lines + ["  }", "}"]
         work = n_out * chunks
     src = ([_signature(fname, ins, outs, extra) + " {"] + pre.lines + head + body.lines
            + loop.lines + tail)
