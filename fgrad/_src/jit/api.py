@@ -1,7 +1,8 @@
 """`fgrad.jit`: trace once per cache key, then run the compiled program.
 
 The cache key is the tree structure of the dynamic arguments, the static
-argument values and each leaf's (shape, dtype, weak type). Called at the top
+argument values (by type and value: 1, 1.0 and True, or 0.0 and -0.0, are
+different programs; see value_keys) and each leaf's (shape, dtype, weak type). Called at the top
 level, a cache hit runs the compiled program directly; under a transform the
 call binds the `jit` primitive, whose rules transform the traced program.
 """
@@ -22,6 +23,7 @@ from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
+from ..value_keys import StaticValue
 from .donation import DonatedBuffer, invalidate
 from .log import log_trace
 from .primitive import compile_jaxpr, jit_p
@@ -438,13 +440,13 @@ def _leaf_key(x):
 
 
 def _check_hashable(what, value):
+    """`value` as a cache-key part (a StaticValue: same type and value, see value_keys)."""
     try:
-        hash(value)
+        return StaticValue(value)
     except TypeError:
         raise TypeError(f"jit: static {what} must be hashable, got a {type(value).__name__}: "
                         f"{value!r}\n  hint: pass a tuple instead of a list, or make the "
                         f"argument dynamic (an array)") from None
-    return value
 
 
 def _as_array(x, fname):
