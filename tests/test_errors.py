@@ -239,3 +239,49 @@ def test_argnums_out_of_range_message():
 def test_config_rejects_unknown_option():
     with pytest.raises(AttributeError, match="check_jaxprs"):
         fgrad.config.update("no_such_option", True)
+
+
+# ----------------------------------------------------------------------------
+# Arrays are immutable: item assignment says so and shows .at
+
+@pytest.mark.parametrize("index, text", [
+    (0, "0"), ((0, slice(1, None)), "0, 1:"), ((Ellipsis, None), "..., None"),
+    (slice(None, None, 2), "::2"), (np.int64(2), "2"), (np.array([0, 1]), "i")])
+def test_item_assignment_says_arrays_are_immutable(index, text):
+    import fgrad.numpy as fnp
+    x = fnp.zeros((3, 3))
+    with pytest.raises(TypeError) as info:
+        x[index] = 1.0
+    msg = str(info.value)
+    assert "immutable" in msg and f"x = x.at[{text}].set(value)" in msg
+    np.testing.assert_array_equal(np.asarray(x), np.zeros((3, 3)))
+
+
+def test_item_assignment_and_deletion_of_a_traced_value():
+    import fgrad.numpy as fnp
+
+    def assign(x):
+        x[1] = 0.0
+        return x
+
+    for transform in (fgrad.jit, fgrad.grad, fgrad.vmap):
+        with pytest.raises(TypeError, match=r"immutable(?s:.*)x\.at\[1\]\.set"):
+            transform(lambda x: fnp.sum(assign(x)))(np.ones(3))
+    with pytest.raises(TypeError, match=r"immutable: del x\[0\]"):
+        del fnp.ones(3)[0]
+
+
+def test_augmented_assignment_rebinds_and_numpy_targets_are_written():
+    import fgrad.numpy as fnp
+    a = fnp.ones(3)
+    b = a
+    a += 1                     # a new array: b, the same object before, is unchanged
+    np.testing.assert_array_equal(np.asarray(b), np.ones(3))
+    np.testing.assert_array_equal(np.asarray(a), np.full(3, 2.0))
+    n = np.ones(3)
+    view = n
+    n += fnp.arange(3.0)       # NumPy updates its own array in place, as with NumPy values
+    assert view is n
+    np.testing.assert_array_equal(n, [1.0, 2.0, 3.0])
+    with pytest.raises(fgrad.ConcretizationError):
+        fgrad.jit(lambda x: np.add(np.ones(3), x, out=np.empty(3)))(np.ones(3))

@@ -360,10 +360,28 @@ class ArrayMethods:
         from fgrad._src.numpy.indexing import getitem
         return getitem(self, idx)
 
+    def __setitem__(self, idx, value):
+        text = _index_text(idx)
+        raise TypeError(
+            f"fgrad arrays are immutable: x[{text}] = ... cannot change x in place.\n"
+            f"  hint: x = x.at[{text}].set(value) makes the updated array (also .add, "
+            f".multiply, .min, .max); under jit it is updated in place when possible")
+
+    def __delitem__(self, idx):
+        raise TypeError(
+            f"fgrad arrays are immutable: del x[{_index_text(idx)}] cannot change x.\n"
+            f"  hint: select what to keep instead, e.g. x = x[mask] or "
+            f"x = fgrad.numpy.concatenate([x[:i], x[i + 1:]])")
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = getattr(_fnp(), ufunc.__name__, None)
         if method == "__call__" and fn is not None and not kwargs:
             return fn(*inputs)
+        if method == "__call__" and "out" in kwargs:
+            # NumPy writes into its own arrays (`numpy_array += fgrad_array`): let it,
+            # on fgrad values converted to NumPy (a traced value says why it cannot)
+            return ufunc(*[np.asarray(x) if isinstance(x, ArrayMethods) else x
+                           for x in inputs], **kwargs)
         return NotImplemented
 
     __add__, __radd__ = _binop("add"), _binop("add", True)
@@ -422,6 +440,27 @@ class ArrayMethods:
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = axes[0]
         return _fnp().transpose(self, axes or None)
+
+
+def _index_text(idx):
+    """An index as code (`0`, `1:3`, `..., None`), or `i` when it holds arrays."""
+    def one(i):
+        if i is Ellipsis:
+            return "..."
+        if i is None or type(i) is bool:
+            return repr(i)
+        if isinstance(i, (int, np.integer)):
+            return str(int(i))
+        if type(i) is slice:
+            parts = ["" if p is None else one(p) for p in (i.start, i.stop, i.step)]
+            return ":".join(parts if i.step is not None else parts[:2])
+        raise TypeError
+    try:
+        if type(idx) is tuple:
+            return ", ".join(map(one, idx)) if idx else "()"
+        return one(idx)
+    except TypeError:
+        return "i"
 
 
 # ----------------------------------------------------------------------------
