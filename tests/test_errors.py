@@ -285,3 +285,73 @@ def test_augmented_assignment_rebinds_and_numpy_targets_are_written():
     np.testing.assert_array_equal(n, [1.0, 2.0, 3.0])
     with pytest.raises(fgrad.ConcretizationError):
         fgrad.jit(lambda x: np.add(np.ones(3), x, out=np.empty(3)))(np.ones(3))
+
+
+# ----------------------------------------------------------------------------
+# Arrays too large to index: the operation, the shape and the limit
+
+BIG = [
+    ("broadcast_to", lambda a: fnp_().broadcast_to(a, (2**62, 4)), "f32[4611686018427387904,4]"),
+    ("broadcast_to", lambda a: fnp_().broadcast_to(a, (2**64,)), "f32[18446744073709551616]"),
+    ("broadcast_in_dim", lambda a: lax.broadcast_in_dim(a, (2**61,), (0,)),
+     "f32[2305843009213693952]"),
+    ("add", lambda a: lax.broadcast_in_dim(a, (2**40, 1), (1,))
+     + lax.broadcast_in_dim(a, (1, 2**30), (1,)), "f32[1099511627776,1073741824]"),
+    ("dot_general", lambda a: lax.broadcast_in_dim(a, (2**31, 1), (1,))
+     @ lax.broadcast_in_dim(a, (1, 2**31), (1,)), "f32[2147483648,2147483648]"),
+    ("zeros", lambda a: fnp_().zeros((2**40, 2**40)) + a, "f32[1099511627776,1099511627776]"),
+    ("iota", lambda a: lax.iota(np.float32, 2**62) + a, "f32[4611686018427387904]"),
+]
+
+
+def fnp_():
+    import fgrad.numpy as fnp
+    return fnp
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "make_jaxpr"])
+@pytest.mark.parametrize("case", range(len(BIG)))
+def test_too_large_arrays_name_the_op_the_shape_and_the_limit(case, how):
+    name, fn, shape = BIG[case]
+    a = np.ones(1, np.float32)
+    run = {"eager": lambda: fn(fnp_().asarray(a)), "jit": lambda: fgrad.jit(fn)(a),
+           "make_jaxpr": lambda: fgrad.make_jaxpr(fn)(a)}[how]
+    with pytest.raises(fgrad.ArrayTooLargeError) as info:
+        run()
+    msg = str(info.value)
+    assert msg.startswith(f"{name}: ") and shape in msg and "2^63 - 1 bytes" in msg, msg
+    assert THIS_FILE in msg and "hint" in msg
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+
+
+def test_the_size_limit_is_in_bytes_and_exact():
+    fine = fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**63 - 1,)))(np.ones(1, bool))
+    assert "bool[9223372036854775807]" in str(fine)
+    fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**61 - 1, 4)))(np.ones(1, np.int8))
+    with pytest.raises(fgrad.ArrayTooLargeError, match="2\\^63 bytes"):
+        fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**63,)))(np.ones(1, bool))
+    with pytest.raises(fgrad.ArrayTooLargeError):
+        fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**61, 4)))(np.ones(1, np.int8))
+
+
+def test_incompatible_shapes_are_still_reported_as_such():
+    def f(a):
+        return (lax.broadcast_in_dim(a, (3,), (0,))
+                + lax.broadcast_in_dim(a, (2**62,), (0,)))
+    for transform in (fgrad.make_jaxpr, fgrad.jit):
+        with pytest.raises(fgrad.FgradTypeError,
+                           match=r"add: incompatible shapes for broadcasting: bool\[3\], "
+                                 r"bool\[4611686018427387904\]") as info:
+            transform(f)(np.ones(1, bool))
+        assert not isinstance(info.value, fgrad.ArrayTooLargeError)
+
+
+def test_arange_bounds_that_do_not_fit_the_dtype():
+    fnp = fnp_()
+    with pytest.raises(OverflowError, match=r"arange: 9223372036854775808 .*int32(?s:.*)int64"):
+        fnp.arange(2**63)                      # NumPy gives an empty int32 array
+    with pytest.raises(OverflowError, match="int64"):
+        fnp.arange(0, 2**63, dtype=np.int64)
+    with pytest.raises(fgrad.ArrayTooLargeError, match="arange"):
+        fnp.arange(0, 2**62, dtype=np.int64)   # fits int64, but 2^65 bytes
+    np.testing.assert_array_equal(np.asarray(fnp.arange(10, 0, -3)), [10, 7, 4, 1])

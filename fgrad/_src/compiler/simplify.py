@@ -22,6 +22,8 @@ input, is idempotent, and returns its input object itself when it has nothing
 to do (so `p(x) is x` means "no change"). Invars are never removed: the calling
 convention of the program is kept.
 """
+import math
+
 import numpy as np
 
 from ..core import Array, Tracer
@@ -96,7 +98,7 @@ def _rebuilt(closed, constvars, consts, eqns, outvars):
 
 
 def _size(aval):
-    return int(np.prod(aval.shape, dtype=np.int64))
+    return math.prod(map(int, aval.shape))
 
 
 # ----------------------------------------------------------------------------
