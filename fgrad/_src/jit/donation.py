@@ -77,34 +77,28 @@ def unshare_donated(raw, donated, const_roots=frozenset()):
     return raw if out is None else out
 
 
-def _value_refs(raw, i):
-    return sys.getrefcount(raw[i])
-
-
 def _base_refs(value):
     return sys.getrefcount(value.base)
 
 
 def _sole_owner_counts():
-    """(_value_refs, _base_refs) of a value held by one Array and the argument list
-    only, viewing memory that nothing else refers to (measured, not assumed: the
-    counts differ between Python versions)."""
+    """(references to a donated value, to its base) when one Array and the argument
+    list hold the value, and the value's base is referred to by nothing else:
+    measured the way private_donated counts, not assumed (they differ between
+    Python versions)."""
     value = np.empty(2)[:1]
     x = Array(value)
     del value
-    return _value_refs([x._value], 0), _base_refs(x._value)
+    raw = [x._value]
+    return sys.getrefcount(raw[0]), _base_refs(raw[0])
 
 
 _SOLE_VALUE, _SOLE_BASE = _sole_owner_counts()
 
 
-def _private(raw, i):
-    """Whether raw[i], the value of a donated Array, is observable through nothing
-    but that Array (see the module docstring)."""
-    if _value_refs(raw, i) != _SOLE_VALUE:
-        return False
-    if raw[i].base is None:
-        return True
+def _private_view(raw, i):
+    """Whether raw[i], held by its Array alone, views memory nothing else refers to
+    (a temporary's, or a buffer of cpu.outputs' pool)."""
     refs = _base_refs(raw[i])       # counted before any local name refers to the base
     base = raw[i].base
     return (type(base) is np.ndarray and base.base is None
@@ -114,11 +108,18 @@ def _private(raw, i):
 def private_donated(raw, leaves, donated):
     """`raw` (the NumPy values of `leaves`) with the value of each donated fgrad
     Array that something else alive may observe replaced by a private copy."""
-    shared = [i for i in donated
-              if type(leaves[i]) is Array and type(raw[i]) is np.ndarray and not _private(raw, i)]
-    if not shared:
+    getrefcount = sys.getrefcount
+    shared = None
+    for i in donated:
+        held_once = getrefcount(raw[i]) == _SOLE_VALUE
+        if held_once and raw[i].base is None:
+            continue                 # the common case: a sole owner
+        if type(leaves[i]) is Array and type(raw[i]) is np.ndarray \
+                and not (held_once and _private_view(raw, i)):
+            shared = [i] if shared is None else shared + [i]
+    if shared is None:
         return raw
-    out = list(raw)          # made after the checks: it refers to every value too
+    out = list(raw)          # made after the counts: it refers to every value too
     for i in shared:
         out[i] = np.array(raw[i])
     return out
