@@ -271,6 +271,22 @@ def test_item_assignment_and_deletion_of_a_traced_value():
         del fnp.ones(3)[0]
 
 
+@pytest.mark.parametrize("method, hint", [
+    ("sort", "fgrad.numpy.sort(x)"), ("fill", "full_like"), ("put", "x.at[indices].set"),
+    ("itemset", "x.at[index].set"), ("resize", "reshape"), ("partition", "sort"),
+    ("setflags", "x.at")])
+def test_numpys_in_place_methods_say_what_to_write_instead(method, hint):
+    import fgrad.numpy as fnp
+    x = fnp.array([3.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match=r"x\.%s\(\.\.\.\) changes a NumPy array in place"
+                       % method) as info:
+        getattr(x, method)(0)
+    assert hint in str(info.value)
+    np.testing.assert_array_equal(np.asarray(x), [3.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match="immutable"):
+        fgrad.jit(lambda x: getattr(x, method)(0))(np.ones(3))
+
+
 def test_augmented_assignment_rebinds_and_numpy_targets_are_written():
     import fgrad.numpy as fnp
     a = fnp.ones(3)

@@ -376,6 +376,27 @@ def _method(name):
     return method
 
 
+def _in_place(name, instead):
+    """A method standing for NumPy's in-place `name`: it says what to write instead."""
+    def method(self, *args, **kwargs):
+        raise TypeError(f"x.{name}(...) changes a NumPy array in place, and fgrad arrays "
+                        f"are immutable.\n  hint: {instead}")
+    method.__name__ = name
+    return method
+
+
+# NumPy methods that change their array in place -> the fgrad way to write them
+_IN_PLACE_METHODS = {
+    "sort": "x = fgrad.numpy.sort(x) (or fgrad.numpy.sort(x, axis=...))",
+    "fill": "x = fgrad.numpy.full_like(x, value)",
+    "put": "x = x.at[indices].set(values) (on x.ravel() for flat indices)",
+    "itemset": "x = x.at[index].set(value)",
+    "resize": "x = fgrad.numpy.reshape(x, shape), or concatenate/slice to change the size",
+    "partition": "x = fgrad.numpy.sort(x) (a full sort is also a partition)",
+    "setflags": "fgrad arrays have no writeable flag; x.at[...] makes updated copies",
+}
+
+
 class ArrayMethods:
     """Operators and NumPy-style methods, shared by `Array` and `Tracer`."""
     __slots__ = ()
@@ -492,6 +513,10 @@ class ArrayMethods:
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = axes[0]
         return _fnp().transpose(self, axes or None)
+
+
+for _name, _instead in _IN_PLACE_METHODS.items():
+    setattr(ArrayMethods, _name, _in_place(_name, _instead))
 
 
 def _index_text(idx):
