@@ -294,6 +294,18 @@ def test_augmented_assignment_rebinds_and_numpy_targets_are_written():
     a += 1                     # a new array: b, the same object before, is unchanged
     np.testing.assert_array_equal(np.asarray(b), np.ones(3))
     np.testing.assert_array_equal(np.asarray(a), np.full(3, 2.0))
+
+
+    def traced(x):
+        y = x
+        x += 1.0               # rebinds the traced x too; y is still the argument
+        x *= 2.0
+        return y, x
+
+    for transform in (fgrad.jit, lambda f: lambda x: fgrad.vmap(f)(x)):
+        y, x = transform(traced)(np.ones(3))
+        np.testing.assert_array_equal(np.asarray(y), np.ones(3))
+        np.testing.assert_array_equal(np.asarray(x), np.full(3, 4.0))
     n = np.ones(3)
     view = n
     n += fnp.arange(3.0)       # NumPy updates its own array in place, as with NumPy values
