@@ -352,6 +352,18 @@ def test_too_large_arrays_name_the_op_the_shape_and_the_limit(case, how):
     assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
 
 
+@pytest.mark.parametrize("name, make", [
+    ("zeros", lambda: fnp_().zeros((2**62, 4))), ("ones", lambda: fnp_().ones(2**64)),
+    ("full", lambda: fnp_().full((2**62, 4), 1.0)), ("eye", lambda: fnp_().eye(2**32)),
+    ("linspace", lambda: fnp_().linspace(0.0, 1.0, 2**62)),
+    ("indices", lambda: fnp_().indices((2**31, 2**31))),
+    ("reshape", lambda: fnp_().reshape(fnp_().ones(4), (2**62, 2**62))),
+    ("broadcast_in_dim", lambda: fgrad.random.normal(fgrad.random.key(0), (2**62,)))])
+def test_creating_too_large_arrays(name, make):
+    with pytest.raises(fgrad.ArrayTooLargeError, match=f"^{name}: .*2\\^63 - 1 bytes"):
+        make()
+
+
 def test_the_size_limit_is_in_bytes_and_exact():
     fine = fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**63 - 1,)))(np.ones(1, bool))
     assert "bool[9223372036854775807]" in str(fine)

@@ -164,6 +164,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         if dtype.kind != "f":
             dtype = dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
+    check_size("linspace", (num,), dtype)
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
         out, step = np.linspace(np.asarray(start, np.float64), np.asarray(stop, np.float64),
                                 num, endpoint=endpoint, retstep=True, axis=axis)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes, lax
 from ..lax._util import broadcast_shape
-from ..core import Array, ConcretizationError, Tracer
+from ..core import Array, ConcretizationError, Tracer, check_size
 from ..errors import FgradTypeError
 from .util import asarray, is_weak
 
@@ -652,7 +652,10 @@ def triu_indices(n, k=0, m=None):
 
 def indices(dimensions, dtype=None, sparse=False):
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.int32
-    out = np.indices(tuple(int(s) for s in dimensions), dtype=d, sparse=sparse)
+    dimensions = tuple(int(s) for s in dimensions)
+    if not sparse:
+        check_size("indices", (len(dimensions),) + dimensions, d)
+    out = np.indices(dimensions, dtype=d, sparse=sparse)
     if sparse:
         return tuple(Array(o, False) for o in out)
     return Array(out, False)
