@@ -11,6 +11,9 @@ too) and frozensets; other objects keep their own `__eq__` and `__hash__`.
 import numpy as np
 
 
+_EXACT = frozenset({int, str, type(None)})
+
+
 def value_key(v):
     """A hashable key telling apart values that `==` confuses (see the module
     docstring); raises TypeError for an unhashable value, as hash() does."""
@@ -22,6 +25,8 @@ def value_key(v):
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
     if isinstance(v, tuple):
+        if all(type(x) in _EXACT for x in v):
+            return (t, v)          # ints, strings, None: `==` already tells them apart
         return (t, tuple(value_key(x) for x in v))
     if t is frozenset:
         return (t, frozenset(value_key(x) for x in v))
