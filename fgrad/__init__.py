@@ -15,6 +15,7 @@ from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa
 from fgrad import random  # noqa: E402
 from fgrad import debug  # noqa: F401,E402
-from fgrad._src.errors import ConcretizationError, EscapedTracerError, FgradTypeError  # noqa: F401
+from fgrad._src.errors import (ArrayTooLargeError, ConcretizationError,  # noqa: F401
+                               EscapedTracerError, FgradTypeError)
 
 __version__ = "0.1.0"

@@ -22,10 +22,13 @@ input, is idempotent, and returns its input object itself when it has nothing
 to do (so `p(x) is x` means "no change"). Invars are never removed: the calling
 convention of the program is kept.
 """
+import math
+
 import numpy as np
 
 from ..core import Array, Tracer
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effects
+from ..value_keys import value_key
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -99,7 +102,7 @@ def _rebuilt(closed, constvars, consts, eqns, outvars):
 
 
 def _size(aval):
-    return int(np.prod(aval.shape, dtype=np.int64))
+    return math.prod(map(int, aval.shape))
 
 
 # ----------------------------------------------------------------------------
@@ -495,17 +498,16 @@ def _try_fold(eqn, invars, value_of, max_elements, max_expand_elements):
 # cse
 
 def _param_key(v):
+    """Params equal by type and value (value_key: 1 vs 1.0 vs True, -0.0 vs 0.0);
+    sub-jaxprs and unhashable values by identity."""
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         return ("id", id(v))
-    if isinstance(v, float):  # repr tells -0.0 from 0.0
-        return ("float", repr(v))
     if isinstance(v, tuple):
-        return ("tuple",) + tuple(_param_key(x) for x in v)
+        return (type(v),) + tuple(_param_key(x) for x in v)
     try:
-        hash(v)
+        return value_key(v)
     except TypeError:
         return ("id", id(v))
-    return (type(v), v)
 
 
 def _atom_key(a):

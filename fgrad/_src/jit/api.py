@@ -1,7 +1,8 @@
 """`fgrad.jit`: trace once per cache key, then run the compiled program.
 
 The cache key is the tree structure of the dynamic arguments, the static
-argument values and each leaf's (shape, dtype, weak type). Called at the top
+argument values (by type and value: 1, 1.0 and True, or 0.0 and -0.0, are
+different programs; see value_keys) and each leaf's (shape, dtype, weak type). Called at the top
 level, a cache hit runs the compiled program directly; under a transform the
 call binds the `jit` primitive, whose rules transform the traced program.
 """
@@ -22,7 +23,8 @@ from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
-from .donation import DonatedBuffer, invalidate
+from ..value_keys import StaticValue
+from .donation import DonatedBuffer, invalidate, private_donated
 from .log import log_trace
 from .primitive import compile_jaxpr, jit_p
 
@@ -60,8 +62,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
     donate_argnums: positional arguments whose memory the program may reuse for
     outputs of the same shape and dtype (a parameter update then runs in place).
     After the call a donated fgrad Array is used up (reading it raises an error
-    saying so) and a donated NumPy array's contents are unspecified. Donation is
-    ignored under transforms and with debug_nans on.
+    saying so) and a donated NumPy array's contents are unspecified. An Array's
+    memory is reused only when nothing else can observe it (no other Array, view
+    or NumPy array of it is alive; see jit/donation.py), else the program writes
+    into a copy. Donation is ignored under transforms and with debug_nans on.
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
@@ -167,6 +171,7 @@ class Jitted:
                     if flat_args and entry.fast is None:
                         self._try_fast(entry)
                     return outs
+                raw = None    # a reference to a value would keep a donation from reusing it
         entry, flat = self._lookup(args, kwargs)
         if core.current_trace() is core.eval_trace and not entry.hoisted:
             return self._run(entry, [x._value if type(x) is Array else x for x in flat], flat)
@@ -218,6 +223,8 @@ class Jitted:
         exe = entry.executable
         if exe is None:
             exe = entry.executable = _compile(entry, self._name)
+        if entry.donated and not config.debug_nans:
+            raw = private_donated(raw, leaves, entry.donated)
         raw_outs = exe(*raw)
         if entry.donated and not config.debug_nans:
             invalidate(leaves, entry.donated, self._donated_marker)
@@ -407,13 +414,19 @@ _NO_KWARGS = {}
 _FLAT_LEAF = (np.ndarray, Array)
 
 
-def _raw_leaves(leaves):
-    """(NumPy values, cache-key part) when every leaf is a concrete array of a
-    supported dtype; (None, None) otherwise (the general path handles the rest)."""
+def _supported():
+    """The dtypes fgrad computes in (imported on first use)."""
     global _SUPPORTED
     if _SUPPORTED is None:
         from ..dtypes import SUPPORTED
         _SUPPORTED = SUPPORTED
+    return _SUPPORTED
+
+
+def _raw_leaves(leaves):
+    """(NumPy values, cache-key part) when every leaf is a concrete array of a
+    supported dtype; (None, None) otherwise (the general path handles the rest)."""
+    _supported()
     raw, key = [], []
     for x in leaves:
         t = type(x)
@@ -438,18 +451,23 @@ def _leaf_key(x):
 
 
 def _check_hashable(what, value):
+    """`value` as a cache-key part (a StaticValue: same type and value, see value_keys)."""
     try:
-        hash(value)
+        return StaticValue(value)
     except TypeError:
         raise TypeError(f"jit: static {what} must be hashable, got a {type(value).__name__}: "
                         f"{value!r}\n  hint: pass a tuple instead of a list, or make the "
                         f"argument dynamic (an array)") from None
-    return value
 
 
 def _as_array(x, fname):
     if isinstance(x, (Array, Tracer)):
         return x
+    if type(x) is np.ndarray and x.dtype in _supported() \
+            and core.current_trace() is core.eval_trace:
+        # not copied: a top-level call only reads it (outputs that would alias it
+        # are copied by the Executable); under a transform it may become a constant
+        return Array(x)
     if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return full_lower(x)
     if _gpu.is_gpu_array(x):

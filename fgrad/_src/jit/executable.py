@@ -11,6 +11,8 @@ says which steps are which (so nothing falls back unannounced) and shows the
 module's LLVM IR. A group that cannot be compiled is an error, never a silent
 NumPy fallback.
 """
+import math
+
 import numpy as np
 
 from ..compiler.dots import blas_layout_dots
@@ -438,4 +440,4 @@ def _inputs_read(group):
 
 
 def _size(shape):
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(map(int, shape))

@@ -6,6 +6,8 @@ sums and products accumulate in float32 and round once, as XLA does (NumPy
 rounds every step along an axis it does not reduce pairwise: the sum of 10^4
 float16 ones would be 2048).
 """
+import math
+
 import numpy as np
 
 from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
@@ -99,7 +101,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
     from .shape_ops import reshape, transpose
     (x,), (t,) = primals, tangents
     ans = reduce_prod_p.bind(x, axes=axes)
-    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    n = math.prod(map(int, [x.shape[a] for a in axes]))
     if t is None or n == 0:
         return ans, None
     kept = tuple(i for i in range(len(x.shape)) if i not in axes)

@@ -10,10 +10,13 @@ first advanced index when those are adjacent, else in front).
 code, then scatters the updates into the flattened x at those positions, so
 updates follow getitem's semantics exactly, and a traced index works too.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
-from ..core import Array, ConcretizationError, Tracer
+from ..lax._util import broadcast_shape
+from ..core import Array, ConcretizationError, Tracer, check_size
 from ..errors import FgradTypeError
 from .util import asarray, is_weak
 
@@ -271,7 +274,7 @@ def _advanced(x, entries):
     shapes = [tuple(np.shape(p)) if isinstance(p, np.ndarray) else tuple(p.shape)
               for k, p in entries if k == "array"]
     try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
+        bshape = tuple(broadcast_shape(*shapes))
     except ValueError:
         raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together "
                          f"with shapes {' '.join(map(str, shapes))}") from None
@@ -396,7 +399,7 @@ def _update(op, scatter_fn, x, index, values):
     target = getitem(positions, index)
     tshape = tuple(target.shape)
     v = _broadcast_updates(op, x, values, tshape)
-    m = int(np.prod(tshape, dtype=np.int64))
+    m = math.prod(map(int, tshape))
     flat_x = lax.reshape(x, (n,))
     flat_t = lax.reshape(target, (m,))
     flat_v = lax.reshape(v, (m,))
@@ -592,7 +595,7 @@ def unravel_index(indices, shape):
     """Coordinate arrays for flat indices into an array of `shape`."""
     idx = _value(indices)
     shape = tuple(int(s) for s in shape)
-    total = int(np.prod(shape, dtype=np.int64))
+    total = math.prod(map(int, shape))
     if not isinstance(idx, Tracer):
         v = np.asarray(idx._value)
         if v.size and (v.min() < -total or v.max() >= total):
@@ -649,7 +652,10 @@ def triu_indices(n, k=0, m=None):
 
 def indices(dimensions, dtype=None, sparse=False):
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.int32
-    out = np.indices(tuple(int(s) for s in dimensions), dtype=d, sparse=sparse)
+    dimensions = tuple(int(s) for s in dimensions)
+    if not sparse:
+        check_size("indices", (len(dimensions),) + dimensions, d)
+    out = np.indices(dimensions, dtype=d, sparse=sparse)
     if sparse:
         return tuple(Array(o, False) for o in out)
     return Array(out, False)

@@ -5,9 +5,12 @@ Integer sums follow JAX (and fgrad's 32-bit defaults): bool and small integer
 types accumulate in int32 (uint32 for small unsigned types); other dtypes keep
 their own. Means and variances of integers are float32.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import asarray, canonicalize_axes, canonicalize_axis, scalar_like
@@ -43,7 +46,7 @@ def _keep(out, axes, keepdims):
 
 
 def _reduced_size(x, axes):
-    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return math.prod(map(int, [x.shape[a] for a in axes]))
 
 
 def _apply_where(name, x, where, identity):
@@ -54,7 +57,7 @@ def _apply_where(name, x, where, identity):
     if w.dtype.kind != "b":
         w = lax.ne(w, scalar_like(w, 0))
     try:
-        shape = np.broadcast_shapes(tuple(w.shape), tuple(x.shape))
+        shape = broadcast_shape(tuple(w.shape), tuple(x.shape))
     except ValueError:
         shape = None
     if shape != tuple(x.shape):

@@ -6,9 +6,12 @@ broadcast_in_dim, squeeze, expand_dims), the slicing primitives (slice, pad,
 concatenate, rev) and gather. Shapes, axes and split points are static; index
 arrays computed from them are NumPy constants.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import (asarray, canonicalize_axes, canonicalize_axis, is_weak, promote,
@@ -37,7 +40,7 @@ def ndim(a):
 def size(a, axis=None):
     s = shape(a)
     if axis is None:
-        return int(np.prod(s, dtype=np.int64))
+        return math.prod(map(int, s))
     return s[canonicalize_axis("size", axis, len(s), s)]
 
 
@@ -53,12 +56,12 @@ def _resolve_shape(name, a, newshape):
     if any(s < -1 for s in newshape):
         raise FgradTypeError(f"{name}: negative dimension in {newshape}")
     if unknown:
-        known = int(np.prod([s for s in newshape if s != -1], dtype=np.int64))
+        known = math.prod(map(int, [s for s in newshape if s != -1]))
         if known == 0 or a.size % known:
             raise FgradTypeError(f"{name}: cannot reshape array of shape {tuple(a.shape)} "
                                  f"({a.size} elements) into shape {newshape}")
         newshape = tuple(a.size // known if s == -1 else s for s in newshape)
-    if int(np.prod(newshape, dtype=np.int64)) != a.size:
+    if math.prod(map(int, newshape)) != a.size:
         raise FgradTypeError(f"{name}: cannot reshape array of shape {tuple(a.shape)} "
                              f"({a.size} elements) into shape {newshape}")
     return newshape
@@ -173,7 +176,7 @@ def expand_dims(a, axis):
 def broadcast_shapes(*shapes):
     shapes = [static_shape("broadcast_shapes", s) for s in shapes]
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(broadcast_shape(*shapes))
     except ValueError:
         raise FgradTypeError("broadcast_shapes: shapes " + ", ".join(map(str, shapes)) +
                              " cannot be broadcast together") from None
@@ -182,7 +185,7 @@ def broadcast_shapes(*shapes):
 def broadcast_to(array, shape):
     """array broadcast to `shape` (NumPy rules, trailing dimensions aligned)."""
     a = _value(array)
-    shape = static_shape("broadcast_to", shape)
+    shape = static_shape("broadcast_to", shape, a.dtype)
     src = tuple(a.shape)
     if src == shape:
         return a
@@ -198,7 +201,7 @@ def broadcast_to(array, shape):
 def broadcast_arrays(*args):
     arrays = [_value(a) for a in args]
     try:
-        shape = tuple(np.broadcast_shapes(*[tuple(a.shape) for a in arrays]))
+        shape = tuple(broadcast_shape(*[tuple(a.shape) for a in arrays]))
     except ValueError:
         raise FgradTypeError("broadcast_arrays: shapes " + ", ".join(
             str(tuple(a.shape)) for a in arrays) + " cannot be broadcast together") from None
@@ -657,7 +660,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                              f"of dimensions")
     ax = canonicalize_axis("take_along_axis", axis, a.ndim, a.shape)
     try:
-        bshape = list(np.broadcast_shapes(
+        bshape = list(broadcast_shape(
             tuple(s for i, s in enumerate(a.shape) if i != ax),
             tuple(s for i, s in enumerate(idx.shape) if i != ax)))
     except ValueError:

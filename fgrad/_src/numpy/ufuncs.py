@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import asarray, is_weak, promote, promote_inexact, scalar_like
@@ -141,7 +142,7 @@ def fmod(x1, x2, /):
 def _int_pow(x, y):
     """x ** y for integer arrays, by squaring (y >= 0)."""
     bits = y.dtype.itemsize * 8
-    acc = lax.broadcast_to(_c(x, 1), np.broadcast_shapes(tuple(x.shape), tuple(y.shape)))
+    acc = lax.broadcast_to(_c(x, 1), broadcast_shape(tuple(x.shape), tuple(y.shape)))
     base = x
     one = _c(y, 1)
     for _ in range(bits):
@@ -809,7 +810,7 @@ def _named_shape_errors(fn):
             shapes = [tuple(np.shape(a)) if not isinstance(a, _ARRAYS) else tuple(a.shape)
                       for a in args if a is not None]
             try:
-                np.broadcast_shapes(*shapes)
+                broadcast_shape(*shapes)
             except ValueError:
                 from .util import shape_str
                 raise FgradTypeError(

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, get_aval
 from ..errors import FgradTypeError
 from ..numpy import reductions as _reductions, shape as _shape, sorting as _sorting
@@ -35,7 +36,7 @@ def _param(name, what, value, dtype, shape):
     if value.dtype != dtype:
         value = lax.convert_element_type(value, dtype)
     try:
-        fits = np.broadcast_shapes(tuple(value.shape), shape) == shape
+        fits = broadcast_shape(tuple(value.shape), shape) == shape
     except ValueError:
         fits = False
     if not fits:
@@ -112,7 +113,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=dtypes.float32):
     key = check_key("truncated_normal", key)
     dtype = _float_dtype("truncated_normal", dtype)
     if shape is None:
-        shape = np.broadcast_shapes(tuple(asarray(lower).shape), tuple(asarray(upper).shape))
+        shape = broadcast_shape(tuple(asarray(lower).shape), tuple(asarray(upper).shape))
     shape = static_shape("truncated_normal", shape)
     lower = _param("truncated_normal", "lower", lower, dtype, shape)
     upper = _param("truncated_normal", "upper", upper, dtype, shape)
