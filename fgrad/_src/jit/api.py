@@ -15,7 +15,7 @@ import optree
 
 from .. import core, tree_util
 from ..config import config
-from ..cpu import dispatch
+from ..cpu import dispatch, interrupts
 from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
@@ -145,6 +145,7 @@ class Jitted:
             out = fast(*args)     # checks the arguments natively; MISS: not served
             if out is not MISS:
                 return out
+            interrupts.raise_pending()   # the call stopped for a signal: not again
         try:
             return self._call(args, kwargs)
         except Exception as e:
