@@ -29,8 +29,12 @@ def step(c):
 
 
 def loops():
-    """name -> (jitted f(x, n), runs n iterations of `step` natively)."""
+    """name -> jitted f(x, n): n iterations of `step` in a native loop, giving x
+    after them (countdown: also the count, 0, so the program is the loop alone and
+    the native dispatcher serves its calls with array arguments)."""
     return {
+        "countdown": fgrad.jit(lambda x, n: lax.while_loop(
+            lambda c: c[1] > 0, lambda c: (step(c[0]), c[1] - 1), (x, n))),
         "fori": fgrad.jit(lambda x, n: lax.fori_loop(0, n, lambda i, c: step(c), x)),
         "while": fgrad.jit(lambda x, n: lax.while_loop(
             lambda c: c[0] < n, lambda c: (c[0] + 1, step(c[1])), (0, x))[1]),
@@ -46,28 +50,33 @@ def expected(x, n):
 
 
 _SIGINT_SCRIPT = """
-import json, os, signal, sys, threading, time
+import json, os, signal, sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from test_interrupts import loops, expected, LONG
+from test_interrupts import loops, expected, LONG, _signal_later
 x = np.linspace(0.1, 1.0, 16).astype(np.float32)
 out = {}
 for name, f in loops().items():
-    f.lower(x, LONG).compile()                      # compile now, do not run
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    fast = name == "countdown"      # called with arrays only: natively from the 2nd call on
+    if fast:
+        n = np.array(3, np.int32)
+        f(x, n), f(x, n), f(x, n)
+        assert f._fast is not None
+        arg = np.array(LONG, np.int32)
+    else:
+        f.lower(x, LONG).compile()                      # compile now, do not run
+        arg = LONG
     start = time.perf_counter()
-    timer.start()
+    sender = _signal_later(0.3, signum=signal.SIGINT)
     try:
-        f(x, LONG)
+        f(x, arg)
         out[name] = ["finished", time.perf_counter() - start]
     except KeyboardInterrupt:
         out[name] = ["interrupted", time.perf_counter() - start]
-    timer.join()
+    sender.wait()
     # still usable: the same function and a new one give the right answers
-    small = 7
-    if name == "scan":
-        f.lower(x, small).compile()
-    ok = np.allclose(f(x, small), expected(x, small), rtol=1e-5)
+    got = f(x, np.array(7, np.int32))[0] if fast else f(x, 7)
+    ok = np.allclose(got, expected(x, 7), rtol=1e-5)
     out[name].append(bool(ok))
 print(json.dumps(out))
 """
@@ -99,50 +108,82 @@ def usr1():
     signal.signal(signal.SIGUSR1, old)
 
 
-def _signal_later(seconds, times=1):
-    def send():
-        for _ in range(times):
-            time.sleep(seconds)
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
-    t = threading.Thread(target=send, daemon=True)
-    t.start()
-    return t
+def _signal_later(seconds, times=1, signum=signal.SIGUSR1, pid=None):
+    """Another process sends this one `signum` `times` times, `seconds` apart (a
+    Python thread could not: a call the native dispatcher runs holds the GIL)."""
+    kill = f"sleep {seconds}; kill -{int(signum)} {pid or os.getpid()}; "
+    return subprocess.Popen(["sh", "-c", kill * times])
 
 
-@pytest.mark.parametrize("kind", ["fori", "while", "scan"])
+@pytest.mark.parametrize("kind", ["fori", "while", "scan", "countdown"])
 def test_a_raising_handler_stops_the_loop(kind, usr1):
     def stop(signum, frame):
         raise _Stop()
     usr1(stop)
     f = loops()[kind]
     x = np.linspace(0.1, 1.0, 16).astype(np.float32)
-    f.lower(x, LONG).compile()
+    n = LONG
+    if kind == "countdown":            # served by the native dispatcher
+        n = np.array(LONG, np.int32)
+        for _ in range(3):
+            f(x, np.array(2, np.int32))
+        assert f._fast is not None
+    f.lower(x, n).compile()
     sender = _signal_later(0.2)
     start = time.perf_counter()
     with pytest.raises(_Stop):
-        f(x, LONG)
+        f(x, n)
     assert time.perf_counter() - start < 0.7
-    sender.join()
-    np.testing.assert_allclose(f(x, 5), expected(x, 5), rtol=1e-5)
+    sender.wait()
+    got = f(x, np.array(5, np.int32))[0] if kind == "countdown" else f(x, 5)
+    np.testing.assert_allclose(got, expected(x, 5), rtol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["fori", "while"])
+@pytest.mark.parametrize("kind", ["fori", "while", "countdown"])
 def test_a_returning_handler_lets_the_loop_finish(kind, usr1):
+    """(countdown: served by the native dispatcher, which hands a call with a
+    signal to the Python path; that runs the handler, then the call again)"""
     seen = []
     usr1(lambda signum, frame: seen.append(time.perf_counter()))
     f = loops()[kind]
     x = np.linspace(0.1, 1.0, 16).astype(np.float32)
     start = time.perf_counter()
-    f(x, 1_000_000)
+    f(x, np.array(1_000_000, np.int32))
     rate = 1_000_000 / max(time.perf_counter() - start, 1e-6)
-    n = int(rate * 1.0)                           # about a second of work
+    n = np.array(int(rate * 1.0), np.int32)       # about a second of work
     quiet = f(x, n)
+    f(x, n)
+    assert (f._fast is not None) == (kind == "countdown")
     sender = _signal_later(0.1, times=3)
     start = time.perf_counter()
     got = f(x, n)
     end = time.perf_counter()
-    sender.join()
+    sender.wait()
     # the handler ran during the loop (not when it returned), and the loop went on
     assert len(seen) == 3
     assert seen[0] - start < 0.4 and end - seen[-1] > 0.1, (start, seen, end)
-    np.testing.assert_array_equal(got, quiet)
+    for g, q in zip(fgrad.tree.leaves(got), fgrad.tree.leaves(quiet)):
+        np.testing.assert_array_equal(g, q)
+
+
+def test_loops_on_other_threads_are_left_alone(usr1):
+    """Only the main thread handles signals: a loop on another thread runs to its
+    end while the main thread handles them."""
+    seen = []
+    usr1(lambda signum, frame: seen.append(signum))
+    f = loops()["while"]
+    x = np.linspace(0.1, 1.0, 16).astype(np.float32)
+    start = time.perf_counter()
+    f(x, np.array(1_000_000, np.int32))
+    rate = 1_000_000 / max(time.perf_counter() - start, 1e-6)
+    n = np.array(int(rate * 0.5), np.int32)
+    quiet = f(x, n)
+    got = []
+    worker = threading.Thread(target=lambda: got.append(f(x, n)))
+    sender = _signal_later(0.1, times=2)
+    worker.start()
+    worker.join()
+    sender.wait()
+    time.sleep(0.05)
+    assert len(seen) == 2
+    np.testing.assert_array_equal(got[0], quiet)

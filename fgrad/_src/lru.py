@@ -17,7 +17,10 @@ class LRU:
         value = self._data.get(key, _ABSENT)
         if value is _ABSENT:
             return default
-        self._data.move_to_end(key)
+        try:
+            self._data.move_to_end(key)
+        except KeyError:         # another thread dropped it meanwhile
+            pass
         return value
 
     def __setitem__(self, key, value):

@@ -17,6 +17,11 @@ cycles (a few milliseconds) whether a signal came:
   the loop stops, reporting an error as a bad selector would; the Python
   side of the call then raises that exception (`raise_pending`). A handler
   that returns lets the loop go on.
+- A loop run by the native dispatcher (`dispatch`, which holds the GIL) runs
+  no handler (one could call the same function, whose tables are in use): it
+  stops, the dispatcher hands the call to the Python path, where Python runs
+  the handlers; if none raises, that path runs the call again. Such a loop
+  reads `HELD_STATE` (the same, with HELD set) instead of `STATE`.
 
 The loop reads the clock only every `stride` iterations, a stride that grows
 while iterations are quick and shrinks when they are slow, so a loop of 2 ns
@@ -40,12 +45,20 @@ from . import loops
 
 INTERVAL = 1 << 24               # cycles between looks (about 6 ms at 3 GHz)
 _MAX_STRIDE = 1 << 30
-FD, MAIN, OURS, EXC_TYPE, EXC_VALUE, EXC_TB = range(6)
+FD, MAIN, OURS, EXC_TYPE, EXC_VALUE, EXC_TB, HELD = range(7)
 
 # [wakeup fd to poll (-1: none), main thread id, 1 if the fd is our pipe (drained),
-#  fetched exception type, value, traceback (owned references, or 0)]
+#  fetched exception type, value, traceback (owned references, or 0), 1 if the
+#  loop runs with the GIL held]
 STATE = np.zeros(8, np.int64)
 STATE[FD] = -1
+HELD_STATE = STATE.copy()
+HELD_STATE[HELD] = 1
+
+
+def _watch(fd, ours, main):
+    for state in (STATE, HELD_STATE):
+        state[FD], state[OURS], state[MAIN] = fd, ours, main
 _pipe = []                       # [(read fd, write fd)] of our wakeup pipe
 
 
@@ -62,20 +75,20 @@ def arm():
         os.close(r)
         os.close(w)
         return
+    main = threading.main_thread().ident
     if old != -1:                # someone else's: watch theirs, leave it as it was
         signal.set_wakeup_fd(old)
         os.close(r)
         os.close(w)
-        STATE[FD], STATE[OURS] = old, 0
+        _watch(old, 0, main)
     else:
         _pipe.append((r, w))
-        STATE[FD], STATE[OURS] = r, 1
-    STATE[MAIN] = threading.main_thread().ident
+        _watch(r, 1, main)
 
 
 def _after_fork_in_child():
     """A child gets a pipe of its own (its signals must not wake the parent's loops)."""
-    STATE[FD] = -1
+    _watch(-1, 0, 0)
     STATE[EXC_TYPE:EXC_TB + 1] = 0
     if _pipe:
         try:
@@ -172,6 +185,15 @@ def _poll_function(ir, module):
     got = b.call(read, [b.trunc(fd, i32), buf, ir.Constant(i64, 256)])
     b.cbranch(b.icmp_signed(">", got, ir.Constant(i64, 0)), again, b_["check"])
     b.position_at_end(b_["check"])
+    # called with the GIL held (cpu.dispatch runs the kernel so): stop without
+    # running handlers, which could call back into this very function's tables;
+    # the dispatcher's caller takes the Python path, where Python runs them
+    handle = fn.append_basic_block("handle")
+    stop = fn.append_basic_block("stop")
+    b.cbranch(b.icmp_unsigned("!=", word(HELD), ir.Constant(i64, 0)), stop, handle)
+    b.position_at_end(stop)
+    b.ret(ir.Constant(i1, 1))
+    b.position_at_end(handle)
     ensure = loops.declare(ir, module, "PyGILState_Ensure", i32, [])
     release = loops.declare(ir, module, "PyGILState_Release", ir.VoidType(), [i32])
     check = loops.declare(ir, module, "PyErr_CheckSignals", i32, [])

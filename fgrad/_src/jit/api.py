@@ -285,10 +285,12 @@ class Jitted:
         if len(self._cache) <= keep:
             return
         fast = self._fast
-        order = sorted(self._cache, key=lambda k: float("inf") if fast is not None
-                       and self._cache[k].fast is fast else self._cache[k].used)
-        for k in order[:len(self._cache) - keep]:
-            if self._cache.pop(k).fast is fast:
+        entries = list(self._cache.items())     # a snapshot: other threads may call meanwhile
+        entries.sort(key=lambda kv: float("inf") if fast is not None and kv[1].fast is fast
+                     else kv[1].used)
+        for k, entry in entries[:len(entries) - keep]:
+            self._cache.pop(k, None)
+            if fast is not None and entry.fast is fast:
                 self._fast = None
 
     def _trace(self, args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs):

@@ -241,6 +241,8 @@ class Executable:
                 constants.append(None)
                 continue
             c = self.template[i]
+            if c is interrupts.STATE:    # the dispatcher holds the GIL (see interrupts)
+                c = interrupts.HELD_STATE
             if type(c) is not np.ndarray or c.dtype != dt or c.shape != tuple(shape) \
                     or not c.flags.c_contiguous:
                 return None
