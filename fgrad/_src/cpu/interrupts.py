@@ -36,14 +36,16 @@ raises once it returns, as before.
 """
 import ctypes
 import os
+import platform
 import signal
 import threading
+import time
 
 import numpy as np
 
 from . import loops
 
-INTERVAL = 1 << 24               # cycles between looks (about 6 ms at 3 GHz)
+INTERVAL = 1 << 24               # clock ticks between looks (about 6 ms at 3 GHz; 17 ms)
 _MAX_STRIDE = 1 << 30
 FD, MAIN, OURS, EXC_TYPE, EXC_VALUE, EXC_TB, HELD = range(7)
 
@@ -68,7 +70,9 @@ def arm():
     the main thread arms)."""
     if STATE[FD] >= 0 or threading.current_thread() is not threading.main_thread():
         return
-    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    r, w = os.pipe()             # not inherited by exec'd children (Python's default)
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
     try:
         old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     except (ValueError, OSError):
@@ -224,8 +228,18 @@ class Poller:
         self.i64 = ir.IntType(64)
 
     def _clock(self, b):
-        return b.call(loops.declare(self.ir, self.module, "llvm.readcyclecounter", self.i64, []),
-                      [])
+        """x86-64: the cycle counter; elsewhere (where reading it may trap)
+        clock_gettime's nanoseconds."""
+        ir, i64 = self.ir, self.i64
+        if self._ts is None:
+            return b.call(loops.declare(ir, self.module, "llvm.readcyclecounter", i64, []), [])
+        ts = self._ts
+        b.call(loops.declare(ir, self.module, "clock_gettime", ir.IntType(32),
+                             [ir.IntType(32), ir.PointerType()]),
+               [ir.Constant(ir.IntType(32), time.CLOCK_MONOTONIC), ts])
+        sec = b.load(b.gep(ts, [self._const(0), self._const(0)], inbounds=True), typ=i64)
+        nsec = b.load(b.gep(ts, [self._const(0), self._const(1)], inbounds=True), typ=i64)
+        return b.add(b.mul(sec, self._const(1_000_000_000)), nsec)
 
     def _const(self, v):
         return self.ir.Constant(self.i64, v)
@@ -233,6 +247,8 @@ class Poller:
     def start(self, b):
         i64, c = self.i64, self._const
         self._stride, self._last, self._due = (b.alloca(i64) for _ in range(3))
+        self._ts = (None if platform.machine().lower() in ("x86_64", "amd64")
+                    else b.alloca(self.ir.ArrayType(i64, 2)))      # struct timespec
         now = self._clock(b)
         b.store(c(1), self._stride)
         b.store(now, self._last)
