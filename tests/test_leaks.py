@@ -144,9 +144,14 @@ def test_cache_size_setting_is_checked():
         fgrad.config.update("jit_cache_size", 2.5)
 
 
-def _shared_library_used(f, x):
-    stats = next(iter(f._cache.values())).executable.compile_stats
-    return stats is not None and stats.shared_library
+def _module(f):
+    """The CompiledModule of a jitted function's (only) program."""
+    exe = next(iter(f._cache.values())).executable
+    return next(k.fn.module for k in exe.calls if hasattr(k.fn, "module"))
+
+
+def _shared_library_used(f):
+    return _module(f).stats.shared_library
 
 
 def test_native_code_is_unloaded_and_shared():
@@ -159,7 +164,7 @@ def test_native_code_is_unloaded_and_shared():
     for f in fs:
         f(x)
         f(x)
-    if not _shared_library_used(fs[0], x):
+    if not _shared_library_used(fs[0]):
         pytest.skip("no linker here: programs are loaded by MCJIT, not as libraries")
     loaded = _mapped_libraries() - base
     assert len(loaded) == 3
@@ -229,3 +234,20 @@ def test_rss_stays_bounded_over_thousands_of_jitted_functions():
     # 2000 small functions a round: programs, libraries and caches must all go
     first, last = _rss_growth(2000, 256, 3)
     assert last - first < 30, f"RSS grew from {first:.0f} MB to {last:.0f} MB"
+
+
+def test_mcjit_engines_are_freed(monkeypatch):
+    from fgrad._src.cpu import engine
+    if engine._linker() is not None:        # load programs by MCJIT, as without a linker
+        monkeypatch.setattr(engine, "_broken_linkers", {engine._linker()})
+    x = np.ones(16, np.float32)
+    alive = []
+    for k in (5.0, 6.0):
+        f = fgrad.jit(lambda x, k=k: fnp.cos(x) * k - 0.75)
+        f(x)
+        f(x)
+        assert not _shared_library_used(f)
+        alive.append(weakref.ref(_module(f)._code))
+    del f
+    gc.collect()
+    assert [a() for a in alive] == [None, None], "dropped programs' MCJIT engines are alive"
