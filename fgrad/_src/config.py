@@ -28,6 +28,20 @@ def _bytes(name, default):
     return default
 
 
+def _positive_int(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name}={value!r} is not a positive whole number; unset it or set "
+                         f"e.g. {name}={default}")
+    return number
+
+
 class Config:
     """Settings read by the library; change them with `update`."""
 
@@ -51,6 +65,10 @@ class Config:
         # Hide fgrad's own frames in tracebacks of errors raised through transforms.
         self.traceback_filtering = os.environ.get(
             "FGRAD_TRACEBACK_FILTERING", "on").strip().lower() not in ("0", "off", "false", "no")
+        # Programs kept in memory per jitted function, and values derived from each
+        # traced program (its executable; its jvp, transpose and vmap programs); the
+        # least recently used beyond this many are dropped (and made again if needed).
+        self.jit_cache_size = _positive_int("FGRAD_JIT_CACHE_SIZE", 1024)
         self._listeners = {}
 
     def update(self, name, value):
@@ -61,6 +79,9 @@ class Config:
 
     def __setattr__(self, name, value):
         """Set an option (also `config.name = value`) and tell its listeners."""
+        if name == "jit_cache_size" and (type(value) is not int or value < 1):
+            raise ValueError(f"fgrad config jit_cache_size must be a positive int (programs "
+                             f"kept per jitted function), got {value!r}")
         object.__setattr__(self, name, value)
         for fn in self.__dict__.get("_listeners", {}).get(name, ()):
             fn(value)

@@ -43,6 +43,7 @@ import re
 import shutil
 import subprocess
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -259,9 +260,10 @@ class _Entry:
 
     Call with an int address of the argument table (fastest, ~0.3 µs) or a
     C-contiguous numpy int64 array.  `cfunc` is the raw ctypes function.
-    Holds a reference to its CompiledModule so the code stays alive.
+    Holds a reference to its CompiledModule so the code stays alive: whoever
+    calls `cfunc` or `address` must hold the entry (or its module).
     """
-    __slots__ = ("name", "address", "cfunc", "_owner")
+    __slots__ = ("name", "address", "cfunc", "_owner", "__weakref__")
 
     def __init__(self, owner: "CompiledModule", name: str, address: int):
         self.name = name
@@ -288,15 +290,17 @@ class _Entry:
 
 class CompiledModule:
     """Compiled code; the MCJIT engine or the loaded library lives as long as this
-    object (and any entry obtained from it)."""
+    object (and any entry obtained from it), and is freed (the library closed)
+    when the last of them goes."""
 
     def __init__(self, code, stats: CompileStats, entry_names: Iterable[str]):
-        self._code = code      # an MCJIT engine or a ctypes.CDLL
+        self._code = code      # an MCJIT engine or a _Library
         self._lookup = (_library_lookup(code) if isinstance(code, ctypes.CDLL)
                         else code.get_function_address)
         self.stats = stats
         self._addresses: dict[str, int] = {}
-        self._entries: dict[str, _Entry] = {}
+        # entries hold the module: a weak map, so that module and entries are no cycle
+        self._entries = weakref.WeakValueDictionary()
         for name in entry_names:
             addr = self._lookup(name)
             if not addr:
@@ -328,8 +332,8 @@ class CompiledModule:
 
 def _library_lookup(lib):
     def lookup(name):
-        try:
-            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
+        try:    # lib[name], not getattr: that keeps the function (and so lib) on lib
+            return ctypes.cast(lib[name], ctypes.c_void_p).value or 0
         except AttributeError:
             return 0
     return lookup
@@ -424,17 +428,41 @@ def _engine_from_object(payload: bytes, opt: int):
     return engine
 
 
-def _load_library(payload: bytes) -> ctypes.CDLL:
+class _Library(ctypes.CDLL):
+    """A loaded shared library; dlclose'd once the last reference to it is gone
+    (CompiledModules and their entries hold it, and whoever calls into it holds
+    one of those; native worker threads run its code only within such a call)."""
+
+
+_libraries = weakref.WeakValueDictionary()    # sha256 of the bytes -> live _Library
+
+
+def _load_library(payload: bytes) -> _Library:
     """dlopen a shared library's bytes through a file in a scratch directory of
     its own, both removed once loaded: nothing is left behind by a forked child
     (what a killed process leaves, `scratch.remove_stale` removes), and no two
     loads share a name (dlopen would return an earlier library of the same
-    name)."""
+    name). The same bytes loaded while an earlier load is alive give that library
+    (one mapping of a program, not one per jit)."""
+    digest = hashlib.sha256(payload).digest()
+    lib = _libraries.get(digest)
+    if lib is not None:
+        return lib
     with scratch.directory("lib") as d:
         path = os.path.join(d, "k.so")
         with open(path, "wb") as f:
             f.write(payload)
-        return ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+        lib = _Library(path, mode=os.RTLD_LOCAL)
+    # after the library's death (a weakref callback: it cannot come back, unlike in
+    # __del__); not at exit, when daemon threads may still be running its code
+    weakref.finalize(lib, _close_library, lib._handle).atexit = False
+    _libraries[digest] = lib
+    return lib
+
+
+def _close_library(handle: int) -> None:
+    import _ctypes
+    _ctypes.dlclose(handle)
 
 
 def _link_shared(mod, opt: int) -> bytes:

@@ -85,8 +85,8 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
-from . import (blas, compiler_lock, indexing, outputs, pool, program, sorting, structural,
-               summation, threads)
+from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
+               sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -1481,6 +1481,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
         if check_selector and table[err]:
             table[err] = 0
             tables.append((table, table_addr))
+            interrupts.raise_pending()
             raise ValueError("invalid entry in choice array")
         tables.append((table, table_addr))
         return outs

@@ -6,6 +6,7 @@ different programs; see value_keys) and each leaf's (shape, dtype, weak type). C
 level, a cache hit runs the compiled program directly; under a transform the
 call binds the `jit` primitive, whose rules transform the traced program.
 """
+import collections
 import functools
 import inspect
 from typing import NamedTuple
@@ -15,7 +16,7 @@ import optree
 
 from .. import core, tree_util
 from ..config import config
-from ..cpu import dispatch
+from ..cpu import dispatch, interrupts
 from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
@@ -38,7 +39,8 @@ class CacheInfo(NamedTuple):
 class _Entry:
     """A traced program: its jaxpr (inputs: hoisted tracer constants, then the flat
     dynamic arguments), the output tree, and the hoisted values."""
-    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated", "runs", "fast")
+    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated", "runs", "fast",
+                 "used")
 
     def __init__(self, jaxpr, out_tree, hoisted, donated=()):
         self.jaxpr, self.out_tree, self.hoisted = jaxpr, out_tree, hoisted
@@ -46,6 +48,7 @@ class _Entry:
         self.donated = donated   # positions of the flat arguments that are donated
         self.runs = 0            # calls with flat array arguments, before `fast` is tried
         self.fast = None         # the native call path (cpu.dispatch); False: not eligible
+        self.used = 0            # when it last ran through Python (Jitted._tick)
 
 
 def _compile(entry, name):
@@ -101,11 +104,12 @@ class Jitted:
         self._static_nums, self._static_names = nums, names
         self._positional = positional
         self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
-        self._cache = {}
+        self._cache = {}         # at most config.jit_cache_size entries (see _evict)
         self._fast = None        # the native call path of the entry run last (see _try_fast)
+        self._tick = 0           # counts runs through Python, for _Entry.used
         self._flat_trees = {}
         self._hits = self._misses = 0
-        self._miss_log = []
+        self._miss_log = collections.deque(maxlen=_MISS_LOG)
 
     def _check_donate_spec(self, donate, static_nums):
         """Donated positions: ints naming dynamic positional arguments."""
@@ -145,6 +149,7 @@ class Jitted:
             out = fast(*args)     # checks the arguments natively; MISS: not served
             if out is not MISS:
                 return out
+            interrupts.raise_pending()   # the call stopped for a signal: not again
         try:
             return self._call(args, kwargs)
         except Exception as e:
@@ -167,6 +172,8 @@ class Jitted:
                 entry = self._cache.get((tree, (), key))
                 if entry is not None:
                     self._hits += 1
+                    self._tick += 1
+                    entry.used = self._tick
                     outs = self._run(entry, raw, leaves)
                     if flat_args and entry.fast is None:
                         self._try_fast(entry)
@@ -264,6 +271,8 @@ class Jitted:
         entry = self._cache.get(key)
         if entry is not None:
             self._hits += 1
+            self._tick += 1
+            entry.used = self._tick
             return entry, flat
         self._misses += 1
         reason = self._explain_miss(key, dyn_args, dyn_kwargs, static_nums)
@@ -271,8 +280,25 @@ class Jitted:
         log_trace(self._name, reason)
         entry = self._trace(args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs)
         if not entry.hoisted:
+            self._evict(config.jit_cache_size - 1)
+            self._tick += 1
+            entry.used = self._tick
             self._cache[key] = entry
         return entry, flat
+
+    def _evict(self, keep):
+        """Drop the least recently run entries until at most `keep` remain (the one
+        the native call path serves counts as the most recent)."""
+        if len(self._cache) <= keep:
+            return
+        fast = self._fast
+        entries = list(self._cache.items())     # a snapshot: other threads may call meanwhile
+        entries.sort(key=lambda kv: float("inf") if fast is not None and kv[1].fast is fast
+                     else kv[1].used)
+        for k, entry in entries[:len(entries) - keep]:
+            self._cache.pop(k, None)
+            if fast is not None and entry.fast is fast:
+                self._fast = None
 
     def _trace(self, args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs):
         out_tree = []
@@ -324,10 +350,13 @@ class Jitted:
         return CacheInfo(self._hits + native, self._misses, len(self._cache))
 
     def cache_misses(self):
-        """Why each miss traced again (a list of sentences, oldest first)."""
+        """Why each miss traced again (a list of sentences, oldest first; the most
+        recent 1000)."""
         return list(self._miss_log)
 
     def clear_cache(self):
+        """Drop every compiled program of this function (their memory and native code
+        are freed once nothing else, a Lowered say, holds them)."""
         self._cache.clear()
         self._fast = None
 
@@ -409,6 +438,7 @@ def _fmt(leaf_key):
 
 _SUPPORTED = None
 _NO_KWARGS = {}
+_MISS_LOG = 1000         # reasons kept by cache_misses (the most recent)
 
 
 _FLAT_LEAF = (np.ndarray, Array)

@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 
+from .. import core
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
-from ..cpu import compiler_lock
+from ..cpu import compiler_lock, interrupts
 from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
@@ -79,7 +80,13 @@ class Executable:
                         template[slot_of(v)] = np.asarray(_raw(a.val), a.aval.dtype)
                         a = v
                     operands.append(a)
-                steps[i] = Fused([step], operands + loop.constvars, list(step.outvars), (1,))
+                polled = []          # a loop that looks for signals reads their state
+                if loop.polls:
+                    polled = [Var(core.ShapedArray(interrupts.STATE.shape, np.int64))]
+                    template[slot_of(polled[0])] = interrupts.STATE
+                    interrupts.arm()
+                steps[i] = Fused([step], operands + loop.constvars + polled,
+                                 list(step.outvars), (1,))
                 loops[id(steps[i])] = loop
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
@@ -239,6 +246,8 @@ class Executable:
                 constants.append(None)
                 continue
             c = self.template[i]
+            if c is interrupts.STATE:    # the dispatcher holds the GIL (see interrupts)
+                c = interrupts.HELD_STATE
             if type(c) is not np.ndarray or c.dtype != dt or c.shape != tuple(shape) \
                     or not c.flags.c_contiguous:
                 return None
@@ -274,6 +283,8 @@ def _canonical_names(jaxpr, template, slot_of):
     def name(v):
         if v in position:
             return position[v]
+        if template[slot_of(v)] is interrupts.STATE:
+            return "signal state"        # its contents differ from process to process
         value = np.ascontiguousarray(template[slot_of(v)])
         return f"{v.aval.str_short()}:{hashlib.sha256(value.tobytes()).hexdigest()[:24]}"
     return name
