@@ -28,8 +28,8 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (-0.0 or
-0; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
+input has the domain's shape: its output is filled with the identity (0, a
+sum of -0.0s being +0.0 as in NumPy; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
 and the body accumulates into it through strides that are 0 on the reduced
 axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
@@ -42,13 +42,14 @@ from their source buffer through the view's IndexMap (strides, possibly
 negative, from an offset).
 
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
-bool results are bit-for-bit equal, float results equal to a few ulp. Float
-add/sub/mul carry the fast-math flags `nsz arcp contract afn` (so a*b + c may
-become one fma); never `nnan`/`ninf`, and not `reassoc`, which lets LLVM fold
-(x + 1) - x to 1 even for x = inf or NaN. Division is emitted with `contract`
-only (no `nsz`: 1 / -0.0 stays -inf) and square roots, negation, rounding and
-remainders without flags, so they stay exact / correctly rounded. The transcendental functions
-come from `mathlib` (a couple of ulp; tan = sin / cos). `can_fuse(eqn)` says
+bool results are bit-for-bit equal, and so are the correctly rounded float
+operations (add, sub, mul, div, sqrt, negation, rounding, remainders,
+comparisons, conversions), signs of zeros included: no element-wise float
+operation carries a fast-math flag (`nsz` would let 0.0 - x give -0.0 at
+x = +0.0; `contract` would fuse a*b + c into one fma, rounded once instead
+of twice as NumPy does; `arcp`/`afn` would allow approximations; `nnan`/`ninf`
+would break NaN/Inf). The transcendental functions come from `mathlib` (a
+couple of ulp from NumPy's; tan = sin / cos). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
@@ -175,13 +176,6 @@ def can_fuse(eqn):
 # ----------------------------------------------------------------------------
 # IR helpers
 
-# Fast-math flags on float add/sub/mul. Never nnan/ninf. Not `reassoc` either:
-# with it LLVM folds (x + 1) - x to 1, which is wrong for x = inf or NaN, and
-# element-wise loops (no loop-carried float values) gain nothing from it.
-# `contract` lets a*b + c become an fma (one rounding instead of two).
-_FAST = ("nsz", "arcp", "contract", "afn")
-# Division: no reciprocal tricks (correctly rounded) and no nsz (1 / -0.0 is -inf).
-_EXACT = ("contract",)
 
 
 def _ir():
@@ -269,11 +263,11 @@ class _Cx:
 # ----------------------------------------------------------------------------
 # Emitters: fn(cx, args, in_dtypes, out_dtype, params) -> ir value
 
-def _arith(int_op, float_op, flags=_FAST):
+def _arith(int_op, float_op):
     def emit(cx, args, dts, out, params):
         x, y = args
         if dts[0].kind == "f":
-            return getattr(cx.b, float_op)(x, y, flags=flags)
+            return getattr(cx.b, float_op)(x, y)
         return getattr(cx.b, int_op)(x, y)
     return emit
 
@@ -283,7 +277,7 @@ def _div(cx, args, dts, out, params):
     x, y = args
     dt = dts[0]
     if dt.kind == "f":
-        return b.fdiv(x, y, flags=_EXACT)
+        return b.fdiv(x, y)
     zero, one = cx.const(dt, 0), cx.const(dt, 1)
     y0 = b.icmp_unsigned("==", y, zero)
     if dt.kind == "u":
@@ -311,7 +305,7 @@ def _rem(cx, args, dts, out, params):
 def _neg(cx, args, dts, out, params):
     (x,) = args
     if dts[0].kind == "f":
-        return cx.b.fneg(x)      # exact; no nsz, so neg(0.0) stays -0.0
+        return cx.b.fneg(x)      # exact: neg(0.0) is -0.0
     return cx.b.sub(cx.const(dts[0], 0), x)
 
 
@@ -367,11 +361,11 @@ def _integer_pow(cx, args, dts, out, params):
         return cx.math("pow", dt, x, cx.const(dt, float(y)))
 
     def mul(p, q):
-        return b.fmul(p, q, flags=_FAST) if dt.kind == "f" else b.mul(p, q)
+        return b.fmul(p, q) if dt.kind == "f" else b.mul(p, q)
 
     # negative powers: the reciprocal first, so x**-n underflows only where the
     # result does (1 / x**n would give 0 once x**n overflows)
-    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x, flags=_EXACT) if y < 0 else x)
+    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x) if y < 0 else x)
     while n:
         if n & 1:
             acc = base if acc is None else mul(acc, base)
@@ -613,12 +607,13 @@ _REDUCE_DTYPES = {"reduce_sum": _NUM - {_F16}, "reduce_prod": _NUM - {_F16},
 # The accumulation of a float sum (or product) may be reassociated (so it
 # vectorises with several partial sums, as NumPy's pairwise sum also reorders);
 # only that add (mul) carries `reassoc`, so nothing else is rewritten through it.
-_SUM_FLAGS = ("reassoc", "nsz", "contract")
+# No `nsz`, which would let partial sums start from either zero.
+_SUM_FLAGS = ("reassoc",)
 
 
 def _reduce_identity(cx, name, dt):
     if name == "reduce_sum":
-        return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+        return cx.const(dt, 0)      # +0.0, as NumPy: a sum of -0.0s is +0.0
     if name == "reduce_prod":
         return cx.const(dt, 1)
     if dt.kind == "b":      # and / min: True; or / max: False
@@ -683,11 +678,11 @@ def _half_steps(cx, name, x):
     b, r = cx.b, cx.round_half
     one = cx.const(_F32, 1.0)
     if name == "rsqrt":
-        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x)), flags=_EXACT))
+        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x))))
     e = r(cx.math("exp", _F32, b.fneg(cx.call_intr("fabs", _F32, x))))
     d = r(b.fadd(one, e))
-    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d, flags=_EXACT),
-                   b.fdiv(e, d, flags=_EXACT))
+    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d),
+                   b.fdiv(e, d))
     return r(res)
 
 
