@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes, lax
 from ..core import Array, ConcretizationError, Tracer
 from ..errors import FgradTypeError
+from ..lax.slicing import narrow_index
 from .util import asarray, is_weak
 
 _ARRAYS = (Array, Tracer)
@@ -218,13 +219,9 @@ def _normalize_array_index(idx, axis, n):
         if idx.size and (idx.min() < -n or idx.max() >= n):
             bad = idx[(idx < -n) | (idx >= n)].ravel()[0]
             raise _out_of_bounds(int(bad), axis, n)
-        return Array(np.where(idx < 0, idx + n, idx).astype(itype), False)
-    if idx.dtype != itype:
-        if idx.dtype.kind == "u" and idx.dtype.itemsize >= itype.itemsize:
-            idx = lax.min(idx, Array(np.asarray(n, idx.dtype), False))
-        idx = lax.convert_element_type(idx, itype)
-    if idx.dtype.kind == "u":
-        return idx
+        idx = idx.astype(itype)                   # in bounds: exact
+        return Array(np.where(idx < 0, idx + itype.type(n), idx), False)
+    idx = narrow_index(idx, itype, -n - 1, n)     # out of bounds stays out of bounds
     return lax.select_n(lax.lt(idx, Array(np.asarray(0, itype), True)), idx,
                         lax.add(idx, Array(np.asarray(n, itype), True)))
 
