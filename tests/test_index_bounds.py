@@ -155,3 +155,36 @@ def test_narrow_indices_into_a_long_axis(dt):
     np.testing.assert_array_equal(fnp.asarray(a)[fnp.asarray(i)], a[vals])
     np.testing.assert_array_equal(
         fgrad.jit(lambda a, i: fnp.take(a, i, mode="wrap"))(a, i), a[vals % 1000])
+
+
+MIXED = {  # index builders (a traced index mixed with slices / new axes), i's axis size
+    "i, 1:3": (lambda i: (i, slice(1, 3)), 3),
+    "i, ::-2": (lambda i: (i, slice(None, None, -2)), 3),
+    "1:, i": (lambda i: (slice(1, None), i), 4),
+    "None, i, 1:": (lambda i: (None, i, slice(1, None)), 3),
+    "i, ..., -3:": (lambda i: (i, Ellipsis, slice(-3, None)), 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIXED))
+@pytest.mark.parametrize("values", [[5], [-7], [2 ** 32 + 1], [-1], [0, 9, -1, -4, 2]],
+                         ids=lambda v: str(v))
+def test_updates_through_slices_drop_out_of_bounds_indices(name, values):
+    """x.at[i, 1:3] and kin write nothing for an out-of-bounds traced i (they wrote the
+    clamped row); in-bounds entries of an index array still land."""
+    a = np.arange(12.0).reshape(3, 4)
+    build, size = MIXED[name]
+    idx = np.array(values if len(values) > 1 else values[0], np.int64)
+    f = fgrad.jit(lambda a, i: a.at[build(i)].add(100.0))
+    want = a.copy()
+    for v in np.atleast_1d(idx):
+        if -size <= v < size:
+            view = want[build(int(v))]
+            view += 100.0                   # basic indices give views into want
+    np.testing.assert_array_equal(f(a, idx), want)
+    g = fgrad.jit(lambda a, i: a.at[build(i)].set(-1.0))
+    want = a.copy()
+    for v in np.atleast_1d(idx):
+        if -size <= v < size:
+            want[build(int(v))] = -1.0
+    np.testing.assert_array_equal(g(a, idx), want)
