@@ -125,3 +125,20 @@ def test_float32_statistics_are_unchanged():
     assert np.asarray(fnp.mean(x)) == np.sum(x, dtype=np.float32) / np.float32(1001)
     c = x - np.sum(x, dtype=np.float32) / np.float32(1001)
     assert np.asarray(fnp.var(x)) == np.sum(c * c, dtype=np.float32) / np.float32(1001)
+
+
+def test_fgrad_nn_norms_of_float16_updates():
+    """global_norm / clip_by_global_norm / the LAMB trust ratio of float16 leaves: the
+    sum of squares of 1e5 ones is 1e5 (inf in float16, which zeroed every update)."""
+    from fgrad_nn import optim
+    n = 100_000
+    g = {"w": np.ones(n, H), "b": np.full(3, 300, H)}      # 300**2 overflows float16
+    want = np.sqrt(n + 3 * 300.0 ** 2)
+    np.testing.assert_allclose(float(optim.global_norm(g)), want, rtol=1e-6)
+    tx = optim.clip_by_global_norm(1.0)
+    u, _ = tx.update(g, tx.init(g), g)
+    assert np.asarray(u["w"]).dtype == H
+    np.testing.assert_allclose(np.asarray(u["w"], np.float64), 1 / want, rtol=1e-3)
+    tx = optim.lamb(1e-3)
+    u, _ = fgrad.jit(tx.update)(g, tx.init(g), g)
+    assert np.asarray(u["w"]).dtype == H and np.all(np.asarray(u["w"]) != 0)
