@@ -166,20 +166,20 @@ def _horner(t, coeffs):
     return acc
 
 
-def _pick(x, edges, values):
-    """values[i] where x lies in the i-th interval cut by `edges` (ascending)."""
+def _pick(below, values):
+    """values[i] where x lies in the i-th interval; below[i] is x < the i-th edge."""
     out = _const(values[-1])
-    for edge, value in reversed(list(zip(edges, values[:-1]))):
-        out = lax.select_n(lax.lt(x, edge), out, _const(value))
+    for cond, value in reversed(list(zip(below, values[:-1]))):
+        out = lax.select_n(cond, out, _const(value))
     return out
 
 
 def _piecewise(x, edges, mids, table):
-    """The polynomial of x's interval, in x - mid."""
+    """The polynomial of x's interval (cut by ascending `edges`), in x - mid."""
     rows = _floats(table)
-    t = lax.sub(x, _pick(x, edges, mids))
-    coeffs = [_pick(x, edges, [row[i] for row in rows]) for i in range(len(rows[0]))]
-    return _horner(t, coeffs)
+    below = [lax.lt(x, edge) for edge in edges]
+    t = lax.sub(x, _pick(below, mids))
+    return _horner(t, [_pick(below, [row[i] for row in rows]) for i in range(len(rows[0]))])
 
 
 def _signed(x, magnitude):
