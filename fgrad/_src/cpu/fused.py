@@ -32,7 +32,10 @@ input has the domain's shape: its output is filled with the identity (0, a
 sum of -0.0s being +0.0 as in NumPy; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
 and the body accumulates into it through strides that are 0 on the reduced
 axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
-Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
+Max/min propagate NaN like np.max / np.min (which of two equal values, +0.0
+and -0.0, a reduction returns is unspecified: LLVM's vectorisable maximum
+counts -0.0 below +0.0, NumPy keeps the later one in its own SIMD order;
+element-wise max/min are np.maximum / np.minimum exactly); max/min of a zero-size array is
 left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
 False. Only the accumulation of a float sum or product carries `reassoc` (so
@@ -333,12 +336,21 @@ def _sign(cx, args, dts, out, params):
                     b.select(b.icmp_signed("<", x, zero), m1, zero))
 
 
-def _minmax(fbase, op):
+def _float_minmax(cx, op, x, y, tie_first=False):
+    """np.maximum (op '>') / np.minimum ('<') exactly: x if x beats y or x is NaN,
+    else y, so NaN propagates and of two equal values (0.0 and -0.0) the second
+    is kept; NumPy's float16 loops keep the first (tie_first: '>=' / '<=')."""
+    b = cx.b
+    beats = b.fcmp_ordered(op + "=" if tie_first else op, x, y)
+    return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
+
+
+def _minmax(op):
     def emit(cx, args, dts, out, params):
         x, y = args
         dt = dts[0]
-        if dt.kind == "f":   # NaN-propagating, as np.maximum / np.minimum
-            return cx.call_intr(fbase, dt, x, y)
+        if dt.kind == "f":
+            return _float_minmax(cx, op, x, y)
         cmp = cx.b.icmp_unsigned if dt.kind == "u" else cx.b.icmp_signed
         return cx.b.select(cmp(op, x, y), x, y)
     return emit
@@ -542,7 +554,7 @@ def _identity(cx, args, dts, out, params):
 EMITTERS = {
     "add": _arith("add", "fadd"), "sub": _arith("sub", "fsub"), "mul": _arith("mul", "fmul"),
     "div": _div, "rem": _rem, "neg": _neg, "abs": _abs, "sign": _sign,
-    "max": _minmax("maximum", ">"), "min": _minmax("minimum", "<"),
+    "max": _minmax(">"), "min": _minmax("<"),
     "pow": _pow, "integer_pow": _integer_pow,
     "floor": _unary_intr("floor"), "ceil": _unary_intr("ceil"), "round": _round,
     "exp": _mathfn("exp"), "log": _mathfn("log"), "log1p": _mathfn("log1p"),
@@ -663,6 +675,8 @@ def _emit_half(cx, eqn, args, dts, out):
 
     if name in ("rsqrt", "logistic"):    # the impls round after each NumPy step
         return _half_steps(cx, name, args[0])
+    if name in ("max", "min") and dts[0] == _F16:
+        return _float_minmax(cx, ">" if name == "max" else "<", *args, tie_first=True)
 
     def as32(dt):
         return _F32 if dt == _F16 else dt
