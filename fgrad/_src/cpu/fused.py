@@ -46,13 +46,15 @@ negative, from an offset).
 
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
 bool results are bit-for-bit equal, and so are the correctly rounded float
-operations (add, sub, mul, div, sqrt, negation, rounding, remainders,
-comparisons, conversions), signs of zeros included: no element-wise float
+operations (add, sub, mul, div, sqrt, negation, abs, rounding, remainders,
+comparisons, max/min, conversions), signs of zeros included: no element-wise float
 operation carries a fast-math flag (`nsz` would let 0.0 - x give -0.0 at
 x = +0.0; `contract` would fuse a*b + c into one fma, rounded once instead
 of twice as NumPy does; `arcp`/`afn` would allow approximations; `nnan`/`ninf`
 would break NaN/Inf). The transcendental functions come from `mathlib` (a
-couple of ulp from NumPy's; tan = sin / cos). `can_fuse(eqn)` says
+couple of ulp from NumPy's; tan = sin / cos), and a float integer_pow is a
+chain of multiplications (NumPy's power calls pow: a few ulp apart for
+exponents other than 0, 1, 2). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
