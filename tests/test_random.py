@@ -462,11 +462,13 @@ def test_exact_math_accuracy_and_bits():
     values included."""
     from fgrad._src.prng import exact_math
     cases = {
-        exact_math.log: (np.concatenate([np.geomspace(5e-324, 1e308, 3001), np.linspace(0.5, 2, 3001),
+        exact_math.log: (np.concatenate([np.geomspace(5e-324, 1e308, 3001),
+                                         np.linspace(0.5, 2, 3001),
                                          [0.0, -0.0, np.inf, -1.0, np.nan]]), np.log, 1),
         exact_math.erf: (np.concatenate([np.linspace(-7, 7, 6001), np.geomspace(1e-300, 1, 500),
                                          [0.0, -0.0, np.inf, -np.inf, np.nan]]), special.erf, 3),
-        exact_math.erf_inv: (np.concatenate([np.linspace(-1, 1, 6001), 1 - np.geomspace(2 ** -53, 0.5, 500),
+        exact_math.erf_inv: (np.concatenate([np.linspace(-1, 1, 6001),
+                                             1 - np.geomspace(2 ** -53, 0.5, 500),
                                              [0.0, 1.0, -1.0, 1.5, np.nan]]), special.erfinv, 4),
     }
     for fn, (x, ref, ulps) in cases.items():

@@ -28,10 +28,10 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (0, a
-sum of -0.0s being +0.0 as in NumPy; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
-and the body accumulates into it through strides that are 0 on the reduced
-axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
+input has the domain's shape: its output is filled with the identity (0, so
+a sum of -0.0s is +0.0 as in NumPy; 1; -inf / +inf or the integer extremes;
+True / False) before the loop nest, and the body accumulates into it through
+strides that are 0 on the reduced axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min (which of two equal values, +0.0
 and -0.0, a reduction returns is unspecified: LLVM's vectorisable maximum
 counts -0.0 below +0.0, NumPy keeps the later one in its own SIMD order;
