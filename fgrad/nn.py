@@ -186,6 +186,18 @@ def _max_shift(x, axes):
     return lax.expand_dims(m, axes)
 
 
+def _widened(x):
+    """(x as computed in, x's dtype): float16 normalisations run in float32 and
+    round once at the end, so sums over many elements neither overflow nor drift."""
+    if x.dtype == dtypes.float16:
+        return lax.convert_element_type(x, dtypes.float32), x.dtype
+    return x, x.dtype
+
+
+def _narrowed(y, dtype):
+    return y if y.dtype == dtype else lax.convert_element_type(y, dtype)
+
+
 def _where_mask(x, where):
     if where is None:
         return None
@@ -197,7 +209,7 @@ def _where_mask(x, where):
 
 def softmax(x, axis=-1, where=None, initial=None):
     """exp(x) / sum(exp(x)) over `axis` (the maximum is subtracted first)."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     axes = _reduction_axes("softmax", x, axis)
     w = _where_mask(x, where)
     if w is not None:
@@ -207,12 +219,12 @@ def softmax(x, axis=-1, where=None, initial=None):
     out = lax.div(unnormalized, total)
     if w is not None:
         out = lax.select_n(w, _c(out, 0), out)
-    return out
+    return _narrowed(out, dtype)
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):
     """x - logsumexp(x) over `axis`, computed stably."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     axes = _reduction_axes("log_softmax", x, axis)
     w = _where_mask(x, where)
     if w is not None:
@@ -222,7 +234,7 @@ def log_softmax(x, axis=-1, where=None, initial=None):
     out = lax.sub(shifted, lax.expand_dims(lse, axes))
     if w is not None:
         out = lax.select_n(w, _c(out, -np.inf), out)
-    return out
+    return _narrowed(out, dtype)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -232,6 +244,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     if b is not None:
         a, b = _promote_inexact(a, b)
         a, b = fnp.broadcast_arrays(a, b)
+        b, _ = _widened(b)
+    a, dtype = _widened(a)
     axes = _reduction_axes("logsumexp", a, axis)
     w = _where_mask(a, where)
     if w is not None:
@@ -251,18 +265,20 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         out = lax.expand_dims(out, axes)
         if return_sign:
             sign = lax.expand_dims(sign, axes)
-    return (out, sign) if return_sign else out
+    out = _narrowed(out, dtype)
+    return (out, _narrowed(sign, dtype)) if return_sign else out
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
     """(x - mean) / sqrt(variance + epsilon), statistics over `axis` by default."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     if mean is None:
         mean = fnp.mean(x, axis, keepdims=True, where=where)
     if variance is None:
         variance = fnp.mean(fnp.square(fnp.subtract(x, mean)), axis, keepdims=True,
                             where=where)
-    return fnp.multiply(fnp.subtract(x, mean), lax.rsqrt(fnp.add(variance, epsilon)))
+    out = fnp.multiply(fnp.subtract(x, mean), lax.rsqrt(fnp.add(variance, epsilon)))
+    return _narrowed(out, dtype)
 
 
 normalize = standardize
@@ -281,6 +297,8 @@ def one_hot(x, num_classes, *, dtype=dtypes.float32, axis=-1):
                              f"{nd} dimensions")
     if x.dtype.kind == "b":
         x = lax.convert_element_type(x, dtypes.int32)
+    if x.dtype.kind in "iu" and num_classes - 1 > np.iinfo(x.dtype).max:
+        x = lax.convert_element_type(x, dtypes.int64)   # class numbers must not wrap
     labels = lax.expand_dims(x, (ax,))
     cshape = [1] * nd
     cshape[ax] = num_classes

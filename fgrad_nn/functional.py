@@ -196,7 +196,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                          f"normalized_shape {shape}")
     axes = tuple(range(x.ndim - len(shape), x.ndim))
     mean = fnp.mean(x, axis=axes, keepdims=True)
-    var = fnp.mean(fnp.square(x - mean), axis=axes, keepdims=True)
+    var = fnp.var(x, axis=axes, keepdims=True)     # float16: squares summed in float32
     y = (x - mean) * lax.rsqrt(var + eps)
     if weight is not None:
         y = y * weight
@@ -233,7 +233,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Tr
                              f"got input shape {tuple(x.shape)}; use eval mode for single "
                              f"examples")
         mean = fnp.mean(x, axis=axes)
-        var = fnp.mean(fnp.square(x - fnp.reshape(mean, channel)), axis=axes)
+        var = fnp.var(x, axis=axes)     # float16: squares summed in float32
         stats = lax.stop_gradient(mean), lax.stop_gradient(var * (count / (count - 1)))
         new_mean = (1 - momentum) * running_mean + momentum * stats[0]
         new_var = (1 - momentum) * running_var + momentum * stats[1]

@@ -8,7 +8,7 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad_nn._checks import flag
 
-from ._trees import hyper, map_checked
+from ._trees import hyper, map_checked, sum_of_squares
 from .base import EmptyState, GradientTransformation, increment, require_params, zero_count
 from .hyperparams import schedulable
 
@@ -45,7 +45,7 @@ class _BiasCorrection:
 
 
 def _norm(x):
-    return fnp.sqrt(fnp.sum(fnp.square(x)))
+    return fnp.sqrt(sum_of_squares(x))
 
 
 class ScaleByAdamState(NamedTuple):
@@ -268,12 +268,13 @@ def scale_by_trust_ratio(min_norm=0.0, trust_coefficient=1.0, eps=0.0):
         require_params("scale_by_trust_ratio", params)
 
         def leaf(u, p):
-            p_norm = fnp.maximum(_norm(p).astype(u.dtype), hyper(min_norm, u))
-            u_norm = fnp.maximum(_norm(u), hyper(min_norm, u))
+            u_norm = _norm(u)           # float32 for float16 updates: the ratio too
+            p_norm = fnp.maximum(_norm(p).astype(u_norm.dtype), hyper(min_norm, u_norm))
+            u_norm = fnp.maximum(u_norm, hyper(min_norm, u_norm))
             zero = (p_norm == 0) | (u_norm == 0)
-            ratio = hyper(trust_coefficient, u) * p_norm / (fnp.where(zero, 1, u_norm)
-                                                           + hyper(eps, u))
-            return u * fnp.where(zero, 1, ratio)
+            ratio = hyper(trust_coefficient, u_norm) * p_norm / (
+                fnp.where(zero, 1, u_norm) + hyper(eps, u_norm))
+            return u * fnp.where(zero, 1, ratio).astype(u.dtype)
 
         out = map_checked("scale_by_trust_ratio", leaf, updates, params, names=("params",))
         return out, state

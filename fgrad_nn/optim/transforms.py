@@ -6,7 +6,7 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad_nn._checks import flag
 
-from ._trees import float_dtype, hyper, map_checked
+from ._trees import float_dtype, hyper, map_checked, sum_of_squares
 from .base import (EmptyState, GradientTransformation, increment, require_params, value_at,
                    zero_count)
 from .hyperparams import InjectHyperparamsState, schedulable
@@ -147,7 +147,7 @@ def global_norm(tree):
     leaves = fgrad.tree.leaves(tree)
     if not leaves:
         return fnp.zeros((), fnp.float32)
-    return fnp.sqrt(sum(fnp.sum(fnp.square(x)) for x in leaves))
+    return fnp.sqrt(sum(sum_of_squares(x) for x in leaves))
 
 
 @schedulable()

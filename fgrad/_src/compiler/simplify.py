@@ -251,13 +251,14 @@ def expand_dots(closed):
 # ----------------------------------------------------------------------------
 # widen_half_reductions
 
-_ACCUMULATED = ("reduce_sum", "reduce_prod")
+_ACCUMULATED = ("reduce_sum", "reduce_prod", "cumsum", "cumprod")
 
 
 def widen_half_reductions(closed):
-    """Write each float16 sum and product as what it computes (lax/reductions.py):
-    convert to float32, reduce, convert back, so the backend fuses a float32
-    reduction instead of needing a float16 accumulator."""
+    """Write each float16 sum and product (also cumulative) as what it computes
+    (lax/reductions.py, lax/cumulative.py): convert to float32, reduce, convert
+    back, so the backend runs a float32 reduction instead of needing a float16
+    accumulator."""
     from ..core import ShapedArray
     from ..lax.elementwise import convert_element_type_p
     jaxpr = closed.jaxpr

@@ -33,8 +33,12 @@ NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
 False) before the loop nest, and the body accumulates into it through strides
 that are 0 on the reduced axes (a last-axis reduction's accumulator is
 promoted to a register by LLVM).
-Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
-left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
+Max/min propagate NaN like np.max / np.min (which of two equal values, +0.0
+and -0.0, a reduction returns is unspecified: LLVM's vectorisable maximum
+counts -0.0 below +0.0, NumPy keeps the later one in its own SIMD order;
+element-wise max/min are np.maximum / np.minimum exactly); max/min of a
+zero-size array is left to NumPy (it raises), and so are zero-size products
+and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
 False. Only the accumulation of a float sum or product carries `reassoc` (so
 it vectorises with partial sums; NumPy's pairwise sum reorders too). A float
@@ -47,13 +51,16 @@ from their source buffer through the view's IndexMap (strides, possibly
 negative, from an offset).
 
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
-bool results are bit-for-bit equal, float results equal to a few ulp. Float
-add/sub/mul carry the fast-math flags `nsz arcp contract afn` (so a*b + c may
-become one fma); never `nnan`/`ninf`, and not `reassoc`, which lets LLVM fold
-(x + 1) - x to 1 even for x = inf or NaN. Division is emitted with `contract`
-only (no `nsz`: 1 / -0.0 stays -inf) and square roots, negation, rounding and
-remainders without flags, so they stay exact / correctly rounded. The transcendental functions
-come from `mathlib` (a couple of ulp; tan = sin / cos). `can_fuse(eqn)` says
+bool results are bit-for-bit equal, and so are the correctly rounded float
+operations (add, sub, mul, div, sqrt, negation, abs, rounding, remainders,
+comparisons, max/min, conversions), signs of zeros included: no element-wise float
+operation carries a fast-math flag (`nsz` would let 0.0 - x give -0.0 at
+x = +0.0; `contract` would fuse a*b + c into one fma, rounded once instead
+of twice as NumPy does; `arcp`/`afn` would allow approximations; `nnan`/`ninf`
+would break NaN/Inf). The transcendental functions come from `mathlib` (a
+couple of ulp from NumPy's; tan = sin / cos), and a float integer_pow is a
+chain of multiplications (NumPy's power calls pow: a few ulp apart for
+exponents other than 0, 1, 2). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
@@ -181,13 +188,6 @@ def can_fuse(eqn):
 # ----------------------------------------------------------------------------
 # IR helpers
 
-# Fast-math flags on float add/sub/mul. Never nnan/ninf. Not `reassoc` either:
-# with it LLVM folds (x + 1) - x to 1, which is wrong for x = inf or NaN, and
-# element-wise loops (no loop-carried float values) gain nothing from it.
-# `contract` lets a*b + c become an fma (one rounding instead of two).
-_FAST = ("nsz", "arcp", "contract", "afn")
-# Division: no reciprocal tricks (correctly rounded) and no nsz (1 / -0.0 is -inf).
-_EXACT = ("contract",)
 
 
 def _ir():
@@ -275,11 +275,11 @@ class _Cx:
 # ----------------------------------------------------------------------------
 # Emitters: fn(cx, args, in_dtypes, out_dtype, params) -> ir value
 
-def _arith(int_op, float_op, flags=_FAST):
+def _arith(int_op, float_op):
     def emit(cx, args, dts, out, params):
         x, y = args
         if dts[0].kind == "f":
-            return getattr(cx.b, float_op)(x, y, flags=flags)
+            return getattr(cx.b, float_op)(x, y)
         return getattr(cx.b, int_op)(x, y)
     return emit
 
@@ -289,7 +289,7 @@ def _div(cx, args, dts, out, params):
     x, y = args
     dt = dts[0]
     if dt.kind == "f":
-        return b.fdiv(x, y, flags=_EXACT)
+        return b.fdiv(x, y)
     zero, one = cx.const(dt, 0), cx.const(dt, 1)
     y0 = b.icmp_unsigned("==", y, zero)
     if dt.kind == "u":
@@ -317,7 +317,7 @@ def _rem(cx, args, dts, out, params):
 def _neg(cx, args, dts, out, params):
     (x,) = args
     if dts[0].kind == "f":
-        return cx.b.fneg(x)      # exact; no nsz, so neg(0.0) stays -0.0
+        return cx.b.fneg(x)      # exact: neg(0.0) is -0.0
     return cx.b.sub(cx.const(dts[0], 0), x)
 
 
@@ -345,12 +345,21 @@ def _sign(cx, args, dts, out, params):
                     b.select(b.icmp_signed("<", x, zero), m1, zero))
 
 
-def _minmax(fbase, op):
+def _float_minmax(cx, op, x, y, tie_first=False):
+    """np.maximum (op '>') / np.minimum ('<') exactly: x if x beats y or x is NaN,
+    else y, so NaN propagates and of two equal values (0.0 and -0.0) the second
+    is kept; NumPy's float16 loops keep the first (tie_first: '>=' / '<=')."""
+    b = cx.b
+    beats = b.fcmp_ordered(op + "=" if tie_first else op, x, y)
+    return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
+
+
+def _minmax(op):
     def emit(cx, args, dts, out, params):
         x, y = args
         dt = dts[0]
-        if dt.kind == "f":   # NaN-propagating, as np.maximum / np.minimum
-            return cx.call_intr(fbase, dt, x, y)
+        if dt.kind == "f":
+            return _float_minmax(cx, op, x, y)
         cmp = cx.b.icmp_unsigned if dt.kind == "u" else cx.b.icmp_signed
         return cx.b.select(cmp(op, x, y), x, y)
     return emit
@@ -373,11 +382,11 @@ def _integer_pow(cx, args, dts, out, params):
         return cx.math("pow", dt, x, cx.const(dt, float(y)))
 
     def mul(p, q):
-        return b.fmul(p, q, flags=_FAST) if dt.kind == "f" else b.mul(p, q)
+        return b.fmul(p, q) if dt.kind == "f" else b.mul(p, q)
 
     # negative powers: the reciprocal first, so x**-n underflows only where the
     # result does (1 / x**n would give 0 once x**n overflows)
-    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x, flags=_EXACT) if y < 0 else x)
+    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x) if y < 0 else x)
     while n:
         if n & 1:
             acc = base if acc is None else mul(acc, base)
@@ -554,7 +563,7 @@ def _identity(cx, args, dts, out, params):
 EMITTERS = {
     "add": _arith("add", "fadd"), "sub": _arith("sub", "fsub"), "mul": _arith("mul", "fmul"),
     "div": _div, "rem": _rem, "neg": _neg, "abs": _abs, "sign": _sign,
-    "max": _minmax("maximum", ">"), "min": _minmax("minimum", "<"),
+    "max": _minmax(">"), "min": _minmax("<"),
     "pow": _pow, "integer_pow": _integer_pow,
     "floor": _unary_intr("floor"), "ceil": _unary_intr("ceil"), "round": _round,
     "exp": _mathfn("exp"), "log": _mathfn("log"), "log1p": _mathfn("log1p"),
@@ -619,7 +628,8 @@ _REDUCE_DTYPES = {"reduce_sum": _NUM - {_F16}, "reduce_prod": _NUM - {_F16},
 # The accumulation of a float sum (or product) may be reassociated (so it
 # vectorises with several partial sums, as NumPy's pairwise sum also reorders);
 # only that add (mul) carries `reassoc`, so nothing else is rewritten through it.
-_SUM_FLAGS = ("reassoc", "nsz", "contract")
+# No `nsz`, which would let partial sums start from either zero.
+_SUM_FLAGS = ("reassoc",)
 
 
 def _reduce_identity(cx, name, dt):
@@ -712,6 +722,8 @@ def _emit_half(cx, eqn, args, dts, out):
 
     if name in ("rsqrt", "logistic"):    # the impls round after each NumPy step
         return _half_steps(cx, name, args[0])
+    if name in ("max", "min") and dts[0] == _F16:
+        return _float_minmax(cx, ">" if name == "max" else "<", *args, tie_first=True)
 
     def as32(dt):
         return _F32 if dt == _F16 else dt
@@ -727,11 +739,11 @@ def _half_steps(cx, name, x):
     b, r = cx.b, cx.round_half
     one = cx.const(_F32, 1.0)
     if name == "rsqrt":
-        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x)), flags=_EXACT))
+        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x))))
     e = r(cx.math("exp", _F32, b.fneg(cx.call_intr("fabs", _F32, x))))
     d = r(b.fadd(one, e))
-    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d, flags=_EXACT),
-                   b.fdiv(e, d, flags=_EXACT))
+    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d),
+                   b.fdiv(e, d))
     return r(res)
 
 

@@ -36,7 +36,8 @@ their reductions propagate NaN, float -> int conversions give what x86's
 cvttss2si/cvttsd2si give (NaN and out-of-range values: the minimum integer of
 the 32- or 64-bit conversion), bools are bytes in memory. Float functions are
 CUDA's (exp/log/sin/... within 1-4 ulp; division and square roots correctly
-rounded); `a*b + c` may be contracted to an fma, as on the CPU.
+rounded); NVRTC runs with `--fmad=false`, so `a*b + c` is rounded twice, as
+NumPy and the CPU backend round it (no contraction into an fma).
 
 Excluded (`can_fuse_gpu` says False, so they run as steps of their own):
 float16 and other dtypes outside bool/int8..64/uint8..64/float32/float64,

@@ -14,6 +14,7 @@ from .. import dtypes, lax
 from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
+from ..lax.slicing import index_dtype, narrow_index
 from .util import (asarray, canonicalize_axes, canonicalize_axis, is_weak, promote,
                    static_int, static_shape)
 
@@ -578,9 +579,11 @@ def roll(a, shift, axis=None):
             continue
         if isinstance(s, Tracer):
             s = _value(s)
-            itype = s.dtype if s.dtype.kind in "iu" else dtypes.int32
+            if s.dtype.kind not in "iu":
+                s = lax.convert_element_type(s, dtypes.int32)
+            itype = index_dtype(2 * n)
             base = lax.iota(itype, (n,), 0)
-            sh = lax.rem(s if s.dtype == itype else lax.convert_element_type(s, itype), n)
+            sh = _mod_index(s, n, itype)
             idx = lax.rem(lax.add(lax.sub(base, sh), n), n)      # (i - shift) mod n
             a = moveaxis(lax.gather(a, (idx,), (ax,)), 0, ax)
             continue
@@ -594,30 +597,40 @@ def roll(a, shift, axis=None):
 # ----------------------------------------------------------------------------
 # take and take_along_axis
 
+def _mod_index(idx, n, itype):
+    """idx mod n, in [0, n), as the integer dtype itype (which holds n); an index
+    too wide for itype is reduced before it is narrowed, never wrapped."""
+    if not np.can_cast(idx.dtype, itype, "safe"):
+        idx = lax.rem(idx, Array(np.asarray(n, idx.dtype), False))    # |r| < n
+    idx = lax.convert_element_type(idx, itype) if idx.dtype != itype else idx
+    r = lax.rem(idx, Array(np.asarray(n, itype), False))
+    return lax.select_n(lax.lt(r, 0), r, lax.add(r, Array(np.asarray(n, itype), False)))
+
+
 def _normalize_index(name, idx, n, mode):
-    """Index array wrapped (negatives), checked (concrete) or clipped/wrapped by mode."""
+    """Index array wrapped (negatives), checked (concrete) or clipped/wrapped by mode,
+    as int32 (int64 for axes of 2**31 or more)."""
     idx = _value(idx)
     if idx.dtype.kind not in "iu":
         if idx.dtype.kind == "b":
             raise FgradTypeError(f"{name}: indices must be integers, got booleans")
         raise FgradTypeError(f"{name}: indices must be integers, got {idx.dtype}")
-    if idx.dtype.kind == "u" or idx.dtype.itemsize > 4:
-        idx = lax.convert_element_type(idx, dtypes.int32 if n < 2 ** 31 else dtypes.int64)
+    itype = index_dtype(n)
     if mode == "clip":
-        return lax.min(lax.max(idx, 0), max(n - 1, 0))
+        return lax.min(lax.max(narrow_index(idx, itype, 0, max(n - 1, 0)), 0),
+                       max(n - 1, 0))
     if mode == "wrap":
         if n == 0:
             raise IndexError(f"{name}: cannot wrap indices into an empty axis")
-        r = lax.rem(idx, n)
-        return lax.select_n(lax.lt(r, 0), r, lax.add(r, n))
+        return _mod_index(idx, n, itype)
     if not isinstance(idx, Tracer):
         v = np.asarray(idx._value)
         if v.size and (v.min() < -n or v.max() >= n):
             bad = v[(v < -n) | (v >= n)].ravel()[0]
             raise IndexError(f"{name}: index {bad} is out of bounds for axis with size {n}")
-        if v.size and v.min() < 0:
-            return Array(np.where(v < 0, v + n, v).astype(v.dtype), False)
-        return idx
+        v = v.astype(itype)                        # in bounds: exact
+        return Array(np.where(v < 0, v + itype.type(n), v), False)
+    idx = narrow_index(idx, itype, -n - 1, n)   # out of bounds stays out of bounds
     return lax.select_n(lax.lt(idx, 0), idx, lax.add(idx, n))
 
 
