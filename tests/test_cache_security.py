@@ -26,45 +26,14 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad._src.cpu import disk_cache, engine, scratch
 
+from llvm_kernels import kernel
+
 REPO = Path(__file__).resolve().parent.parent
 OTHER_UID = 12345
 NOBODY = 65534
 
 as_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                              reason="needs root, to chown files to another user")
-
-# out[i] = x[i] * SCALE with args = [n, x, out]
-KERNEL = r"""
-define void @scale(ptr noalias %args) {
-entry:
-  %n = load i64, ptr %args
-  %p1 = getelementptr inbounds i64, ptr %args, i64 1
-  %xa = load i64, ptr %p1
-  %p2 = getelementptr inbounds i64, ptr %args, i64 2
-  %oa = load i64, ptr %p2
-  %x = inttoptr i64 %xa to ptr
-  %o = inttoptr i64 %oa to ptr
-  %nonempty = icmp sgt i64 %n, 0
-  br i1 %nonempty, label %loop, label %done
-loop:
-  %i = phi i64 [0, %entry], [%i2, %loop]
-  %px = getelementptr inbounds double, ptr %x, i64 %i
-  %v = load double, ptr %px
-  %w = fmul double %v, SCALE
-  %po = getelementptr inbounds double, ptr %o, i64 %i
-  store double %w, ptr %po
-  %i2 = add i64 %i, 1
-  %c = icmp slt i64 %i2, %n
-  br i1 %c, label %loop, label %done
-done:
-  ret void
-}
-"""
-
-
-def kernel(scale):
-    return KERNEL.replace("SCALE", repr(float(scale)))
-
 
 def scaled(cm, n=4):
     x, out = np.arange(float(n)), np.zeros(n)

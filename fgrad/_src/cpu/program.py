@@ -534,6 +534,22 @@ class _LoopEmitter:
         b.store(value if value.type == self.i64 else b.ptrtoint(value, self.i64),
                 b.gep(table, [self.const(k)], inbounds=True, source_etype=self.i64))
 
+    def open_chunks(self, failed):
+        """Start a loop run in chunks, between which signals are looked for: branch
+        into a `chunk` block whose error flag `err0` (a phi) starts at `failed`.
+        Returns (block entered from, chunk, loop body block, chunk_done block, err0)."""
+        b = self.b
+        self.poller.start(b)
+        pre = b.block
+        chunk = self.fn.append_basic_block("chunk")
+        loop = self.fn.append_basic_block("pair")
+        looked = self.fn.append_basic_block("chunk_done")
+        b.branch(chunk)
+        b.position_at_end(chunk)
+        err0 = b.phi(self.ir.IntType(1), name="err0")
+        err0.add_incoming(failed, pre)
+        return pre, chunk, loop, looked, err0
+
     def run_part(self, j, inputs, targets, sizes):
         """Run part j on pointers `inputs` (one per body input, constants excluded)
         writing `targets` (one per body output, `sizes` bytes each); returns its
@@ -615,17 +631,9 @@ def emit_scan(ir, module, fname, eqn, plan):
     failed = iteration(e.const(0), 0, ir.Constant(i1, 0))
     pairs = (length - 1) // 2
     if pairs:
-        e.poller.start(b)
-        pre = b.block
-        chunk = e.fn.append_basic_block("chunk")
-        loop = e.fn.append_basic_block("pair")
-        looked = e.fn.append_basic_block("chunk_done")
-        b.branch(chunk)
-        b.position_at_end(chunk)
+        pre, chunk, loop, looked, err0 = e.open_chunks(failed)
         k0 = b.phi(i64, name="k0")
         k0.add_incoming(e.const(0), pre)
-        err0 = b.phi(i1, name="err0")
-        err0.add_incoming(failed, pre)
         end = b.add(k0, e.poller.stride(b))
         end = b.select(b.icmp_unsigned("<", end, e.const(pairs)), end, e.const(pairs))
         b.branch(loop)
@@ -695,15 +703,8 @@ def emit_while(ir, module, fname, eqn, plan):
                                              carry_bytes))
 
     failed = turn(0, ir.Constant(i1, 0))
-    e.poller.start(b)
-    pre = b.block
-    chunk = e.fn.append_basic_block("chunk")
-    loop = e.fn.append_basic_block("pair")
-    looked = e.fn.append_basic_block("chunk_done")
-    b.branch(chunk)
-    b.position_at_end(chunk)
-    err0 = b.phi(i1, name="err0")      # (when a handler raised, the next test ends the loop)
-    err0.add_incoming(failed, pre)
+    # (when a handler raised, err0 is set and the next test ends the loop)
+    _, chunk, loop, looked, err0 = e.open_chunks(failed)
     stride = e.poller.stride(b)
     b.branch(loop)
     b.position_at_end(loop)

@@ -196,13 +196,20 @@ def _cond_jvp(primals, tangents, *, branches):
 cond_p.jvp = _cond_jvp
 
 
-def _cond_transpose(cts, index, *args, branches):
+def transposed_branches(branches, index, args, cts):
+    """(which operands are linear, each branch transposed for them and the given
+    cotangents), shared by cond and cond_lanes."""
     if is_undefined(index):
         raise TypeError("cond: the branch index cannot be a linear input")
     linear_mask = tuple(is_undefined(a) for a in args)
     ct_mask = tuple(c is not None for c in cts)
     transposed = memo(branches, ("transpose", linear_mask, ct_mask),
                       lambda: tuple(transpose_jaxpr(b, linear_mask, ct_mask) for b in branches))
+    return linear_mask, transposed
+
+
+def _cond_transpose(cts, index, *args, branches):
+    linear_mask, transposed = transposed_branches(branches, index, args, cts)
     known = [a for a in args if not is_undefined(a)]
     outs = iter(cond_p.bind(index, *known, *[c for c in cts if c is not None],
                             branches=transposed))

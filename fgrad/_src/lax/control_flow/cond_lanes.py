@@ -27,7 +27,7 @@ from ..elementwise import select_n
 from ..reductions import reduce_sum
 from ..shape_ops import broadcast_in_dim, reshape
 from . import common
-from .transforms import memo, trace_program, transpose_jaxpr
+from .transforms import memo, trace_program
 
 cond_lanes_p = Primitive("cond_lanes", multiple_results=True)
 
@@ -123,12 +123,8 @@ def _lanes_jvp(primals, tangents, *, branches, in_batched, size):
 
 
 def _lanes_transpose(cts, index, *args, branches, in_batched, size):
-    if is_undefined(index):
-        raise TypeError("cond: the branch index cannot be a linear input")
-    linear_mask = tuple(is_undefined(a) for a in args)
-    ct_mask = tuple(c is not None for c in cts)
-    transposed = memo(branches, ("transpose", linear_mask, ct_mask),
-                      lambda: tuple(transpose_jaxpr(b, linear_mask, ct_mask) for b in branches))
+    from .cond import transposed_branches
+    _, transposed = transposed_branches(branches, index, args, cts)
     known = [a for a in args if not is_undefined(a)]
     known_batched = [b for a, b in zip(args, in_batched) if not is_undefined(a)]
     given = [c for c in cts if c is not None]
