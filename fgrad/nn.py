@@ -118,9 +118,15 @@ def mish(x):
     return lax.mul(x, lax.tanh(softplus(x)))
 
 
+_GELU_SPELLINGS = {"none": False, "tanh": True}     # PyTorch's names
+
+
 def gelu(x, approximate=True):
-    """Gaussian error linear unit: the tanh approximation (approximate=True, JAX's
-    default) or the exact x * Phi(x) with erf."""
+    """Gaussian error linear unit: the tanh approximation (approximate=True or
+    'tanh'; JAX's default) or the exact x * Phi(x) with erf (False or 'none', as
+    PyTorch spells it). Any other value is an error, not a guess: a non-empty
+    string such as 'none' is truthy."""
+    approximate = _gelu_spelling(approximate)
     x = _float(x)
     if approximate:
         k = math.sqrt(2 / math.pi)
@@ -132,6 +138,15 @@ def gelu(x, approximate=True):
         return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
     return lax.mul(lax.mul(_c(x, 0.5), x),
                    lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / math.sqrt(2))))))
+
+
+def _gelu_spelling(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value in _GELU_SPELLINGS:
+        return _GELU_SPELLINGS[value]
+    raise ValueError(f"gelu: approximate must be False or 'none' (exact, with erf) or True "
+                     f"or 'tanh' (the tanh approximation), got {value!r}")
 
 
 def tanh(x):
