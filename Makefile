@@ -18,11 +18,10 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
+# The quick suite; `make test-slow` runs the long variants (marked `slow`).
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider -m "not slow" $(PYTEST_ARGS)
 
-# The long variants of the permanent suites (e.g. the differential fuzz with many
-# more examples).
 test-slow: $(STAMP)
 	$(VENV)/bin/python -m pytest tests -q -x -p no:cacheprovider -m slow $(PYTEST_ARGS)
 

@@ -4,6 +4,8 @@ from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linear_transpose, linea
 from fgrad._src.checkpoint import checkpoint, remat  # noqa: F401
 from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
+from fgrad._src.cpu.disk_cache import clear as clear_disk_cache  # noqa: F401
+from fgrad._src.cpu.disk_cache import info as disk_cache_info  # noqa: F401
 from fgrad._src.gpu.devices import Device, device_put, devices  # noqa: F401
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
@@ -13,6 +15,7 @@ from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa
 from fgrad import random  # noqa: E402
 from fgrad import debug  # noqa: F401,E402
-from fgrad._src.errors import ConcretizationError, EscapedTracerError, FgradTypeError  # noqa: F401
+from fgrad._src.errors import (ArrayTooLargeError, ConcretizationError,  # noqa: F401
+                               EscapedTracerError, FgradTypeError)
 
 __version__ = "0.1.0"

@@ -89,9 +89,14 @@ def log_sigmoid(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)) = log1p(exp(-|x|)) + max(x, 0), stable."""
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), stable. The max and -|x| are
+    picked by one select (as in fgrad.numpy's logaddexp), so that at 0 one analytic
+    formula, x + log1p(exp(-x)), gives every derivative."""
     x = _float(x)
-    return lax.add(lax.log1p(lax.exp(lax.neg(lax.abs(x)))), lax.max(x, _c(x, 0)))
+    first = lax.ge(x, _c(x, 0))
+    hi = lax.select_n(first, _c(x, 0), x)
+    lo = lax.select_n(first, x, _c(x, 0))
+    return lax.add(hi, lax.log1p(lax.exp(lax.sub(lo, hi))))
 
 
 def soft_sign(x):
@@ -113,16 +118,35 @@ def mish(x):
     return lax.mul(x, lax.tanh(softplus(x)))
 
 
+_GELU_SPELLINGS = {"none": False, "tanh": True}     # PyTorch's names
+
+
 def gelu(x, approximate=True):
-    """Gaussian error linear unit: the tanh approximation (approximate=True, JAX's
-    default) or the exact x * Phi(x) with erf."""
+    """Gaussian error linear unit: the tanh approximation (approximate=True or
+    'tanh'; JAX's default) or the exact x * Phi(x) with erf (False or 'none', as
+    PyTorch spells it). Any other value is an error, not a guess: a non-empty
+    string such as 'none' is truthy."""
+    approximate = _gelu_spelling(approximate)
     x = _float(x)
     if approximate:
         k = math.sqrt(2 / math.pi)
-        inner = lax.mul(_c(x, k), lax.add(x, lax.mul(_c(x, 0.044715), lax.integer_pow(x, 3))))
+        # tanh is 1 to the last bit long before |x| = 30: bounding its argument there
+        # keeps x³ finite, so the derivative is not 0 · inf = nan for huge |x|.
+        xs = lax.select_n(lax.gt(x, _c(x, 30)), x, _c(x, 30))
+        xs = lax.select_n(lax.lt(xs, _c(x, -30)), xs, _c(x, -30))
+        inner = lax.mul(_c(x, k), lax.add(xs, lax.mul(_c(x, 0.044715), lax.integer_pow(xs, 3))))
         return lax.mul(lax.mul(_c(x, 0.5), x), lax.add(_c(x, 1), lax.tanh(inner)))
     return lax.mul(lax.mul(_c(x, 0.5), x),
                    lax.add(_c(x, 1), lax.erf(lax.mul(x, _c(x, 1 / math.sqrt(2))))))
+
+
+def _gelu_spelling(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value in _GELU_SPELLINGS:
+        return _GELU_SPELLINGS[value]
+    raise ValueError(f"gelu: approximate must be False or 'none' (exact, with erf) or True "
+                     f"or 'tanh' (the tanh approximation), got {value!r}")
 
 
 def tanh(x):
@@ -177,6 +201,18 @@ def _max_shift(x, axes):
     return lax.expand_dims(m, axes)
 
 
+def _widened(x):
+    """(x as computed in, x's dtype): float16 normalisations run in float32 and
+    round once at the end, so sums over many elements neither overflow nor drift."""
+    if x.dtype == dtypes.float16:
+        return lax.convert_element_type(x, dtypes.float32), x.dtype
+    return x, x.dtype
+
+
+def _narrowed(y, dtype):
+    return y if y.dtype == dtype else lax.convert_element_type(y, dtype)
+
+
 def _where_mask(x, where):
     if where is None:
         return None
@@ -188,7 +224,7 @@ def _where_mask(x, where):
 
 def softmax(x, axis=-1, where=None, initial=None):
     """exp(x) / sum(exp(x)) over `axis` (the maximum is subtracted first)."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     axes = _reduction_axes("softmax", x, axis)
     w = _where_mask(x, where)
     if w is not None:
@@ -198,12 +234,12 @@ def softmax(x, axis=-1, where=None, initial=None):
     out = lax.div(unnormalized, total)
     if w is not None:
         out = lax.select_n(w, _c(out, 0), out)
-    return out
+    return _narrowed(out, dtype)
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):
     """x - logsumexp(x) over `axis`, computed stably."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     axes = _reduction_axes("log_softmax", x, axis)
     w = _where_mask(x, where)
     if w is not None:
@@ -213,7 +249,7 @@ def log_softmax(x, axis=-1, where=None, initial=None):
     out = lax.sub(shifted, lax.expand_dims(lse, axes))
     if w is not None:
         out = lax.select_n(w, _c(out, -np.inf), out)
-    return out
+    return _narrowed(out, dtype)
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
@@ -223,6 +259,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     if b is not None:
         a, b = _promote_inexact(a, b)
         a, b = fnp.broadcast_arrays(a, b)
+        b, _ = _widened(b)
+    a, dtype = _widened(a)
     axes = _reduction_axes("logsumexp", a, axis)
     w = _where_mask(a, where)
     if w is not None:
@@ -242,18 +280,20 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
         out = lax.expand_dims(out, axes)
         if return_sign:
             sign = lax.expand_dims(sign, axes)
-    return (out, sign) if return_sign else out
+    out = _narrowed(out, dtype)
+    return (out, _narrowed(sign, dtype)) if return_sign else out
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None):
     """(x - mean) / sqrt(variance + epsilon), statistics over `axis` by default."""
-    x = _float(x)
+    x, dtype = _widened(_float(x))
     if mean is None:
         mean = fnp.mean(x, axis, keepdims=True, where=where)
     if variance is None:
         variance = fnp.mean(fnp.square(fnp.subtract(x, mean)), axis, keepdims=True,
                             where=where)
-    return fnp.multiply(fnp.subtract(x, mean), lax.rsqrt(fnp.add(variance, epsilon)))
+    out = fnp.multiply(fnp.subtract(x, mean), lax.rsqrt(fnp.add(variance, epsilon)))
+    return _narrowed(out, dtype)
 
 
 normalize = standardize
@@ -272,6 +312,8 @@ def one_hot(x, num_classes, *, dtype=dtypes.float32, axis=-1):
                              f"{nd} dimensions")
     if x.dtype.kind == "b":
         x = lax.convert_element_type(x, dtypes.int32)
+    if x.dtype.kind in "iu" and num_classes - 1 > np.iinfo(x.dtype).max:
+        x = lax.convert_element_type(x, dtypes.int64)   # class numbers must not wrap
     labels = lax.expand_dims(x, (ax,))
     cshape = [1] * nd
     cshape[ax] = num_classes

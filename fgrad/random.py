@@ -12,7 +12,12 @@ threefry scheme does (`jax_threefry_partitionable=False`), so `key`, `split`,
 the partitionable scheme, whose `split` and `bits` differ. Everything is built
 from fgrad primitives: the same key gives bit-identical numbers eagerly, under
 `fgrad.jit` and under `fgrad.vmap` (vmap over a batch of keys equals stacking
-the per-key results). Never reuse a key: split it.
+the per-key results). For that, the samplers' log, erf and erf_inv are their
+own, made of correctly rounded operations only and evaluated in float64 (one
+rounding to the requested dtype), not fgrad.numpy's, whose NumPy and compiled
+versions may differ in the last bit. (With `config.flush_denormals` on, jitted
+code flushes subnormals and may differ where they occur.) Never reuse a key:
+split it.
 """
 from fgrad._src.prng.distributions import (bernoulli, categorical, choice,  # noqa: F401
                                            exponential, gumbel, normal, permutation, randint,

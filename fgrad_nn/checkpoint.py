@@ -7,8 +7,12 @@
 Each leaf is a tensor named by its key path (`layers.0.weight`,
 `opt.1.mu.layers.0.bias`); the tree's shape (dicts, lists, tuples, None, named
 records) is kept as JSON in the file's `__metadata__`, with a CRC-32 per tensor
-so a damaged file is detected. Nothing is pickled or evaluated: the file is
-data only, readable by any safetensors reader.
+and one over the header (the tree, the tensors' names, dtypes and shapes, and
+the user metadata), so a damaged file is detected: every malformed file raises
+CheckpointError, and no damage to the header loads a silently changed tree.
+Nothing is pickled or evaluated: the file is data only, readable by any
+safetensors reader. Files of format version 1 (before the header checksum)
+still load.
 
 Leaves come back as NumPy arrays (every fgrad function accepts them), with the
 exact bits, dtype and shape saved: bool, int8-int64, uint8-uint64, float16,
@@ -17,24 +21,32 @@ float32, float64; 0-d and empty arrays included. Python scalars are saved as
 """
 import json
 import os
-import tempfile
 import zlib
 
 import numpy as np
 import optree
 
 import fgrad
+from fgrad_nn._atomic import write_atomically
 
 __all__ = ["CheckpointError", "save", "load", "load_metadata"]
 
 _FORMAT = "fgrad.checkpoint"
-_VERSION = "1"
+_VERSION = "2"
+_READABLE_VERSIONS = ("1", "2")   # version 1 files have no header checksum
 _DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
     np.uint64, np.float16, np.float32, np.float64))
 _KEY_TYPES = (str, int, float, bool)
 _NAMESPACE = "fgrad"
 _CHUNK = 1 << 24
+_NODES = ("dict", "list", "tuple", "record")
+# safetensors' names of the dtypes, as they appear in the file's header
+_SAFETENSORS_DTYPES = {
+    np.dtype(np.bool_): "BOOL", np.dtype(np.int8): "I8", np.dtype(np.int16): "I16",
+    np.dtype(np.int32): "I32", np.dtype(np.int64): "I64", np.dtype(np.uint8): "U8",
+    np.dtype(np.uint16): "U16", np.dtype(np.uint32): "U32", np.dtype(np.uint64): "U64",
+    np.dtype(np.float16): "F16", np.dtype(np.float32): "F32", np.dtype(np.float64): "F64"}
 
 
 class CheckpointError(ValueError):
@@ -145,7 +157,19 @@ def _serialize(tree, metadata):
         except TypeError as e:
             raise CheckpointError(f"checkpoint.save: metadata must be JSON-serialisable "
                                   f"(str, numbers, lists, dicts): {e}") from None
+    layout = {n: [_SAFETENSORS_DTYPES[a.dtype.newbyteorder("=")], list(a.shape)]
+              for n, a in tensors.items()}
+    header["header_crc32"] = _header_crc(header, layout)
     return safetensors.numpy.save(tensors, metadata=header)
+
+
+def _header_crc(meta, layout):
+    """CRC-32 (a decimal string) of everything the header says: the metadata
+    fields but this one, and each tensor's safetensors dtype and shape."""
+    fields = {k: v for k, v in meta.items() if k != "header_crc32"}
+    text = json.dumps({"metadata": fields, "tensors": layout}, sort_keys=True,
+                      separators=(",", ":"))
+    return str(zlib.crc32(text.encode()))
 
 
 def _write(file, data):
@@ -161,62 +185,24 @@ def save(path, tree, metadata=None):
     metadata: optional JSON-serialisable dict, read back with `load_metadata`.
     The bytes go to a temporary file in the same directory, which is flushed to
     disk and then renamed over `path`: a crash leaves either the old file or the
-    new one, never a mix.
+    new one, never a mix, and the next save removes the temporaries that crashed
+    writers left. An existing file keeps its permission bits; a new one gets
+    0666 & ~umask. If `path` is a symlink, the file it points to is replaced and
+    the link is kept. Returns the path of the file written.
     """
-    path = os.fspath(path)
     data = _serialize(tree, metadata)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            _write(file, data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())    # mkstemp makes it private; a file is not
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
-
-
-def _umask():
-    """The process's umask, read without changing it where the OS allows (setting it
-    to read it would race with other threads creating files)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_directory(directory):
-    """Make the rename durable (not possible on every platform)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    return write_atomically(path, lambda file: _write(file, data))
 
 
 # -- loading ----------------------------------------------------------------------------
 
+class _Malformed(Exception):
+    """Internal: what is wrong with a header, turned into a CheckpointError."""
+
+
 def _read_header(path, data):
-    """The file's `__metadata__` (our format fields), checking the framing first."""
+    """The file's `__metadata__` (our format fields), after checking the framing,
+    the format and version, and (version 2) the header checksum."""
     if len(data) < 8:
         raise CheckpointError(f"{path}: truncated checkpoint: {len(data)} bytes, shorter than "
                               f"the 8-byte safetensors header length")
@@ -227,12 +213,83 @@ def _read_header(path, data):
     try:
         header = json.loads(data[8:8 + size])
         meta = header["__metadata__"]
-        if meta.get("format") != _FORMAT:
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
             raise KeyError("format")
-        return meta
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise CheckpointError(f"{path}: not an fgrad checkpoint: the safetensors header is not "
                               f"valid JSON or lacks the {_FORMAT!r} metadata") from None
+    version = meta.get("version")
+    if version not in _READABLE_VERSIONS:
+        raise CheckpointError(f"{path}: checkpoint format version {version!r}; this fgrad "
+                              f"reads versions {', '.join(_READABLE_VERSIONS)}")
+    checked = version != "1" or "header_crc32" in meta
+    if checked and meta.get("header_crc32") != _header_crc(meta, _layout(path, header)):
+        raise CheckpointError(f"{path}: corrupt checkpoint: the header fails its CRC-32 check "
+                              f"(the tree, tensor names, dtypes, shapes or metadata were "
+                              f"changed)")
+    return meta
+
+
+def _read_head(file):
+    """The 8-byte length and the JSON header it announces (never more than the
+    file holds, whatever the length says)."""
+    data = file.read(8)
+    if len(data) == 8:
+        data += file.read(min(int.from_bytes(data, "little"), os.fstat(file.fileno()).st_size))
+    return data
+
+
+def _layout(path, header):
+    """{tensor name: [safetensors dtype, shape]} from a parsed safetensors header."""
+    layout = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str)
+                and isinstance(entry.get("shape"), list)):
+            raise CheckpointError(f"{path}: corrupt checkpoint: the header entry of tensor "
+                                  f"{name!r} lacks its dtype or shape")
+        layout[name] = [entry["dtype"], entry["shape"]]
+    return layout
+
+
+def _check_description(node, names):
+    """Check that `node` is a tree description as `_describe` writes it, appending
+    its leaf names to `names`; raise _Malformed otherwise."""
+    if node is None:
+        return
+    if isinstance(node, str):
+        names.append(node)
+        return
+    if not (isinstance(node, dict) and set(node) == {"node", "type", "keys", "children"}
+            and node["node"] in _NODES and isinstance(node["type"], str)
+            and isinstance(node["keys"], list) and isinstance(node["children"], list)):
+        raise _Malformed(f"a tree node is not a {{node, type, keys, children}} record: "
+                         f"{str(node)[:80]}")
+    keys = node["keys"]
+    if len(keys) != len(node["children"]) or not all(isinstance(k, _KEY_TYPES) for k in keys):
+        raise _Malformed(f"a {node['node']} node has keys {str(keys)[:80]} for "
+                         f"{len(node['children'])} children")
+    if node["node"] in ("dict", "record") and len(set(keys)) != len(keys):
+        raise _Malformed(f"a {node['node']} node repeats a key: {str(keys)[:80]}")
+    for child in node["children"]:
+        _check_description(child, names)
+
+
+def _parse_structure(meta):
+    """(tree description, leaf names, {name: crc}) from the format fields."""
+    try:
+        description = json.loads(meta["tree"])
+        crcs = json.loads(meta["crc32"])
+        names = []
+        _check_description(description, names)
+    except (KeyError, TypeError, ValueError, RecursionError) as e:
+        raise _Malformed(f"the tree or CRC metadata is missing or not valid JSON ({e})")
+    if not isinstance(crcs, dict):
+        raise _Malformed("the CRC metadata is not a mapping of tensor names")
+    if len(set(names)) != len(names):
+        raise _Malformed("two leaves of the tree name the same tensor")
+    return description, names, crcs
 
 
 def _read(path):
@@ -240,21 +297,16 @@ def _read(path):
 
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read()
-    meta = _read_header(path, data)
-    if meta.get("version") != _VERSION:
-        raise CheckpointError(f"{path}: checkpoint format version {meta.get('version')!r}; "
-                              f"this fgrad reads version {_VERSION}")
+        head = _read_head(f)
+        meta = _read_header(path, head)   # checked before the rest is read
+        data = head + f.read()
     try:
         tensors = safetensors.numpy.load(data)
-        description = json.loads(meta["tree"])
-        crcs = json.loads(meta["crc32"])
-        names = []
-        _collect_names(description, names)
+        description, names, crcs = _parse_structure(meta)
     except Exception as e:   # safetensors raises its own SafetensorError
         raise CheckpointError(f"{path}: corrupt or truncated checkpoint: {e}") from None
     if set(names) != set(tensors) or set(crcs) != set(tensors):
-        unknown = sorted((set(names) | set(crcs)) ^ set(tensors))
+        unknown = sorted(map(str, (set(names) | set(crcs)) ^ set(tensors)))
         raise CheckpointError(f"{path}: corrupt checkpoint: the metadata and the tensors "
                               f"disagree about {unknown[:5]}")
     for name, array in tensors.items():
@@ -308,26 +360,25 @@ def load(path, like=None):
     """
     path, names, description, tensors = _read(path)
     if like is None:
-        return _rebuild(description, tensors)
+        try:
+            return _rebuild(description, tensors)
+        except RecursionError:
+            raise CheckpointError(f"{path}: the checkpoint's tree is nested too deeply to "
+                                  f"rebuild") from None
     like_leaves, like_spec, like_names, _ = _flatten(like)
     _check_against(path, names, tensors, like_names, like_leaves)
     return fgrad.tree.unflatten(like_spec, [tensors[n] for n in names])
-
-
-def _collect_names(description, names):
-    if isinstance(description, str):
-        names.append(description)
-    elif isinstance(description, dict):
-        for child in description["children"]:
-            _collect_names(child, names)
 
 
 def load_metadata(path):
     """The `metadata` dict given to `save` (None if there was none)."""
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read(8)
-        if len(data) == 8:   # never more than the file holds, whatever the length says
-            data += f.read(min(int.from_bytes(data, "little"), os.fstat(f.fileno()).st_size))
-    user = _read_header(path, data).get("user")
-    return None if user is None else json.loads(user)
+        user = _read_header(path, _read_head(f)).get("user")
+    if user is None:
+        return None
+    try:
+        return json.loads(user)
+    except (TypeError, ValueError, RecursionError):
+        raise CheckpointError(f"{path}: corrupt checkpoint: the user metadata is not valid "
+                              f"JSON") from None

@@ -19,14 +19,19 @@ __all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "layer_norm", "batch_
            "dropout", "embedding"]
 
 
+def _is_int(value):
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def _pair(name, value):
-    """An int or a pair of ints as a pair of non-negative ints."""
-    if isinstance(value, (int, np.integer)):
-        value = (int(value), int(value))
-    value = tuple(int(v) for v in value)
-    if len(value) != 2 or min(value) < 0:
+    """An int or a pair of ints as a pair of non-negative ints (no floats, strings
+    or bools: a stray 1.5 or 'same' is an error, not a truncation)."""
+    if _is_int(value):
+        value = (value, value)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2
+            and all(_is_int(v) for v in value) and min(value) >= 0):
         raise ValueError(f"{name} must be a non-negative int or a pair of them, got {value!r}")
-    return value
+    return tuple(int(v) for v in value)
 
 
 def _as_batch(name, x):
@@ -48,18 +53,35 @@ def _output_size(name, size, pad_total, kernel, stride, dilation, which):
     return (size + pad_total - span) // stride + 1
 
 
-def _padding_config(name, padding, kernel, dilation):
-    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'."""
-    if padding == "valid":
+def _check_padding(name, padding):
+    """'valid' or 'same' (either case) as given, or an int or pair as a pair."""
+    if isinstance(padding, str):
+        if padding.lower() not in ("valid", "same"):
+            raise ValueError(f"{name}: padding must be an int, a pair of ints, 'valid' or "
+                             f"'same', got {padding!r}")
+        return padding
+    return _pair(f"{name}: padding", padding)
+
+
+def _padding_config(name, padding, sizes, kernel, stride, dilation):
+    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'.
+
+    'same' is JAX's (and TensorFlow's) SAME, strides included: the output has
+    ceil(size / stride) positions, and the padding this needs, max((out - 1)·stride +
+    (kernel - 1)·dilation + 1 - size, 0), is split with the extra one at the end.
+    With stride 1 it is PyTorch's padding='same'.
+    """
+    padding = _check_padding(name, padding)
+    if isinstance(padding, tuple):
+        return tuple((p, p) for p in padding)
+    if padding.lower() == "valid":
         return ((0, 0), (0, 0))
-    if padding == "same":
-        pads = []
-        for k, d in zip(kernel, dilation):
-            total = d * (k - 1)
-            pads.append((total // 2, total - total // 2))
-        return tuple(pads)
-    ph, pw = _pair(f"{name}: padding", padding)
-    return ((ph, ph), (pw, pw))
+    pads = []
+    for n, k, s, d in zip(sizes, kernel, stride, dilation):
+        out = -(-n // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return tuple(pads)
 
 
 def _patches(name, x, kernel, stride, padding, dilation, pad_value):
@@ -96,7 +118,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
     """2-d cross-correlation (PyTorch's conv2d, groups=1) by im2col and one matmul.
 
     x: (N, C, H, W) or (C, H, W); weight: (O, C, kh, kw); bias: (O,) or None.
-    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' (zeros).
+    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' (zeros;
+    'same' as JAX's SAME: Ho = ceil(H / stride) for any stride, see _padding_config).
     Returns (N, O, Ho, Wo) (or (O, Ho, Wo)) with
     Ho = (H + pad_top + pad_bottom - dilation*(kh-1) - 1) // stride + 1.
     """
@@ -109,7 +132,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
     stride, dilation = _pair("conv2d: stride", stride), _pair("conv2d: dilation", dilation)
     if min(stride) < 1 or min(dilation) < 1:
         raise ValueError(f"conv2d: stride {stride} and dilation {dilation} must be >= 1")
-    pads = _padding_config("conv2d", padding, (kh, kw), dilation)
+    pads = _padding_config("conv2d", padding, xb.shape[2:], (kh, kw), stride, dilation)
     cols, ho, wo = _patches("conv2d", xb, (kh, kw), stride, pads, dilation, 0)
     n = xb.shape[0]
     cols = fnp.reshape(cols, (n, c * kh * kw, ho * wo))
@@ -173,7 +196,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
                          f"normalized_shape {shape}")
     axes = tuple(range(x.ndim - len(shape), x.ndim))
     mean = fnp.mean(x, axis=axes, keepdims=True)
-    var = fnp.mean(fnp.square(x - mean), axis=axes, keepdims=True)
+    var = fnp.var(x, axis=axes, keepdims=True)     # float16: squares summed in float32
     y = (x - mean) * lax.rsqrt(var + eps)
     if weight is not None:
         y = y * weight
@@ -190,8 +213,13 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Tr
     training=True normalises with the batch mean and biased variance and moves the
     running statistics: new = (1 - momentum)·old + momentum·batch, with the unbiased
     batch variance for running_var. training=False normalises with the running
-    statistics and returns them unchanged.
+    statistics and returns them unchanged. momentum may be an array (e.g. the
+    1 / count of a cumulative average, as the BatchNorm layer's momentum=None).
     """
+    if training and momentum is None:
+        raise TypeError("batch_norm: momentum=None (PyTorch's cumulative average) needs the "
+                        "number of batches seen; use the BatchNorm layer, which counts "
+                        "them, or pass momentum=1/count")
     if x.ndim < 2 or tuple(running_mean.shape) != (x.shape[1],):
         raise ValueError(f"batch_norm: expected input (N, C, ...) with C = "
                          f"{running_mean.shape[0]} channels (running_mean shape "
@@ -205,7 +233,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Tr
                              f"got input shape {tuple(x.shape)}; use eval mode for single "
                              f"examples")
         mean = fnp.mean(x, axis=axes)
-        var = fnp.mean(fnp.square(x - fnp.reshape(mean, channel)), axis=axes)
+        var = fnp.var(x, axis=axes)     # float16: squares summed in float32
         stats = lax.stop_gradient(mean), lax.stop_gradient(var * (count / (count - 1)))
         new_mean = (1 - momentum) * running_mean + momentum * stats[0]
         new_var = (1 - momentum) * running_var + momentum * stats[1]

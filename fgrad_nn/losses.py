@@ -105,12 +105,13 @@ def softmax_cross_entropy(logits, labels, *, reduction="mean", label_smoothing=0
 
 
 def binary_cross_entropy_with_logits(logits, targets, *, reduction="mean"):
-    """-(y·log σ(x) + (1-y)·log(1-σ(x))), computed as max(x, 0) - x·y + log1p(exp(-|x|)),
-    which never overflows."""
+    """-(y·log σ(x) + (1-y)·log(1-σ(x))), computed as softplus(x) - x·y, which never
+    overflows and keeps every derivative at x = 0 (the Hessian of a logistic
+    regression at zero weights is not zero)."""
     name = "binary_cross_entropy_with_logits"
     logits, targets = _floats(name, "logits", logits), _floats(name, "targets", targets)
     _same_shape(name, logits, targets, "logits")
-    loss = fnp.maximum(logits, 0) - logits * targets + fnp.log1p(fnp.exp(-fnp.abs(logits)))
+    loss = nn.softplus(logits) - logits * targets
     return _reduce(name, loss, reduction)
 
 
@@ -143,16 +144,17 @@ def l1_loss(predictions, targets, *, reduction="mean"):
 
 
 def huber_loss(predictions, targets, *, delta=1.0, reduction="mean"):
-    """0.5·d² where |d| <= delta, delta·(|d| - 0.5·delta) beyond (d = predictions -
-    targets), as PyTorch's HuberLoss."""
+    """0.5·d² where |d| < delta, delta·(|d| - 0.5·delta) from there on (d = predictions -
+    targets), as PyTorch's HuberLoss. The quadratic part is d² itself (not |d|²), so
+    its second derivative is 1 at d = 0; at |d| = delta it is the linear side's 0."""
     name = "huber_loss"
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
     predictions, targets = _floats(name, "predictions", predictions), _as_array(targets)
     _same_shape(name, predictions, targets)
-    err = fnp.abs(predictions - targets)
-    quadratic = fnp.minimum(err, delta)
-    loss = 0.5 * fnp.square(quadratic) + delta * (err - quadratic)
+    d = predictions - targets
+    err = fnp.abs(d)
+    loss = fnp.where(err < delta, 0.5 * fnp.square(d), delta * (err - 0.5 * delta))
     return _reduce(name, loss, reduction)
 
 

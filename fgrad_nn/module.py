@@ -140,6 +140,16 @@ def _is_module(x):
     return isinstance(x, Module)
 
 
+def is_function(value):
+    """Whether `value` is a plain function: callable and a pytree leaf. A model is
+    callable too but is a pytree node, so a tree shaped like a model (e.g. a mask
+    of bools) counts as data, and a callable pytree is not mistaken for a function."""
+    if not callable(value):
+        return False
+    leaves = fgrad.tree.leaves(value)
+    return len(leaves) == 1 and leaves[0] is value
+
+
 def _set_training(tree, training):
     """Copy of `tree` with every module's `training` flag set, recursively."""
     def visit(node):

@@ -21,6 +21,7 @@ import numpy as np
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import nn
+from fgrad_nn._atomic import write_atomically
 
 __all__ = ["Progress", "History", "plot_curves", "evaluate"]
 
@@ -133,11 +134,11 @@ class History:
         return dict(self.rows[-1]) if self.rows else {}
 
     def to_json(self, path=None):
-        """The history as JSON (columns); also written to `path` if given."""
+        """The history as JSON (columns); also written to `path` if given, atomically
+        (see `checkpoint.save`: the old file or the new, modes kept, links followed)."""
         text = json.dumps(self.as_dict(), indent=1, allow_nan=True)
         if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
+            write_atomically(path, lambda file: file.write(text.encode()))
         return text
 
     @classmethod
@@ -149,7 +150,8 @@ class History:
 
 
 def plot_curves(history, path, *, x=None, title=None):
-    """Save the history's loss and accuracy curves as a PNG at `path`.
+    """Save the history's loss and accuracy curves as a PNG at `path` (atomically,
+    as `checkpoint.save` writes: the old file or the new, modes kept, links followed).
 
     Metrics whose names contain "loss" share the left panel, those containing
     "acc" the right one. x: the metric on the horizontal axis ("epoch" or
@@ -186,7 +188,7 @@ def plot_curves(history, path, *, x=None, title=None):
         fig.suptitle(title)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, format="png", dpi=100)
+    write_atomically(path, lambda file: fig.savefig(file, format="png", dpi=100))
     return path
 
 

@@ -296,6 +296,12 @@ case("cond", "cond", lambda p, x: lax.cond(p, lax.sin, lambda x: lax.mul(x, 2.0)
      Bool(), F(2, 3))
 case("cond", "switch", lambda i, x: lax.switch(i, [lax.sin, lax.cos, lax.neg], x),
      I(lo=-1, hi=4), F(3))
+# a cond whose index is batched (what vmap makes of cond): batched once more here
+case("cond_lanes", "switch", lambda i, x: fgrad.vmap(
+    lambda i, x: lax.switch(i, [lax.sin, lax.cos, lax.neg], x))(i, x), I(4, lo=-1, hi=4), F(4, 3))
+case("cond_lanes", "shared_operand", lambda p, x, w: fgrad.vmap(
+    lambda p, x: lax.cond(p, lambda x: lax.mul(x, w), lambda x: lax.sub(x, w), x))(p, x),
+     Bool(4), F(4), F(4))
 case("scan", "carry_and_ys",
      lambda c, xs: (lambda out: lax.add(out[0], lax.reduce_sum(out[1], (0,))))(
          lax.scan(lambda c, x: (lax.add(lax.sin(c), x), lax.mul(c, x)), c, xs)),

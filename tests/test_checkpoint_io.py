@@ -183,6 +183,50 @@ def test_garbage_header(saved):
         checkpoint.load(saved)
 
 
+def test_header_is_checked_before_the_data_is_read(tmp_path, monkeypatch):
+    """A large file that is not a checkpoint is refused after reading its header only."""
+    import builtins
+    path = tmp_path / "big.bin"
+    with open(path, "wb") as f:
+        f.write((16).to_bytes(8, "little") + b'{"a": 1}        ')
+        f.truncate(64 << 20)
+    reads = []
+    real_open = builtins.open
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        if os.fspath(file) == str(path):
+            real_read = handle.read
+            handle = _Reads(handle, real_read, reads)
+        return handle
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    with pytest.raises(CheckpointError, match="not an fgrad checkpoint"):
+        checkpoint.load(path)
+    assert sum(reads) <= 8 + 16
+
+
+class _Reads:
+    """A file wrapper counting the bytes read through it."""
+
+    def __init__(self, handle, read, log):
+        self._handle, self._read, self._log = handle, read, log
+
+    def read(self, *args):
+        out = self._read(*args)
+        self._log.append(len(out))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._handle.close()
+
+
 def test_foreign_safetensors_file(tmp_path):
     import safetensors.numpy
     path = tmp_path / "foreign.safetensors"
@@ -191,18 +235,157 @@ def test_foreign_safetensors_file(tmp_path):
         checkpoint.load(path)
 
 
-def test_tree_naming_a_missing_tensor(saved):
-    data = saved.read_bytes()
+def split_file(path):
+    """(parsed safetensors header, the bytes after it) of a checkpoint file."""
+    data = path.read_bytes()
     size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    tree = json.loads(header["__metadata__"]["tree"])
-    tree["children"][0] = "v"
-    header["__metadata__"]["tree"] = json.dumps(tree)
+    return json.loads(data[8:8 + size]), data[8 + size:]
+
+
+def write_file(path, header, body):
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    saved.write_bytes(len(text).to_bytes(8, "little") + text + data[8 + size:])
+    path.write_bytes(len(text).to_bytes(8, "little") + text + body)
+
+
+def forge(path, edit, reseal=True):
+    """Apply `edit` to the parsed header of the checkpoint at `path`; with reseal,
+    recompute the header checksum as a (buggy or hostile) writer would, so that the
+    damage reaches the checks behind it."""
+    header, body = split_file(path)
+    edit(header)
+    meta = header["__metadata__"]
+    if reseal and isinstance(meta, dict) and "header_crc32" in meta:
+        layout = {n: [e.get("dtype"), e.get("shape")] for n, e in header.items()
+                  if n != "__metadata__"}
+        meta["header_crc32"] = checkpoint._header_crc(meta, layout)
+    write_file(path, header, body)
+
+
+def edit_tree(change):
+    def edit(header):
+        tree = json.loads(header["__metadata__"]["tree"])
+        tree = change(tree)
+        header["__metadata__"]["tree"] = tree if isinstance(tree, str) else json.dumps(tree)
+    return edit
+
+
+def test_tree_naming_a_missing_tensor(saved):
+    forge(saved, edit_tree(lambda t: {**t, "children": ["v"] + t["children"][1:]}))
     with pytest.raises(CheckpointError, match="disagree about"):
         checkpoint.load(saved)
+
+
+def set_meta(key, value):
+    def edit(header):
+        header["__metadata__"][key] = value
+    return edit
+
+
+def deep_list(depth):
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("edit", [
+    edit_tree(lambda t: "{not json"),
+    edit_tree(lambda t: deep_list(100_000)),
+    edit_tree(lambda t: {**t, "children": t["children"][:1]}),
+    edit_tree(lambda t: {k: v for k, v in t.items() if k != "children"}),
+    edit_tree(lambda t: {**t, "keys": ["w", "w"]}),
+    edit_tree(lambda t: {**t, "node": "set"}),
+    edit_tree(lambda t: {**t, "keys": [["w"], "b"]}),
+    edit_tree(lambda t: {**t, "children": ["w", "w"], "keys": ["w", "b"]}),
+    edit_tree(lambda t: [t] * 3),
+    edit_tree(lambda t: 17),
+    set_meta("crc32", "[1, 2]"),
+    set_meta("crc32", deep_list(100_000)),
+    set_meta("version", "9"),
+    lambda h: h["__metadata__"].pop("header_crc32"),
+    lambda h: h["__metadata__"].pop("tree"),
+    lambda h: h.__setitem__("w", {"dtype": "F32"}),
+    lambda h: h.__setitem__("__metadata__", ["fgrad.checkpoint"]),
+], ids=["tree-json", "tree-deep", "children-short", "no-children", "repeated-key", "node-kind",
+        "key-type", "leaf-twice", "tree-list", "tree-int", "crc-list", "crc-deep", "version",
+        "no-header-crc", "no-tree", "no-shape", "metadata-list"])
+def test_malformed_headers_raise_checkpoint_error(saved, edit):
+    forge(saved, edit)
+    with pytest.raises(CheckpointError):
+        checkpoint.load(saved)
+
+
+@pytest.mark.parametrize("user", ["{not json", deep_list(100_000)])
+def test_malformed_user_metadata_raises_checkpoint_error(tmp_path, user):
+    path = tmp_path / "c"
+    checkpoint.save(path, {"w": np.ones(2)}, metadata={"epoch": 1})
+    forge(path, set_meta("user", user))
+    with pytest.raises(CheckpointError, match="user metadata is not valid JSON"):
+        checkpoint.load_metadata(path)
+
+
+@pytest.mark.parametrize("edit", [
+    edit_tree(lambda t: {**t, "keys": ["v", "b"]}),      # a dict key renamed
+    set_meta("user", json.dumps({"epoch": 5})),           # the user metadata changed
+    lambda h: h["w"].__setitem__("shape", [8, 8]),        # same bytes, another shape
+], ids=["key", "user", "shape"])
+def test_header_changes_fail_the_header_checksum(saved, edit):
+    checkpoint.save(saved, {"w": np.arange(64, dtype=np.float32), "b": np.ones(3)},
+                    metadata={"epoch": 4})
+    forge(saved, edit, reseal=False)
+    for read in (checkpoint.load, checkpoint.load_metadata):
+        with pytest.raises(CheckpointError, match="header fails its CRC-32 check"):
+            read(saved)
+
+
+def test_version_1_files_without_header_checksum_still_load(saved):
+    def as_version_1(header):
+        header["__metadata__"]["version"] = "1"
+        del header["__metadata__"]["header_crc32"]
+    forge(saved, as_version_1)
+    out = checkpoint.load(saved)
+    assert bits_equal(out["w"], np.arange(64, dtype=np.float32))
+    forge(saved, set_meta("header_crc32", "123"), reseal=False)   # claims one: checked
+    with pytest.raises(CheckpointError, match="header fails its CRC-32 check"):
+        checkpoint.load(saved)
+
+
+def test_every_header_bit_flip_is_detected_or_harmless(tmp_path):
+    """Flip each bit of the length prefix and JSON header of a small checkpoint:
+    every load either raises CheckpointError or returns exactly the saved tree and
+    metadata (no renamed key, changed shape or metadata slips through)."""
+    rng = np.random.default_rng(3)
+    tree = {"enc": {"w": sample(np.float32, (2, 3), rng), "b": sample(np.int8, (3,), rng)},
+            "dec": [sample(np.float64, (2,), rng), None], "step": np.int64(7)}
+    metadata = {"epoch": 3, "name": "run"}
+    path = tmp_path / "c"
+    checkpoint.save(path, tree, metadata=metadata)
+    assert_same_tree(checkpoint.load(path), tree)
+    data = path.read_bytes()
+    header_end = 8 + int.from_bytes(data[:8], "little")
+    with open(path, "r+b") as patch:   # one byte changed in place, then restored
+        for bit in range(8 * header_end):
+            byte = data[bit // 8]
+            write_byte(patch, bit // 8, byte ^ (1 << (bit % 8)))
+            assert_refused_or_unchanged(path, tree, metadata)
+            write_byte(patch, bit // 8, byte)
+
+
+def write_byte(file, offset, value):
+    file.seek(offset)
+    file.write(bytes([value]))
+    file.flush()
+
+
+def assert_refused_or_unchanged(path, tree, metadata):
+    try:
+        out = checkpoint.load(path)
+    except CheckpointError:
+        pass
+    else:
+        assert_same_tree(out, tree)
+    try:
+        assert checkpoint.load_metadata(path) == metadata
+    except CheckpointError:
+        pass
 
 
 def test_missing_file(tmp_path):
@@ -239,11 +422,50 @@ def test_save_overwrites(tmp_path):
     assert os.listdir(tmp_path) == ["c"]
 
 
-def test_saved_files_get_the_usual_permissions(tmp_path):
-    import os
-    from fgrad_nn import checkpoint
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (restored afterwards)."""
+    saved = os.umask(0o022)
+    yield os.umask
+    os.umask(saved)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_new_files_follow_the_umask(tmp_path, umask, mask):
+    umask(mask)
     path = tmp_path / "model.safetensors"
     checkpoint.save(path, {"w": np.ones(3, np.float32)})
-    mask = os.umask(0)
-    os.umask(mask)
     assert (path.stat().st_mode & 0o777) == (0o666 & ~mask)
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_resave_keeps_the_files_mode(tmp_path, umask, mode):
+    umask(0o022)
+    path = tmp_path / "model.safetensors"
+    checkpoint.save(path, {"w": np.zeros(3)})
+    os.chmod(path, mode)
+    checkpoint.save(path, {"w": np.ones(3)})
+    assert (path.stat().st_mode & 0o777) == mode
+    assert bits_equal(checkpoint.load(path)["w"], np.ones(3))
+
+
+def test_saving_through_a_symlink_replaces_its_target(tmp_path):
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "step-100.safetensors"
+    link = tmp_path / "latest.safetensors"
+    checkpoint.save(target, {"w": np.zeros(3)})
+    os.chmod(target, 0o600)
+    link.symlink_to(target)
+    assert checkpoint.save(link, {"w": np.ones(3)}) == str(target)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert (target.stat().st_mode & 0o777) == 0o600
+    assert bits_equal(checkpoint.load(target)["w"], np.ones(3))
+    assert sorted(os.listdir(tmp_path / "runs")) == ["step-100.safetensors"]
+
+
+def test_saving_through_a_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "latest"
+    link.symlink_to(tmp_path / "new")
+    checkpoint.save(link, {"w": np.ones(3)})
+    assert link.is_symlink()
+    assert bits_equal(checkpoint.load(tmp_path / "new")["w"], np.ones(3))

@@ -183,6 +183,114 @@ def test_cond_vmap_batched_and_unbatched_predicate():
     _close(fgrad.grad(lambda xs: fgrad.vmap(_branchy)(xs, ps).sum())(xs), dwant)
 
 
+# vmap of cond with a batched predicate: each member differentiates only the
+# branch it takes (the other branch's NaN must be selected away, not multiplied)
+
+def _sqrt_or_identity(x):
+    return lax.cond(x > 0, fnp.sqrt, lambda x: x, x)
+
+
+def _log_or_square(x):
+    return lax.cond(x > 0, fnp.log, lambda x: x * x, x)
+
+
+def _three_way(x):
+    i = (x > 0).astype(np.int32) + (x > 10).astype(np.int32)
+    return lax.switch(i, [lambda x: -x, fnp.sqrt, lambda x: fnp.log(x - 10)], x)
+
+
+_UNTAKEN_NAN = [
+    (_sqrt_or_identity, np.array([-1.0, 4.0, 0.0]),
+     lambda x: np.where(x > 0, 0.5 / np.sqrt(abs(x)), 1.0)),
+    (_log_or_square, np.array([-2.0, 0.5, 0.0]), lambda x: np.where(x > 0, 1 / abs(x), 2 * x)),
+    (_three_way, np.array([-3.0, 4.0, 12.0, 0.0]),
+     lambda x: np.select([x > 10, x > 0], [1 / abs(x - 10), 0.5 / np.sqrt(abs(x))], -1.0)),
+]
+
+
+@pytest.mark.parametrize("f, xs, df", _UNTAKEN_NAN, ids=["sqrt", "log", "switch"])
+def test_grad_of_vmap_of_cond_ignores_the_branch_not_taken(f, xs, df):
+    with np.errstate(divide="ignore"):
+        want = df(xs)
+    total = lambda xs: fnp.sum(fgrad.vmap(f)(xs))
+    _close(fgrad.vmap(fgrad.grad(f))(xs), want)
+    _close(fgrad.grad(total)(xs), want)
+    _close(fgrad.jit(fgrad.grad(total))(xs), want)
+    _close(fgrad.grad(fgrad.jit(total))(xs), want)
+    _close(fgrad.jacfwd(total)(xs), want)
+    _close(fgrad.jacrev(fgrad.vmap(f))(xs), np.diag(want))
+    _close(fgrad.jit(fgrad.jacfwd(fgrad.vmap(f)))(xs), np.diag(want))
+
+
+def test_grad_of_vmap_of_cond_shared_operand_and_second_order():
+    w = np.float64(2.0)
+
+    def f(w, x):  # w is shared by every member (unbatched under vmap)
+        return lax.cond(x > 0, lambda x: fnp.sqrt(w * x), lambda x: w * x, x)
+
+    xs = np.array([-1.0, 2.0, -3.0, 8.0])
+    dw = np.where(xs > 0, 0.5 * np.sqrt(abs(xs) / w), xs).sum()
+    total = lambda w, xs: fnp.sum(fgrad.vmap(f, (None, 0))(w, xs))
+    _close(fgrad.grad(total)(w, xs), dw)
+    _close(fgrad.jit(fgrad.grad(total))(w, xs), dw)
+    # second order, per member and through the batched cond
+    d2 = np.where(xs > 0, -0.25 * abs(xs) ** -1.5, 0.0)
+    g = fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(fgrad.grad(_sqrt_or_identity))(xs)))
+    _close(g(xs), d2)
+    _close(fgrad.jit(g)(xs), d2)
+    _close(fgrad.hessian(lambda xs: fnp.sum(fgrad.vmap(_sqrt_or_identity)(xs)))(xs), np.diag(d2))
+    # a vmap of a vmap: the outer batch joins the members
+    xss = np.stack([xs, -xs])
+    want = np.where(xss > 0, 0.5 / np.sqrt(abs(xss)), 1.0)
+    nested = lambda xss: fnp.sum(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss))
+    _close(fgrad.grad(nested)(xss), want)
+    _close(fgrad.jit(fgrad.grad(nested))(xss), want)
+    _close(fgrad.vmap(fgrad.vmap(_sqrt_or_identity))(xss),
+           np.where(xss > 0, np.sqrt(abs(xss)), xss))
+    # every mode to order 2 against finite differences (members off the switch points)
+    check_grads(lambda xs: fnp.sum(fgrad.vmap(_three_way)(xs) ** 2),
+                (np.array([-3.0, 4.0, 12.5, 0.5]),), order=2)
+    check_grads(lambda w, xs: fgrad.vmap(f, (None, 0))(w, xs), (w, xs), order=2)
+    # inside a scan body
+    def rows(xs):
+        return lax.scan(lambda c, x: (c + _sqrt_or_identity(x), None), 0.0, xs)[0]
+    _close(fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(rows)(xs)))(xss), want)
+
+
+def test_eager_vmap_of_cond_runs_each_branch_only_on_its_members():
+    calls = []
+
+    def spy(x):
+        fgrad.debug.callback(lambda v: calls.extend(np.ravel(v).tolist()), x)
+        return fnp.sqrt(x)
+
+    f = lambda x: lax.cond(x > 0, spy, lambda x: x, x)
+    xs = np.array([-1.0, 4.0, -2.0, 9.0, 16.0])
+    fgrad.config.update("debug_nans", True)      # sqrt(-1) is never computed
+    try:
+        _close(fgrad.vmap(f)(xs), [-1.0, 2.0, -2.0, 3.0, 4.0])
+        assert sorted(calls) == [4.0, 9.0, 16.0]
+        _close(fgrad.grad(lambda xs: fnp.sum(fgrad.vmap(f)(xs)))(xs),
+               [1.0, 0.25, 1.0, 1 / 6, 0.125])
+    finally:
+        fgrad.config.update("debug_nans", False)
+
+
+def test_vmap_of_while_with_batched_predicate_keeps_finished_members_tangents():
+    def halve_past_one(x):  # a finished member (x <= 1) would give NaN if run on
+        return lax.while_loop(lambda x: x > 1, lambda x: fnp.sqrt(x - 1), x)
+
+    xs = np.array([0.5, 5.0, 17.0])
+    # 0.5: no step; 5 -> 2 -> 1; 17 -> 4 -> sqrt 3 -> sqrt(sqrt 3 - 1)
+    d = [1.0, 0.5 / 2 * 0.5 / 1, None]
+    a = np.sqrt(17 - 1)
+    b = np.sqrt(a - 1)
+    c = np.sqrt(b - 1)
+    d[2] = 0.5 / a * 0.5 / b * 0.5 / c
+    _close(fgrad.jacfwd(lambda xs: fgrad.vmap(halve_past_one)(xs))(xs), np.diag(d))
+    _close(fgrad.jit(fgrad.vmap(fgrad.jacfwd(halve_past_one)))(xs), d)
+
+
 def _switched(i, x):
     return lax.switch(i, [lambda x: x, lambda x: x ** 2, lambda x: fnp.sin(x) * x], x)
 

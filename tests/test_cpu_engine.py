@@ -13,41 +13,9 @@ import pytest
 from fgrad._src.cpu import engine
 
 from concurrency import run_threads
+from llvm_kernels import kernel
 
 REPO = Path(__file__).resolve().parent.parent
-
-# out[i] = x[i] * scale, with args = [n, x, out] and `scale` baked in.
-KERNEL = r"""
-define void @scale(ptr noalias %args) {
-entry:
-  %n = load i64, ptr %args
-  %p1 = getelementptr inbounds i64, ptr %args, i64 1
-  %xa = load i64, ptr %p1
-  %p2 = getelementptr inbounds i64, ptr %args, i64 2
-  %oa = load i64, ptr %p2
-  %x = inttoptr i64 %xa to ptr
-  %o = inttoptr i64 %oa to ptr
-  %nonempty = icmp sgt i64 %n, 0
-  br i1 %nonempty, label %loop, label %done
-loop:
-  %i = phi i64 [0, %entry], [%i2, %loop]
-  %px = getelementptr inbounds double, ptr %x, i64 %i
-  %v = load double, ptr %px
-  %w = fmul double %v, SCALE
-  %po = getelementptr inbounds double, ptr %o, i64 %i
-  store double %w, ptr %po
-  %i2 = add i64 %i, 1
-  %c = icmp slt i64 %i2, %n
-  br i1 %c, label %loop, label %done
-done:
-  ret void
-}
-"""
-
-
-def kernel(scale=2.0):
-    return KERNEL.replace("SCALE", repr(float(scale)))
-
 
 def run_scale(cm, x):
     out = np.zeros_like(x)
@@ -135,7 +103,7 @@ def test_explicit_cache_dir_and_disabled_cache(tmp_path, monkeypatch):
     assert not [p for p in (tmp_path / "env").rglob("*") if p.suffix in (".o", ".so")]
     cm = engine.compile_module(kernel(10.0), ["scale"], cache=False)
     assert cm.stats.cache_path is None
-    env = tmp_path / "env"    # (may hold the per-CPU host description, no code)
+    env = tmp_path / "env"
     assert not [p for p in env.rglob("*") if p.suffix in (".o", ".so")]
     monkeypatch.delenv("FGRAD_CACHE_DIR")
     assert engine.default_cache_dir() == Path.home() / ".cache" / "fgrad"
@@ -193,7 +161,8 @@ def test_corrupt_cache_file_is_recompiled(cache_dir, damage):
 def test_unwritable_cache_dir_is_not_fatal(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    cm = engine.compile_module(kernel(15.0), ["scale"], cache_dir=blocker)
+    with pytest.warns(RuntimeWarning, match="does not use the disk cache.*Not a directory"):
+        cm = engine.compile_module(kernel(15.0), ["scale"], cache_dir=blocker)
     assert not cm.stats.cache_hit and cm.stats.cache_error
     np.testing.assert_array_equal(run_scale(cm, np.ones(3)), 15.0)
 
@@ -337,30 +306,42 @@ def test_loading_a_library_leaves_no_files_behind(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_host_description_with_an_unwritable_cache(tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    monkeypatch.setenv("FGRAD_CACHE_DIR", str(blocker))
+def test_host_features_are_detected_afresh_not_read_from_the_cache(cache_dir):
+    """A description of the CPU planted in the cache (as fgrad once wrote one)
+    claiming features the CPU lacks is never read: compiled code would die of
+    SIGILL. A new process finds its code by a key made from /proc/cpuinfo."""
+    fingerprint = engine._cpu_fingerprint()
+    if fingerprint is None:
+        pytest.skip("no /proc/cpuinfo")
+    (cache_dir / "cpu").mkdir(parents=True, mode=0o700)
+    (cache_dir / "cpu" / f"host-{fingerprint}.json").write_text(
+        '{"name": "sapphirerapids", "features": "+avx512fp16,+avx512f", "triple": "x86_64"}')
     engine._host.cache_clear()
     try:
-        assert engine.host_cpu() and engine.host_triple()      # asked LLVM, wrote nothing
+        llvm = engine._binding()
+        assert engine.host_cpu() == (llvm.get_host_cpu_name(),
+                                     llvm.get_host_cpu_features().flatten())
+        assert engine.host_triple() == llvm.get_process_triple()
     finally:
         engine._host.cache_clear()
 
 
-def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
-    """fork copies a lock some other thread holds; the child gets a free one."""
+def test_fork_waits_for_a_compile_in_another_thread(cache_dir):
+    """fork() takes the engine's lock (held across it, see compiler_lock): it waits
+    for the thread holding it, and the child compiles (it would hang on a copy
+    of a lock that thread held)."""
     import signal
     import time
-    held, release = threading.Event(), threading.Event()
+    held = threading.Event()
 
     def holder():
         with engine._lock:
             held.set()
-            release.wait(30)
+            time.sleep(0.5)
     t = threading.Thread(target=holder)
     t.start()
     assert held.wait(10)
+    start = time.monotonic()
     pid = os.fork()
     if pid == 0:
         ok = False
@@ -369,7 +350,7 @@ def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
             ok = np.array_equal(run_scale(cm, np.ones(2)), [28.0, 28.0])
         finally:
             os._exit(0 if ok else 1)
-    release.set()
+    waited = time.monotonic() - start
     t.join()
     deadline = time.monotonic() + 60
     while True:
@@ -382,3 +363,6 @@ def test_a_child_forked_while_another_thread_compiles_can_compile(cache_dir):
             pytest.fail("the forked child deadlocked on the engine's lock")
         time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0
+    assert waited > 0.2                  # fork waited for the holder
+    with engine._lock:                   # and gave the lock back in the parent
+        pass

@@ -96,6 +96,67 @@ def test_gzip_stream_cut_short(tmp_path):
     assert "x.idx.gz" in str(info.value)
 
 
+def test_idx_huge_dimensions_are_a_size_mismatch(tmp_path):
+    """Dimensions whose product overflows 64 bits (and wraps to a small number in
+    NumPy) are compared exactly with the file's size."""
+    dims = (2**32 - 1, 2**32 - 1, 2**32 - 1, 2**32 - 1)
+    header = bytes([0, 0, 0x08, 4]) + b"".join(d.to_bytes(4, "big") for d in dims)
+    for gz in (False, True):
+        path = write(tmp_path / "x.idx", header + b"\0" * 16, gz)
+        with pytest.raises(DataFileError, match=r"size mismatch \(truncated\).*"
+                           rf"i\.e\. {20 + (2**32 - 1)**4} bytes"):
+            data.read_idx(path)
+
+
+class CountingGzip:
+    """gzip.open whose streams count the decompressed bytes handed out."""
+
+    def __init__(self, monkeypatch):
+        self.read_total = 0
+        self.open = gzip.open
+        monkeypatch.setattr(gzip, "open", self)
+
+    def __call__(self, path, mode="rb"):
+        stream = self.open(path, mode)
+        original = stream.read
+
+        def read(size=-1):
+            out = original(size)
+            self.read_total += len(out)
+            return out
+
+        stream.read = read
+        return stream
+
+
+def gzip_of(header, zeros):
+    """A gzip stream of `header` followed by `zeros` zero bytes, built in chunks."""
+    pack = __import__("zlib").compressobj(9, wbits=31)
+    parts = [pack.compress(header)]
+    block = bytes(1 << 20)
+    for start in range(0, zeros, len(block)):
+        parts.append(pack.compress(block[:min(len(block), zeros - start)]))
+    return b"".join(parts) + pack.flush()
+
+
+def test_gzip_bomb_is_not_decompressed_past_the_declared_size(tmp_path, monkeypatch):
+    path = tmp_path / "bomb-idx1-ubyte.gz"
+    path.write_bytes(gzip_of(idx_bytes(np.arange(10, dtype=np.uint8)), 64 << 20))
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match="size mismatch \\(has trailing bytes\\).*10"):
+        data.read_idx(str(path))
+    assert counting.read_total <= 4 + 4 + 10 + 1
+
+
+def test_gzip_declaring_more_than_it_can_hold_fails_before_reading(tmp_path, monkeypatch):
+    header = bytes([0, 0, 0x0E, 1]) + (2**31).to_bytes(4, "big")
+    path = write(tmp_path / "x.idx", header + b"\0" * 64, gz=True)
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match="gzip file decompresses to at most"):
+        data.read_idx(path)
+    assert counting.read_total == len(header)
+
+
 def test_idx_wrong_magic(tmp_path):
     path = write(tmp_path / "x.idx", b"\x12\x34\x08\x01" + (3).to_bytes(4, "big") + b"abc")
     with pytest.raises(DataFileError, match="wrong magic number 0x12340801") as info:
@@ -109,6 +170,18 @@ def test_mnist_images_file_with_label_magic(tmp_path):
     with pytest.raises(DataFileError, match="wrong magic number for images") as info:
         data.load_mnist(tmp_path)
     assert "train-images-idx3-ubyte" in str(info.value)
+
+
+def test_mnist_labels_file_of_images_refused_from_its_header(tmp_path, monkeypatch):
+    tiny_mnist(tmp_path, gz=True)
+    images = np.zeros((300, 28, 28), np.uint8)
+    write(tmp_path / "train-labels-idx1-ubyte", idx_bytes(images), gz=True)
+    counting = CountingGzip(monkeypatch)
+    with pytest.raises(DataFileError, match=r"wrong magic number for labels.*shape "
+                                            r"\(300, 28, 28\)"):
+        data.load_mnist(tmp_path)
+    images_read = 4 + 3 * 4 + 5 * 4 * 3 + 1      # the tiny images file, + 1 byte
+    assert counting.read_total <= images_read + 4 + 3 * 4   # the labels' header only
 
 
 def test_mnist_count_mismatch(tmp_path):
@@ -305,6 +378,12 @@ def test_loader_shuffle_needs_seed():
         DataLoader(ArrayDataset(np.arange(4)), 2, shuffle=True)
 
 
+@pytest.mark.parametrize("option", ["shuffle", "drop_last"])
+def test_loader_flags_refuse_strings(option):
+    with pytest.raises(ValueError, match=f"DataLoader: {option} must be True or False"):
+        DataLoader(ArrayDataset(np.arange(4)), 2, seed=0, **{option: "False"})
+
+
 def test_loader_partial_last_batch_and_drop_last():
     ds = ArrayDataset(np.arange(10), np.arange(10))
     keep = DataLoader(ds, 4)
@@ -362,6 +441,71 @@ def test_prefetch_stops_when_consumer_breaks():
         if i == 1:
             break
     assert len(list(loader)) == 7      # the next epoch runs normally
+
+
+class Hanging(PySamples):
+    """Sample 3 waits until released: a stuck __getitem__. It gives up after 5 s so
+    that a loader which waits for it fails these tests rather than hangs them."""
+
+    def __init__(self):
+        import threading
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __getitem__(self, i):
+        if i == 3:
+            self.entered.set()
+            self.release.wait(5)
+        return super().__getitem__(i)
+
+
+@pytest.fixture
+def hanging():
+    dataset = Hanging()
+    yield dataset
+    dataset.release.set()
+
+
+def test_leaving_the_loop_does_not_wait_for_a_stuck_sample(hanging):
+    import time
+    batches = iter(DataLoader(hanging, 1, prefetch=1))
+    for _ in range(3):
+        next(batches)
+    assert hanging.entered.wait(5)
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="prefetch thread is still preparing a batch"):
+        batches.close()
+    assert time.monotonic() - start < 2.5
+
+
+def test_timeout_raises_when_a_batch_does_not_come(hanging):
+    import time
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="left running as a daemon thread"):
+        with pytest.raises(TimeoutError, match="batch 3 was not ready after timeout=0.3"):
+            list(DataLoader(hanging, 1, prefetch=1, timeout=0.3))
+    assert time.monotonic() - start < 2.5
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        DataLoader(hanging, 1, timeout=0)
+
+
+def test_ctrl_c_stops_a_loop_waiting_for_a_stuck_sample_at_once(hanging):
+    import signal
+    import threading
+    import time
+    main = threading.main_thread().ident
+    sent = []
+
+    def interrupt():
+        hanging.entered.wait(5)
+        time.sleep(0.1)
+        sent.append(time.monotonic())
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in DataLoader(hanging, 1, prefetch=1):
+            pass
+    assert time.monotonic() - sent[0] < 0.5
 
 
 # -- transforms --------------------------------------------------------------------------

@@ -20,8 +20,7 @@ built from several primitives are compared with NumPy's on special values.
 `test_every_primitive_is_fuzzed` fails when a primitive exists that these
 tables neither fuzz nor exempt, so a new primitive cannot be forgotten. The
 quick examples run in `make test`; the `slow` tests (`make test-slow`) draw
-many more. Strict xfails mark what another change fixes (issue 16 item 10, the
-`nsz` flag) and an open LLVM float16 rewrite.
+many more. A strict xfail marks an open LLVM float16 rewrite.
 """
 import gc
 import math
@@ -191,20 +190,6 @@ def _c_rem(a, b):
     return -r if a < 0 else r
 
 
-def _ieee_extremum(pick_max):
-    """IEEE 754-2019 maximum / minimum: NaN propagates, -0 < +0."""
-    def ref(x, y):
-        x, y = np.broadcast_arrays(np.asarray(x), np.asarray(y))
-        out = np.where(x > y, x, y) if pick_max else np.where(x < y, x, y)
-        if x.dtype.kind == "f":
-            zeros = (x == 0) & (y == 0)
-            sign = (np.signbit(x) & np.signbit(y)) if pick_max else (np.signbit(x) | np.signbit(y))
-            out = np.where(zeros, np.where(sign, x.dtype.type(-0.0), x.dtype.type(0.0)), out)
-            out = np.where(np.isnan(x) | np.isnan(y), x.dtype.type(np.nan), out)
-        return out.astype(x.dtype)
-    return ref
-
-
 def _round_away_ref(x):
     """Ties away from zero, computed exactly (Decimal holds every float)."""
     def one(v):
@@ -279,7 +264,7 @@ BINARY = {
     "mul": (lax.mul, "fiu", np.multiply),
     "div": (lax.div, "fiu", _float_or(_int_ref(_c_div), np.true_divide)),
     "rem": (lax.rem, "fiu", _float_or(_int_ref(lambda dt: _c_rem), np.fmod)),
-    "max": (lax.max, "fiu", _ieee_extremum(True)), "min": (lax.min, "fiu", _ieee_extremum(False)),
+    "max": (lax.max, "fiu", np.maximum), "min": (lax.min, "fiu", np.minimum),
     "pow": (lax.pow, "f", np.power), "atan2": (lax.atan2, "f", np.arctan2),
     "eq": (lax.eq, "fiub", np.equal), "ne": (lax.ne, "fiub", np.not_equal),
     "lt": (lax.lt, "fiub", np.less), "le": (lax.le, "fiub", np.less_equal),
@@ -351,8 +336,6 @@ def _binary(name, data):
     # a 0-d constant closed over by the function: an IR constant under jit
     flat = (x if literal == 0 else y).reshape(-1)
     c = flat[0] if flat.size else np.zeros((), dt)[()]
-    if name in ("add", "sub") and dt.kind == "f" and c == 0:
-        return   # issue 16 item 10 (nsz); see NSZ_CASES: delete this after its merge
     other = y if literal == 0 else x
     if literal == 0:
         g = lambda v: fn(c, v)                            # noqa: E731
@@ -572,14 +555,13 @@ def _ieee_reduce_ref(name, x, axes):
 
 
 def _sum_ref(x, axes, prod):
-    """Float sums/products in float64 (f16: the float32 accumulation rounds once),
-    with IEEE's sign for a zero sum: -0 only when every term is -0."""
-    acc = np.prod(x.astype(np.float64), axis=axes) if prod else np.sum(x.astype(np.float64), axis=axes)
-    if not prod:
-        all_neg_zero = np.all((x == 0) & np.signbit(x), axis=axes) & (np.prod(
-            [x.shape[a] for a in axes], dtype=np.int64) > 0)
-        acc = np.where(acc == 0, np.where(all_neg_zero, -0.0, 0.0), acc)
-    return acc
+    """Float sums/products in float64; a zero sum is +0.0 (NumPy's sums start from
+    +0.0, and so do fgrad's)."""
+    x64 = x.astype(np.float64)
+    if prod:
+        return np.prod(x64, axis=axes)
+    acc = np.sum(x64, axis=axes)
+    return np.where(acc == 0, 0.0, acc)
 
 
 REDUCTIONS = {
@@ -891,6 +873,7 @@ FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above
     "jit": "a call", "cond": "control flow", "while": "control flow", "scan": "control flow",
+    "cond_lanes": "control flow (a batched cond: every branch, then selects)",
     "checkpoint": "a call (rematerialisation)", "custom_jvp_call": "a call",
     "custom_vjp_call": "a call", "custom_lin": "a derivative rule's call",
     "debug_callback": "an effect, computes nothing",
@@ -922,16 +905,17 @@ def test_round_away_from_zero_is_exact_next_to_halves(dt):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=str)
-def test_max_and_min_order_negative_zero_below_positive_zero(dt):
-    # NumPy answers a tie of zeros by operand order (float16's loop the other way
-    # round), compiled code by IEEE 754-2019; eager now does as compiled code does
+def test_extrema_over_several_values_order_negative_zero_below_positive_zero(dt):
+    # NumPy's reductions, scans and scatters answer a tie of zeros by the order they
+    # visit the values, compiled code by IEEE 754-2019; eager now does as compiled
+    # code does (element-wise max/min are np.maximum / np.minimum exactly)
     p, n = dt.type(0.0), dt.type(-0.0)
     a, b = np.array([p, n, n, p], dt), np.array([n, p, n, p], dt)
     both = np.stack([a, b])
     idx = np.zeros(4, np.int32)
     cases = {
-        "max": (lambda a, b: lax.max(a, b), [p, p, n, p]),
-        "min": (lambda a, b: lax.min(a, b), [n, n, n, p]),
+        "max": (lambda a, b: lax.max(a, b), np.maximum(a, b)),
+        "min": (lambda a, b: lax.min(a, b), np.minimum(a, b)),
         "reduce_max": (lambda a, b: lax.reduce_max(lax.concatenate([a, b], 0), (0,)), p),
         "reduce_min": (lambda a, b: lax.reduce_min(lax.concatenate([a, b], 0), (0,)), n),
         "cummax": (lambda a, b: lax.cummax(a, 0), [p, p, p, p]),
@@ -944,6 +928,17 @@ def test_max_and_min_order_negative_zero_below_positive_zero(dt):
         assert_same(f(a, b), want, what=f"{name} eager")
         assert_same(fgrad.jit(f)(a, b), want, what=f"{name} jit")
     assert_same(lax.reduce_max(both, (0,)), np.array([p, p, n, p], dt), what="reduce_max axis 0")
+
+
+def test_max_and_min_with_swapped_operands_are_not_merged():
+    # cse took max(0.0, x) and max(x, 0.0) for one expression, but of two equal
+    # values (0.0 and -0.0) max and min keep the second, as np.maximum does
+    for dt in FLOATS:
+        p = dt.type(0.0)
+        x = np.array([-0.0, 0.0, np.nan, 1.0], dt)
+        f = lambda x: (lax.max(p, x), lax.max(x, p), lax.min(p, x), lax.min(x, p))  # noqa: E731
+        for k, (e, j) in enumerate(zip(f(x), fgrad.jit(f)(x))):
+            assert_same(j, e, what=f"{dt} result {k}")
 
 
 def test_float_to_uint32_does_not_depend_on_the_array_size():
@@ -987,35 +982,18 @@ def _with_constants(x):
     return out
 
 
-# x + 0.0, 0.0 + x, 0.0 - x and x - (-0.0): the `nsz` fast-math flag lets LLVM drop
-# the sign of a zero result; issue 16 item 10 removes the flag (another change).
-# After it is merged: delete NSZ_CASES, its use below and the xfail marker.
-NSZ_CASES = {"add(c0,x)", "add(x,c0)", "sub(c0,x)", "sub(x,c1)"}
-
-
-def _constant_mismatches(dt, keys):
+@pytest.mark.parametrize("dt", FLOATS + INTS, ids=str)
+def test_constant_operands(dt):
+    # x + 0.0, 0.0 - x, x - (-0.0) kept the sign of zero only once the `nsz` flag
+    # was gone (issue 16 item 10); integer divisors 0 and -1, shifts by the width
     x = np.array(special_values(dt), np.float64 if dt.kind == "f" else dt).astype(dt)
     eager, jitted = _with_constants(x), fgrad.jit(_with_constants)(x)
     bad = []
-    for key in keys(eager):
+    for key in eager:
         try:
             assert_same(jitted[key], eager[key], jit_ulps(key.split("(")[0], dt), what=key)
         except AssertionError as e:
             bad.append(str(e))
-    return bad
-
-
-@pytest.mark.parametrize("dt", FLOATS + INTS, ids=str)
-def test_constant_operands(dt):
-    bad = _constant_mismatches(dt, lambda out: [k for k in out
-                                                if dt.kind != "f" or k not in NSZ_CASES])
-    assert not bad, "\n".join(bad)
-
-
-@pytest.mark.xfail(strict=True, reason="issue 16 item 10 (nsz flag), fixed on another branch")
-@pytest.mark.parametrize("dt", FLOATS, ids=str)
-def test_constant_zero_operands_keep_the_sign_of_zero(dt):
-    bad = _constant_mismatches(dt, lambda out: sorted(NSZ_CASES))
     assert not bad, "\n".join(bad)
 
 
@@ -1031,24 +1009,14 @@ def test_pow_of_a_broadcast_half_is_pow_not_sqrt():
             assert_same(fgrad.jit(f)(x), want, what=f"{dt} jit")
 
 
-@pytest.mark.parametrize("n", [1, 3, 8, 40, 1000])
-def test_a_sum_of_negative_zeros_is_negative_zero_eagerly(n):
-    # IEEE's exact sum, in any order; NumPy starts from +0.0
-    for dt in FLOATS:
-        x = np.full((n, 2), -0.0, dt)
-        x[:, 1] = 0.0
-        assert_same(lax.reduce_sum(x, (0,)), np.array([-0.0, 0.0], dt), what=f"{dt}")
-        assert_same(lax.reduce_sum(x[:0], (0,)), np.array([0.0, 0.0], dt), what=f"{dt} empty")
-
-
-@pytest.mark.xfail(strict=True, reason="issue 16 item 10: the sum's `nsz` flag (cpu/fused.py "
-                                       "_SUM_FLAGS) lets vectorised sums start from +0.0")
-def test_a_sum_of_negative_zeros_is_negative_zero_under_jit():
+def test_a_sum_of_negative_zeros_is_positive_zero_at_every_size():
+    # NumPy's sums start from +0.0; compiled sums did only beyond a vector's width
     f = fgrad.jit(lambda x: lax.reduce_sum(x, (0,)))
-    for n in (1, 8, 40, 1000):
+    for n in (1, 3, 8, 40, 1000):
         for dt in FLOATS:
             x = np.full((n,), -0.0, dt)
-            assert_same(f(x), np.asarray(-0.0, dt), what=f"sum of {n} x -0.0 [{dt}]")
+            assert_same(lax.reduce_sum(x, (0,)), np.asarray(0.0, dt), what=f"eager, {n} [{dt}]")
+            assert_same(f(x), np.asarray(0.0, dt), what=f"jit, {n} [{dt}]")
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=str)

@@ -239,3 +239,159 @@ def test_argnums_out_of_range_message():
 def test_config_rejects_unknown_option():
     with pytest.raises(AttributeError, match="check_jaxprs"):
         fgrad.config.update("no_such_option", True)
+
+
+# ----------------------------------------------------------------------------
+# Arrays are immutable: item assignment says so and shows .at
+
+@pytest.mark.parametrize("index, text", [
+    (0, "0"), ((0, slice(1, None)), "0, 1:"), ((Ellipsis, None), "..., None"),
+    (slice(None, None, 2), "::2"), (np.int64(2), "2"), (np.array([0, 1]), "i")])
+def test_item_assignment_says_arrays_are_immutable(index, text):
+    import fgrad.numpy as fnp
+    x = fnp.zeros((3, 3))
+    with pytest.raises(TypeError) as info:
+        x[index] = 1.0
+    msg = str(info.value)
+    assert "immutable" in msg and f"x = x.at[{text}].set(value)" in msg
+    np.testing.assert_array_equal(np.asarray(x), np.zeros((3, 3)))
+
+
+def test_item_assignment_and_deletion_of_a_traced_value():
+    import fgrad.numpy as fnp
+
+    def assign(x):
+        x[1] = 0.0
+        return x
+
+    for transform in (fgrad.jit, fgrad.grad, fgrad.vmap):
+        with pytest.raises(TypeError, match=r"immutable(?s:.*)x\.at\[1\]\.set"):
+            transform(lambda x: fnp.sum(assign(x)))(np.ones(3))
+    with pytest.raises(TypeError, match=r"immutable: del x\[0\]"):
+        del fnp.ones(3)[0]
+
+
+@pytest.mark.parametrize("method, hint", [
+    ("sort", "fgrad.numpy.sort(x)"), ("fill", "full_like"), ("put", "x.at[indices].set"),
+    ("itemset", "x.at[index].set"), ("resize", "reshape"), ("partition", "sort"),
+    ("setflags", "x.at")])
+def test_numpys_in_place_methods_say_what_to_write_instead(method, hint):
+    import fgrad.numpy as fnp
+    x = fnp.array([3.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match=r"x\.%s\(\.\.\.\) changes a NumPy array in place"
+                       % method) as info:
+        getattr(x, method)(0)
+    assert hint in str(info.value)
+    np.testing.assert_array_equal(np.asarray(x), [3.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match="immutable"):
+        fgrad.jit(lambda x: getattr(x, method)(0))(np.ones(3))
+
+
+def test_augmented_assignment_rebinds_and_numpy_targets_are_written():
+    import fgrad.numpy as fnp
+    a = fnp.ones(3)
+    b = a
+    a += 1                     # a new array: b, the same object before, is unchanged
+    np.testing.assert_array_equal(np.asarray(b), np.ones(3))
+    np.testing.assert_array_equal(np.asarray(a), np.full(3, 2.0))
+
+
+    def traced(x):
+        y = x
+        x += 1.0               # rebinds the traced x too; y is still the argument
+        x *= 2.0
+        return y, x
+
+    for transform in (fgrad.jit, lambda f: lambda x: fgrad.vmap(f)(x)):
+        y, x = transform(traced)(np.ones(3))
+        np.testing.assert_array_equal(np.asarray(y), np.ones(3))
+        np.testing.assert_array_equal(np.asarray(x), np.full(3, 4.0))
+    n = np.ones(3)
+    view = n
+    n += fnp.arange(3.0)       # NumPy updates its own array in place, as with NumPy values
+    assert view is n
+    np.testing.assert_array_equal(n, [1.0, 2.0, 3.0])
+    with pytest.raises(fgrad.ConcretizationError):
+        fgrad.jit(lambda x: np.add(np.ones(3), x, out=np.empty(3)))(np.ones(3))
+
+
+# ----------------------------------------------------------------------------
+# Arrays too large to index: the operation, the shape and the limit
+
+BIG = [
+    ("broadcast_to", lambda a: fnp_().broadcast_to(a, (2**62, 4)), "f32[4611686018427387904,4]"),
+    ("broadcast_to", lambda a: fnp_().broadcast_to(a, (2**64,)), "f32[18446744073709551616]"),
+    ("broadcast_in_dim", lambda a: lax.broadcast_in_dim(a, (2**61,), (0,)),
+     "f32[2305843009213693952]"),
+    ("add", lambda a: lax.broadcast_in_dim(a, (2**40, 1), (1,))
+     + lax.broadcast_in_dim(a, (1, 2**30), (1,)), "f32[1099511627776,1073741824]"),
+    ("dot_general", lambda a: lax.broadcast_in_dim(a, (2**31, 1), (1,))
+     @ lax.broadcast_in_dim(a, (1, 2**31), (1,)), "f32[2147483648,2147483648]"),
+    ("zeros", lambda a: fnp_().zeros((2**40, 2**40)) + a, "f32[1099511627776,1099511627776]"),
+    ("iota", lambda a: lax.iota(np.float32, 2**62) + a, "f32[4611686018427387904]"),
+]
+
+
+def fnp_():
+    import fgrad.numpy as fnp
+    return fnp
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "make_jaxpr"])
+@pytest.mark.parametrize("case", range(len(BIG)))
+def test_too_large_arrays_name_the_op_the_shape_and_the_limit(case, how):
+    name, fn, shape = BIG[case]
+    a = np.ones(1, np.float32)
+    run = {"eager": lambda: fn(fnp_().asarray(a)), "jit": lambda: fgrad.jit(fn)(a),
+           "make_jaxpr": lambda: fgrad.make_jaxpr(fn)(a)}[how]
+    with pytest.raises(fgrad.ArrayTooLargeError) as info:
+        run()
+    msg = str(info.value)
+    assert msg.startswith(f"{name}: ") and shape in msg and "2^63 - 1 bytes" in msg, msg
+    assert THIS_FILE in msg and "hint" in msg
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("name, make", [
+    ("zeros", lambda: fnp_().zeros((2**62, 4))), ("ones", lambda: fnp_().ones(2**64)),
+    ("full", lambda: fnp_().full((2**62, 4), 1.0)), ("eye", lambda: fnp_().eye(2**32)),
+    ("linspace", lambda: fnp_().linspace(0.0, 1.0, 2**62)),
+    ("indices", lambda: fnp_().indices((2**31, 2**31))),
+    ("reshape", lambda: fnp_().reshape(fnp_().ones(4), (2**62, 2**62))),
+    ("broadcast_in_dim", lambda: fgrad.random.normal(fgrad.random.key(0), (2**62,)))])
+def test_creating_too_large_arrays(name, make):
+    with pytest.raises(fgrad.ArrayTooLargeError, match=f"^{name}: .*2\\^63 - 1 bytes"):
+        make()
+
+
+def test_the_size_limit_is_in_bytes_and_exact():
+    fine = fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**63 - 1,)))(np.ones(1, bool))
+    assert "bool[9223372036854775807]" in str(fine)
+    fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**61 - 1, 4)))(np.ones(1, np.int8))
+    with pytest.raises(fgrad.ArrayTooLargeError, match="2\\^63 bytes"):
+        fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**63,)))(np.ones(1, bool))
+    with pytest.raises(fgrad.ArrayTooLargeError):
+        fgrad.make_jaxpr(lambda a: fnp_().broadcast_to(a, (2**61, 4)))(np.ones(1, np.int8))
+
+
+def test_incompatible_shapes_are_still_reported_as_such():
+    def f(a):
+        return (lax.broadcast_in_dim(a, (3,), (0,))
+                + lax.broadcast_in_dim(a, (2**62,), (0,)))
+    for transform in (fgrad.make_jaxpr, fgrad.jit):
+        with pytest.raises(fgrad.FgradTypeError,
+                           match=r"add: incompatible shapes for broadcasting: bool\[3\], "
+                                 r"bool\[4611686018427387904\]") as info:
+            transform(f)(np.ones(1, bool))
+        assert not isinstance(info.value, fgrad.ArrayTooLargeError)
+
+
+def test_arange_bounds_that_do_not_fit_the_dtype():
+    fnp = fnp_()
+    with pytest.raises(OverflowError, match=r"arange: 9223372036854775808 .*int32(?s:.*)int64"):
+        fnp.arange(2**63)                      # NumPy gives an empty int32 array
+    with pytest.raises(OverflowError, match="int64"):
+        fnp.arange(0, 2**63, dtype=np.int64)
+    with pytest.raises(fgrad.ArrayTooLargeError, match="arange"):
+        fnp.arange(0, 2**62, dtype=np.int64)   # fits int64, but 2^65 bytes
+    np.testing.assert_array_equal(np.asarray(fnp.arange(10, 0, -3)), [10, 7, 4, 1])

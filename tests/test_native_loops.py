@@ -26,9 +26,10 @@ def _cell(c, x):
     return c, c * 2.0
 
 
-@pytest.mark.parametrize("length", [1, 2, 5, 6])
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 6, 7])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_scan_is_a_native_loop(length, reverse):
+    # iteration 0, then pairs in chunks (see emit_scan), then an odd one out
     x0 = np.linspace(0.0, 1.0, 4)
     xs = np.linspace(1.0, 2.0, 4 * length).reshape(length, 4)
     f = lambda x0, xs: lax.scan(_cell, x0, xs, reverse=reverse)  # noqa: E731
@@ -133,7 +134,7 @@ def test_while_loop_is_a_native_loop(a):
 def test_while_loop_with_traced_bounds_and_arrays():
     f = lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 2.0 + x, x)  # noqa: E731
     x = np.linspace(0.0, 1.0, 5)
-    for n in (0, 1, 4, 7):
+    for n in range(9):        # the first turn, then pairs: every place the loop can end
         _same(jit(f)(np.int32(n), x), f(np.int32(n), x))
     assert "native:while" in _labels(f, np.int32(3), x)
     batched = fgrad.vmap(_newton)          # a batched predicate: loops until all are done

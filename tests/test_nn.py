@@ -219,3 +219,18 @@ def test_namespace_is_public_api_only():
     for name in nn.__all__:
         assert callable(getattr(nn, name)), name
     assert nn.hard_swish is nn.hard_silu and nn.normalize is nn.standardize
+
+
+@pytest.mark.parametrize("spelling, exact", [(False, True), ("none", True), (np.bool_(False), True),
+                                             (True, False), ("tanh", False)])
+def test_gelu_takes_pytorchs_spellings(spelling, exact):
+    x = np.linspace(-4, 4, 9)
+    want = (0.5 * x * (1 + sp.erf(x / np.sqrt(2)))) if exact else _gelu_tanh(x)
+    _close(nn.gelu(x, approximate=spelling), want)
+
+
+@pytest.mark.parametrize("bad", ["exact", "None", "", 1, None])
+def test_gelu_refuses_other_spellings(bad):
+    """'none' is truthy: a string taken as a bool gave the tanh form silently."""
+    with pytest.raises(ValueError, match="approximate must be False or 'none'"):
+        nn.gelu(np.ones(3), approximate=bad)

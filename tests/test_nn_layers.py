@@ -104,6 +104,74 @@ def test_conv2d_same_and_valid_padding(rng):
            _np_conv2d(x, w, None, (1, 1), (2, 2), (2, 2)))
 
 
+def _jax_same_pads(sizes, kernel, stride, dilation):
+    """SAME as JAX (lax.padtype_to_pads) defines it: ceil(size / stride) outputs and the
+    padding that needs, split with the extra one at the end."""
+    pads = []
+    for n, k, s, d in zip(sizes, kernel, stride, dilation):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+def _scipy_conv2d(x, w, stride, pads, dilation):
+    """Cross-correlation of explicitly zero-padded input with scipy, then strided."""
+    from scipy.signal import correlate2d
+    xp = np.pad(x, ((0, 0), (0, 0), *pads))
+    kh, kw = w.shape[2:]
+    wd = np.zeros(w.shape[:2] + ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1))
+    wd[:, :, ::dilation[0], ::dilation[1]] = w
+    return np.array([[sum(correlate2d(xp[i, c], wd[o, c], mode="valid")
+                          for c in range(x.shape[1]))[::stride[0], ::stride[1]]
+                      for o in range(w.shape[0])] for i in range(x.shape[0])])
+
+
+def test_jax_same_pads_by_hand():
+    assert _jax_same_pads((4, 5), (3, 3), (2, 2), (1, 1)) == [(0, 1), (1, 1)]
+    assert _jax_same_pads((6, 7), (4, 1), (3, 3), (1, 1)) == [(0, 1), (0, 0)]
+    assert _jax_same_pads((5, 6), (3, 3), (1, 1), (2, 2)) == [(2, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, (2, 3)])
+@pytest.mark.parametrize("size", [(7, 8), (6, 5), (1, 4)])
+@pytest.mark.parametrize("kernel,dilation", [((3, 3), (1, 1)), ((2, 4), (1, 1)),
+                                             ((3, 2), (2, 1))])
+def test_conv2d_same_padding_for_every_stride(rng, stride, size, kernel, dilation):
+    x = rng.standard_normal((2, 2) + size)
+    w = rng.standard_normal((3, 2) + kernel)
+    stride2 = stride if isinstance(stride, tuple) else (stride, stride)
+    y = np.asarray(F.conv2d(x, w, None, stride, "same", dilation))
+    assert y.shape[2:] == tuple(-(-n // s) for n, s in zip(size, stride2))   # ceil
+    pads = _jax_same_pads(size, kernel, stride2, dilation)
+    _close(y, _scipy_conv2d(x, w, stride2, pads, dilation), rtol=1e-9)
+
+
+def test_conv2d_layer_same_padding_with_stride(rng):
+    conv = L.Conv2d(2, 3, kernel_size=3, stride=2, padding="same", key=_key(), dtype=F64)
+    x = rng.standard_normal((2, 2, 6, 7))
+    y = _round_trip_and_jit(conv, x)
+    assert y.shape == (2, 3, 3, 4)
+    pads = _jax_same_pads((6, 7), (3, 3), (2, 2), (1, 1))
+    want = _scipy_conv2d(x, np.asarray(conv.weight), (2, 2), pads, (1, 1))
+    _close(y, want + np.asarray(conv.bias)[None, :, None, None], rtol=1e-9)
+    assert not np.allclose(np.asarray(y), np.asarray(F.conv2d(x, conv.weight, conv.bias, 2, 1)))
+
+
+def test_padding_and_size_arguments_are_checked():
+    key = _key()
+    for bad in ("full", "SAME_LOWER", 1.5, (1, 2, 3), (1.0, 1)):
+        with pytest.raises(ValueError, match="padding must be"):
+            L.Conv2d(1, 1, 3, padding=bad, key=key)
+    with pytest.raises(ValueError, match=r"stride must be a non-negative int or a pair"):
+        L.Conv2d(1, 1, 3, stride=1.5, key=key)
+    with pytest.raises(ValueError, match=r"kernel_size must be a non-negative int"):
+        L.Conv2d(1, 1, (3, "3"), key=key)
+    with pytest.raises(ValueError, match=r"max_pool2d: padding must be a non-negative int"):
+        F.max_pool2d(np.zeros((1, 1, 4, 4)), 2, padding="same")
+    x = np.ones((1, 1, 5, 5))
+    assert np.asarray(L.Conv2d(1, 1, 3, padding="SAME", key=key)(x)).shape == (1, 1, 5, 5)
+
+
 def test_conv2d_errors(rng):
     with pytest.raises(ValueError, match=r"weight of shape \(4, 2, 3, 3\).*in_channels=3"):
         F.conv2d(np.zeros((1, 3, 5, 5)), np.zeros((4, 2, 3, 3)))
@@ -260,6 +328,34 @@ def test_batch_norm_train_then_eval_semantics(rng):
         bn(np.zeros((1, 3)), state)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_batch_norm_momentum_none_is_a_cumulative_average(rng, jit):
+    """PyTorch's momentum=None: running statistics are the plain mean of the batch
+    statistics seen in training (momentum = 1 / batches so far)."""
+    bn = L.BatchNorm(3, momentum=None, dtype=F64)
+    state = bn.init_state()
+    assert int(state.num_batches_tracked) == 0
+    call = fgrad.jit(lambda m, v, s: m(v, s)) if jit else (lambda m, v, s: m(v, s))
+    means, variances = [], []
+    for step in range(4):
+        x = rng.standard_normal((6, 3, 2)) * (step + 1) + 3 * step
+        _, state = call(bn, x, state)
+        means.append(x.mean(axis=(0, 2)))
+        variances.append(x.var(axis=(0, 2), ddof=1))
+        _close(state.running_mean, np.mean(means, axis=0), rtol=1e-12)
+        _close(state.running_var, np.mean(variances, axis=0), rtol=1e-12)
+        assert int(state.num_batches_tracked) == step + 1
+    _, after_eval = call(eval_mode(bn), x, state)
+    assert int(after_eval.num_batches_tracked) == 4
+    _close(after_eval.running_mean, state.running_mean, rtol=0)
+    with pytest.raises(TypeError, match="has no num_batches_tracked"):
+        bn(x, L.BatchNormState(state.running_mean, state.running_var))
+    with pytest.raises(ValueError, match=r"momentum must be a number in \[0, 1\], or None"):
+        L.BatchNorm(3, momentum="0.1")
+    with pytest.raises(TypeError, match="use the BatchNorm layer"):
+        F.batch_norm(x, np.zeros(3), np.ones(3), momentum=None)
+
+
 def test_batch_norm_1d_grads_and_jit(rng):
     bn = L.BatchNorm(2, dtype=F64)
     bn = fgrad.tree.map(lambda p: p + rng.standard_normal(p.shape), bn)
@@ -320,9 +416,62 @@ def test_activation_modules(rng, module, ref):
     check_grads(lambda v: module(v), (x,), order=2)
 
 
+def test_gelu_takes_pytorchs_spellings_and_refuses_others(rng):
+    x = rng.standard_normal((3, 4))
+    exact = 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+    tanh_form = L.GELU(approximate=True)(x)
+    for spelling in ("none", False, np.bool_(False)):
+        assert L.GELU(approximate=spelling).approximate is False
+        _close(L.GELU(approximate=spelling)(x), exact, rtol=1e-12)
+    for spelling in ("tanh", True, np.bool_(True)):
+        assert L.GELU(approximate=spelling).approximate is True
+        assert np.asarray(L.GELU(approximate=spelling)(x)).tobytes() == \
+            np.asarray(tanh_form).tobytes()
+    for bad in ("None", "exact", "", 1, None):
+        with pytest.raises(ValueError, match="GELU: approximate must be False or 'none'"):
+            L.GELU(approximate=bad)
+
+
+@pytest.mark.parametrize("make,name", [
+    (lambda v: L.Linear(2, 3, bias=v, key=_key()), "Linear: bias"),
+    (lambda v: L.Conv2d(1, 1, 3, bias=v, key=_key()), "Conv2d: bias"),
+    (lambda v: L.MLP([2, 3], bias=v, key=_key()), "Linear: bias"),
+    (lambda v: L.LayerNorm(3, elementwise_affine=v), "LayerNorm: elementwise_affine"),
+    (lambda v: L.BatchNorm(3, affine=v), "BatchNorm: affine"),
+    (lambda v: L.BatchNorm(3, training=v), "BatchNorm: training"),
+    (lambda v: L.Dropout(0.5, training=v), "Dropout: training"),
+    (lambda v: L.AvgPool2d(2, count_include_pad=v), "AvgPool2d: count_include_pad"),
+])
+def test_flags_refuse_strings_and_other_non_bools(make, name):
+    """'False' is truthy: a flag given as a string (e.g. from a config file) must
+    not silently mean True."""
+    for bad in ("False", "no", None, 0):
+        with pytest.raises(ValueError, match=f"{name} must be True or False"):
+            make(bad)
+    make(np.bool_(False)), make(True)
+
+
 def test_activation_functions_are_fgrad_nn_functions():
     assert (L.relu, L.gelu, L.sigmoid, L.tanh, L.softmax) == (
         fgrad.nn.relu, fgrad.nn.gelu, fgrad.nn.sigmoid, fgrad.nn.tanh, fgrad.nn.softmax)
+
+
+def test_sequential_refuses_a_callable_pytree_that_is_not_a_module():
+    """Plain functions become Lambda modules (static); a callable pytree holding
+    arrays must not, or its arrays would be hidden from grad as configuration."""
+    import dataclasses
+
+    @fgrad.tree.register_dataclass
+    @dataclasses.dataclass(frozen=True)
+    class Scale:
+        factor: object
+
+        def __call__(self, x):
+            return x * self.factor
+
+    with pytest.raises(TypeError, match="Scale, a callable pytree.*subclass of fgrad_nn.Module"):
+        L.Sequential(L.Identity(), Scale(fnp.asarray(2.0)))
+    assert isinstance(L.Sequential(fnp.tanh).layers[0], L.Lambda)
 
 
 def test_sequential_and_residual(rng):

@@ -247,3 +247,49 @@ def test_select_n_error_flag_in_host_emulation(host_kernels):
     args = [which] + [np.arange(6, dtype=np.float32) * k for k in (1, 10, 100)]
     with pytest.raises(ValueError, match="invalid entry"):
         _run_on_host(exe, host_kernels, args)
+
+
+def _sums_of_ones(shape, axis):
+    return lambda x: fnp.sum(fnp.broadcast_to(x, shape), axis=axis)
+
+
+def test_float_sums_cascade_in_host_emulation():
+    """A thread's float sum adds blocks of terms, then sums of blocks (a column
+    sum of 2^24 + 2 ones stopped at 2^24 with one running sum), here and in the
+    row reductions' strided loops, and stays within 2 ulps of the sum of
+    magnitudes for random terms; sums of -0.0s are +0.0, as NumPy's."""
+    if not cuda_emulation.available():
+        pytest.skip("no host C++20 compiler (g++) to emulate the kernels")
+    one, zero = np.float32(1.0), np.float32(-0.0)
+    rng = np.random.default_rng(31)
+    cols = rng.random((2**16, 4)).astype(np.float32)
+    rows = rng.random((2, 2**18)).astype(np.float32)
+    cases = {"ones_columns": (_sums_of_ones((2**24 + 2, 3), 0), one, "column"),
+             "ones_rows": (_sums_of_ones((2, 2**25 + 2), 1), one, "row"),
+             "random_columns": (lambda x: fnp.sum(x * 2.0, axis=0), cols, "column"),
+             "random_rows": (lambda x: fnp.sum(x * 2.0, axis=1), rows, "row"),
+             "zeros_columns": (_sums_of_ones((100, 3), 0), zero, "column"),
+             "zeros_rows": (_sums_of_ones((3, 5000), 1), zero, "row")}
+    exes = {k: _executable(f, x, name=k) for k, (f, x, _) in cases.items()}
+    for k, (_, _, strategy) in cases.items():
+        (step,) = exes[k].steps
+        assert step.fn.plan.strategy == strategy and "s1 = " in exes[k].cuda_source
+        compile_to_ptx(exes[k].cuda_source)
+    kernels = cuda_emulation.HostKernels(
+        cuda_c.PRELUDE, [e.cuda_source[len(cuda_c.PRELUDE):] for e in exes.values()])
+    try:
+        for k, (f, x, _) in cases.items():
+            (got,) = _run_on_host(exes[k], kernels, [x])
+            if k.startswith("ones"):
+                n = {"ones_columns": 2**24 + 2, "ones_rows": 2**25 + 2}[k]
+                np.testing.assert_array_equal(got, np.full(got.shape, n, np.float32))
+            elif k.startswith("zeros"):
+                np.testing.assert_array_equal(got, 0.0)
+                assert not np.signbit(got).any(), k
+            else:
+                axis = 0 if k == "random_columns" else 1
+                exact = np.sum(x.astype(np.float64) * 2.0, axis=axis)   # terms are positive
+                worst = np.max(np.abs(got - exact) / exact) / np.finfo(np.float32).eps
+                assert worst <= 2.0, (k, worst)
+    finally:
+        kernels.close()

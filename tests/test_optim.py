@@ -464,6 +464,63 @@ def test_mask_prefix_tree_and_bad_mask():
         optim.freeze({"nope": True}).init(params)
 
 
+def small_model():
+    from fgrad_nn import layers as L
+    keys = fgrad.random.split(fgrad.random.key(0), 2)
+    return L.Sequential(L.Linear(3, 4, key=keys[0]), L.ReLU(), L.Linear(4, 2, key=keys[1]))
+
+
+def matrices(tree):
+    return fgrad.tree.map(lambda p: p.ndim > 1, tree)
+
+
+@pytest.mark.parametrize("make", [
+    lambda mask: optim.adamw(0.05, weight_decay=0.3, mask=mask),
+    lambda mask: optim.lion(0.05, weight_decay=0.3, mask=mask),
+    lambda mask: optim.lamb(0.05, weight_decay=0.3, mask=mask),
+    lambda mask: optim.adadelta(0.5, weight_decay=0.3, mask=mask),
+    lambda mask: optim.chain(optim.masked(optim.sgd(0.1, momentum=0.9), mask),
+                             optim.add_decayed_weights(0.3, mask), optim.scale(-0.1)),
+    lambda mask: optim.chain(optim.freeze(mask), optim.sgd(0.1)),
+    lambda mask: optim.inject_hyperparams(optim.adamw)(0.05, weight_decay=0.3, mask=mask),
+    lambda mask: optim.adamw(schedules.constant_schedule(0.05), weight_decay=0.3, mask=mask,
+                             b1=lambda count: 0.9),
+], ids=["adamw", "lion", "lamb", "adadelta", "masked", "freeze", "inject", "schedulable"])
+def test_mask_may_be_a_model_shaped_tree_of_bools(make):
+    """A model is callable, but a model of bools is a mask, not a mask function: it
+    must select the same leaves as the function returning it."""
+    model = small_model()
+    assert callable(model)
+    grads = fgrad.tree.map(lambda p: fnp.full_like(p, 0.5), model)
+    as_tree, _ = steps(make(matrices(model)), model, [grads] * 2)
+    as_function, _ = steps(make(matrices), model, [grads] * 2)
+    for got, want in zip(fgrad.tree.leaves(as_tree), fgrad.tree.leaves(as_function),
+                         strict=True):
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_callable_tree_argument_is_a_value_not_a_schedule():
+    """inject_hyperparams takes functions for schedules; a model of bools given for an
+    argument it does not know to be static is still a tree, passed on as it is."""
+    model = small_model()
+    grads = fgrad.tree.map(lambda p: fnp.full_like(p, 0.5), model)
+    injected = optim.inject_hyperparams(optim.add_decayed_weights, static_args=())
+    got, _ = steps(optim.chain(injected(0.3, matrices(model)), optim.sgd(0.1)), model, [grads])
+    want, _ = steps(optim.chain(optim.add_decayed_weights(0.3, matrices(model)),
+                                optim.sgd(0.1)), model, [grads])
+    for g, w in zip(fgrad.tree.leaves(got), fgrad.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def test_mask_model_of_bools_selects_its_true_leaves():
+    model = small_model()
+    grads = fgrad.tree.map(fnp.ones_like, model)
+    u, _ = optim.freeze(matrices(model)).update(grads, optim.freeze(matrices(model))
+                                                .init(model), model)
+    for p, g in zip(fgrad.tree.leaves(model), fgrad.tree.leaves(u), strict=True):
+        assert float(fnp.sum(fnp.abs(g))) == (0 if p.ndim > 1 else p.size)
+
+
 # ----------------------------------------------------------------------------
 # Gradient accumulation
 
@@ -616,6 +673,13 @@ def test_nested_paths_in_messages():
     (lambda: optim.sgd(0.1, nesterov=True), ValueError, "momentum"),
     (lambda: optim.accumulate_gradients(optim.sgd(0.1), 0), ValueError, "every_k"),
     (lambda: optim.accumulate_gradients(optim.sgd(0.1), 2.5), TypeError, "every_k"),
+    # a string is truthy: 'False' must not switch a flag on
+    (lambda: optim.sgd(0.1, nesterov="False"), ValueError, "sgd: nesterov must be True or"),
+    (lambda: optim.sgd(0.1, 0.9, nesterov="False"), ValueError, "nesterov must be True or"),
+    (lambda: optim.adam(0.1, nesterov="no"), ValueError, "scale_by_adam: nesterov must be"),
+    (lambda: optim.rmsprop(0.1, centered="False"), ValueError, "centered must be True or"),
+    (lambda: optim.trace(0.9, nesterov=None), ValueError, "trace: nesterov must be True or"),
+    (lambda: optim.scale_by_learning_rate(0.1, flip_sign="yes"), ValueError, "flip_sign"),
 ])
 def test_bad_construction(make, error, match):
     with pytest.raises(error, match=match):

@@ -136,6 +136,18 @@ def test_history_to_json_file(tmp_path):
     assert json.loads((tmp_path / "h.json").read_text()) == {"step": [1], "loss": [2.0]}
 
 
+def test_history_to_json_keeps_mode_and_follows_links(tmp_path):
+    import os
+    target, link = tmp_path / "h.json", tmp_path / "latest.json"
+    History([{"loss": 1.0}]).to_json(target)
+    os.chmod(target, 0o600)
+    link.symlink_to(target)
+    History([{"loss": 2.0}]).to_json(link)
+    assert link.is_symlink() and (target.stat().st_mode & 0o777) == 0o600
+    assert json.loads(target.read_text()) == {"loss": [2.0]}
+    assert sorted(os.listdir(tmp_path)) == ["h.json", "latest.json"]
+
+
 # -- plot_curves -------------------------------------------------------------------------
 
 def png_size(path):
@@ -152,6 +164,25 @@ def test_plot_curves_writes_png(tmp_path):
     path = plot_curves(history, tmp_path / "out" / "curves.png", title="digits")
     width, height = png_size(path)
     assert width > height > 100
+
+
+def test_plot_curves_failing_midway_keeps_the_old_png(tmp_path, monkeypatch):
+    import os
+    from matplotlib.figure import Figure
+    path = plot_curves({"loss": [3.0, 2.0]}, tmp_path / "c.png")
+    before = path.read_bytes()
+
+    def half_then_fail(self, file, **kwargs):
+        if isinstance(file, (str, os.PathLike)):   # a write in place
+            file = open(file, "wb")
+        file.write(before[:100])
+        file.flush()
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        plot_curves({"loss": [1.0]}, path)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["c.png"]
 
 
 def test_plot_curves_loss_only_and_bad_input(tmp_path):

@@ -6,6 +6,42 @@ def _flag(name):
     return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
 
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _bytes(name, default):
+    """A size in bytes from environment variable `name` ('1073741824', '512M',
+    '2G'; binary units), else `default`; a malformed value warns and gives it."""
+    text = os.environ.get(name, "").strip().lower().removesuffix("ib").removesuffix("b")
+    if not text:
+        return default
+    unit = text[-1] if text[-1] in _UNITS else ""
+    try:
+        value = float(text[:len(text) - len(unit)]) * _UNITS[unit]
+        if value >= 0:
+            return int(value)
+    except ValueError:
+        pass
+    import warnings
+    warnings.warn(f"{name}={os.environ[name]!r} is not a size in bytes (e.g. 1073741824, "
+                  f"512M, 2G); using {default}", RuntimeWarning, stacklevel=3)
+    return default
+
+
+def _positive_int(name, default):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{name}={value!r} is not a positive whole number; unset it or set "
+                         f"e.g. {name}={default}")
+    return number
+
+
 class Config:
     """Settings read by the library; change them with `update`."""
 
@@ -23,9 +59,16 @@ class Config:
         # scan), but results then differ from eager NumPy for subnormal values. Applies
         # to programs compiled after the change.
         self.flush_denormals = _flag("FGRAD_FLUSH_DENORMALS")
+        # The disk cache of compiled code is kept under this many bytes by removing the
+        # least recently used files (0: nothing is cached on disk).
+        self.disk_cache_max_bytes = _bytes("FGRAD_CACHE_MAX_BYTES", 1 << 30)
         # Hide fgrad's own frames in tracebacks of errors raised through transforms.
         self.traceback_filtering = os.environ.get(
             "FGRAD_TRACEBACK_FILTERING", "on").strip().lower() not in ("0", "off", "false", "no")
+        # Programs kept in memory per jitted function, and values derived from each
+        # traced program (its executable; its jvp, transpose and vmap programs); the
+        # least recently used beyond this many are dropped (and made again if needed).
+        self.jit_cache_size = _positive_int("FGRAD_JIT_CACHE_SIZE", 1024)
         self._listeners = {}
 
     def update(self, name, value):
@@ -36,6 +79,9 @@ class Config:
 
     def __setattr__(self, name, value):
         """Set an option (also `config.name = value`) and tell its listeners."""
+        if name == "jit_cache_size" and (type(value) is not int or value < 1):
+            raise ValueError(f"fgrad config jit_cache_size must be a positive int (programs "
+                             f"kept per jitted function), got {value!r}")
         object.__setattr__(self, name, value)
         for fn in self.__dict__.get("_listeners", {}).get(name, ()):
             fn(value)

@@ -7,11 +7,14 @@ rules and call down to their parent trace. Tracers belong to exactly one trace:
 a trace treats any other value as a constant of its parent's level, which is
 what rules out perturbation confusion.
 """
+import math
+
 import numpy as np
 
 from . import dtypes
 from .gpu import runtime as _gpu
-from .errors import ConcretizationError, EscapedTracerError, FgradTypeError, user_frame
+from .errors import (ArrayTooLargeError, ConcretizationError, EscapedTracerError,
+                     FgradTypeError, user_frame)
 
 
 # ----------------------------------------------------------------------------
@@ -32,7 +35,7 @@ class ShapedArray:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
     def __eq__(self, other):
         return (type(other) is ShapedArray and self.shape == other.shape
@@ -46,6 +49,37 @@ class ShapedArray:
 
     def __repr__(self):
         return f"ShapedArray({self.str_short()}{', weak' if self.weak_type else ''})"
+
+
+# The most bytes an array may span: NumPy's and the native kernels' indices and
+# byte offsets are signed 64-bit integers.
+MAX_BYTES = np.iinfo(np.intp).max
+
+
+def check_size(name, shape, dtype=None):
+    """Raise ArrayTooLargeError, naming the operation `name`, when an array of this
+    shape (Python ints) and dtype (None: one byte per element) would span more
+    than MAX_BYTES."""
+    n = math.prod(shape)
+    itemsize = 1 if dtype is None else np.dtype(dtype).itemsize
+    if n * itemsize <= MAX_BYTES:
+        return
+    dims = ",".join(map(str, shape))
+    what = (f"shape ({dims}) would have {n} elements" if dtype is None else
+            f"result {dtypes.short_name(np.dtype(dtype))}[{dims}] would have {n} elements "
+            f"({n * itemsize} bytes)")
+    raise ArrayTooLargeError(
+        f"{name}: the {what}, about 2^{(n * itemsize).bit_length() - 1} bytes; an array "
+        f"may span at most 2^63 - 1 bytes (signed 64-bit indices)",
+        hint="the shape is probably computed wrongly (a product or a broadcast of large "
+             "dimensions); print the operands' shapes")
+
+
+def check_avals(name, avals):
+    """check_size for each of an operation's result avals."""
+    for a in avals:
+        if len(a.shape) > 1 or (a.shape and a.shape[0] > 1 << 59):
+            check_size(name, a.shape, a.dtype)
 
 
 def get_aval(x):
@@ -222,6 +256,7 @@ class EvalTrace(Trace):
         vals = []
         weak = True
         weak_args = prim.weak_args
+        borrowed = False     # a NumPy array of the caller's is an operand
         i = 0
         for a in args:
             if type(a) is Array:
@@ -229,6 +264,7 @@ class EvalTrace(Trace):
                 w = a.weak_type
             elif type(a) is np.ndarray or isinstance(a, np.generic):
                 vals.append(a)
+                borrowed = borrowed or type(a) is np.ndarray
                 w = False
             else:
                 vals.append(_concrete_value(a))
@@ -244,6 +280,8 @@ class EvalTrace(Trace):
         except Exception as e:
             _explain_impl_failure(prim, args, params, e)
             raise
+        if borrowed:
+            out = _unshared(out, vals, prim.multiple_results)
         if output_check is not None:
             output_check(prim, vals, out, params)
         if "weak_type" in params:
@@ -263,6 +301,19 @@ class EvalTrace(Trace):
         return fun(*args)
 
 
+def _unshared(out, vals, multiple):
+    """`out` with each result that is, or views, a NumPy operand replaced by a copy:
+    an Array never shares memory with an array its caller may write into."""
+    def own(o):
+        if type(o) is not np.ndarray or (o.base is None and
+                                         not any(o is v for v in vals)):
+            return o
+        if any(type(v) is np.ndarray and np.may_share_memory(o, v) for v in vals):
+            return o.copy()
+        return o
+    return [own(o) for o in out] if multiple else own(out)
+
+
 def _concrete_value(a):
     if isinstance(a, Tracer):
         check_live(a, eval_trace)
@@ -276,7 +327,8 @@ def _explain_impl_failure(prim, args, params, err):
     if prim.abstract_eval is None or isinstance(err, FgradTypeError):
         return
     avals = [get_aval(a) for a in args]
-    prim.abstract_eval(*avals, **params)  # raises FgradTypeError when inputs are bad
+    out = prim.abstract_eval(*avals, **params)  # raises FgradTypeError when inputs are bad
+    check_avals(prim.name, out if prim.multiple_results else [out])
 
 
 _state.trace = EvalTrace()
@@ -324,6 +376,27 @@ def _method(name):
     return method
 
 
+def _in_place(name, instead):
+    """A method standing for NumPy's in-place `name`: it says what to write instead."""
+    def method(self, *args, **kwargs):
+        raise TypeError(f"x.{name}(...) changes a NumPy array in place, and fgrad arrays "
+                        f"are immutable.\n  hint: {instead}")
+    method.__name__ = name
+    return method
+
+
+# NumPy methods that change their array in place -> the fgrad way to write them
+_IN_PLACE_METHODS = {
+    "sort": "x = fgrad.numpy.sort(x) (or fgrad.numpy.sort(x, axis=...))",
+    "fill": "x = fgrad.numpy.full_like(x, value)",
+    "put": "x = x.at[indices].set(values) (on x.ravel() for flat indices)",
+    "itemset": "x = x.at[index].set(value)",
+    "resize": "x = fgrad.numpy.reshape(x, shape), or concatenate/slice to change the size",
+    "partition": "x = fgrad.numpy.sort(x) (a full sort is also a partition)",
+    "setflags": "fgrad arrays have no writeable flag; x.at[...] makes updated copies",
+}
+
+
 class ArrayMethods:
     """Operators and NumPy-style methods, shared by `Array` and `Tracer`."""
     __slots__ = ()
@@ -335,7 +408,7 @@ class ArrayMethods:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(map(int, self.shape))
 
     @property
     def T(self):
@@ -360,10 +433,28 @@ class ArrayMethods:
         from fgrad._src.numpy.indexing import getitem
         return getitem(self, idx)
 
+    def __setitem__(self, idx, value):
+        text = _index_text(idx)
+        raise TypeError(
+            f"fgrad arrays are immutable: x[{text}] = ... cannot change x in place.\n"
+            f"  hint: x = x.at[{text}].set(value) makes the updated array (also .add, "
+            f".multiply, .min, .max); under jit it is updated in place when possible")
+
+    def __delitem__(self, idx):
+        raise TypeError(
+            f"fgrad arrays are immutable: del x[{_index_text(idx)}] cannot change x.\n"
+            f"  hint: select what to keep instead, e.g. x = x[mask] or "
+            f"x = fgrad.numpy.concatenate([x[:i], x[i + 1:]])")
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = getattr(_fnp(), ufunc.__name__, None)
         if method == "__call__" and fn is not None and not kwargs:
             return fn(*inputs)
+        if method == "__call__" and "out" in kwargs:
+            # NumPy writes into its own arrays (`numpy_array += fgrad_array`): let it,
+            # on fgrad values converted to NumPy (a traced value says why it cannot)
+            return ufunc(*[np.asarray(x) if isinstance(x, ArrayMethods) else x
+                           for x in inputs], **kwargs)
         return NotImplemented
 
     __add__, __radd__ = _binop("add"), _binop("add", True)
@@ -424,12 +515,40 @@ class ArrayMethods:
         return _fnp().transpose(self, axes or None)
 
 
+for _name, _instead in _IN_PLACE_METHODS.items():
+    setattr(ArrayMethods, _name, _in_place(_name, _instead))
+
+
+def _index_text(idx):
+    """An index as code (`0`, `1:3`, `..., None`), or `i` when it holds arrays."""
+    def one(i):
+        if i is Ellipsis:
+            return "..."
+        if i is None or type(i) is bool:
+            return repr(i)
+        if isinstance(i, (int, np.integer)):
+            return str(int(i))
+        if type(i) is slice:
+            parts = ["" if p is None else one(p) for p in (i.start, i.stop, i.step)]
+            return ":".join(parts if i.step is not None else parts[:2])
+        raise TypeError
+    try:
+        if type(idx) is tuple:
+            return ", ".join(map(one, idx)) if idx else "()"
+        return one(idx)
+    except TypeError:
+        return "i"
+
+
 # ----------------------------------------------------------------------------
 # Eager arrays
 
 class Array(ArrayMethods):
     """An immutable concrete array: a NumPy value (or, on a GPU, a CuPy value) plus
-    its weak-type flag."""
+    its weak-type flag. `Array(value)` takes `value` as it is, without a copy (the
+    internal constructor): nothing may write into it afterwards. Data that is
+    still written to elsewhere becomes an Array through fgrad.numpy.asarray or
+    fgrad.numpy.array, which copy it."""
     __slots__ = ("_value", "weak_type")
 
     def __init__(self, value, weak_type=False):
@@ -507,10 +626,12 @@ class Array(ArrayMethods):
         return (Array, (_host(self._value), self.weak_type))
 
     def __copy__(self):
-        return self
+        # a new Array object on the same (immutable) buffer: donating one of the two
+        # to a jitted function copies it first and leaves the other intact
+        return Array(self._value, self.weak_type)
 
     def __deepcopy__(self, memo):
-        return self
+        return self.__copy__()
 
 
 def _host(value):
@@ -572,12 +693,14 @@ class Tracer(ArrayMethods):
 
 
 def full_lower(x):
-    """An eager Array for a NumPy value or Python scalar; tracers and Arrays unchanged."""
+    """An eager Array for a NumPy value or Python scalar; tracers and Arrays unchanged.
+    A NumPy array is copied (as fgrad.numpy.asarray does): the Array may outlive
+    the call, and must not change when the NumPy array is written to."""
     if isinstance(x, (Array, Tracer)):
         return x
     if type(x) in (bool, int, float):
         return Array(np.asarray(x, dtypes.dtype_of_python_scalar(x)), True)
     if isinstance(x, (np.ndarray, np.generic)):
-        return Array(np.asarray(x, dtypes.canonicalize(x.dtype)), False)
+        return Array(np.array(x, dtypes.canonicalize(x.dtype)), False)
     value = np.asarray(x)
     return Array(value.astype(dtypes.canonicalize(value.dtype), copy=False), False)

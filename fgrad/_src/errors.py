@@ -97,6 +97,10 @@ class FgradTypeError(TypeError):
         super().__init__(text)
 
 
+class ArrayTooLargeError(FgradTypeError, ValueError):
+    """An operation would make an array of more bytes than an index can address."""
+
+
 class ConcretizationError(TypeError):
     """A traced value was used where a concrete Python value is needed."""
 

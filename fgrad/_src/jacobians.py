@@ -6,6 +6,7 @@ output leaf is replaced by a tree with the structure of the differentiated
 arguments whose leaves have shape out_leaf.shape + in_leaf.shape.
 """
 import functools
+import math
 
 import numpy as np
 
@@ -39,7 +40,7 @@ def _split_args(fun, args, kwargs, argnums, has_aux, what):
 
 def _basis(leaves):
     """Rows of the identity, split into one (n, *leaf.shape) array per leaf."""
-    sizes = [int(np.prod(x.shape, dtype=np.int64)) for x in leaves]
+    sizes = [math.prod(map(int, x.shape)) for x in leaves]
     eye = np.eye(sum(sizes))
     out, start = [], 0
     for x, n in zip(leaves, sizes):

@@ -78,12 +78,14 @@ class Jaxpr:
 
 
 class ClosedJaxpr:
-    """A jaxpr together with the values of its constvars."""
-    __slots__ = ("jaxpr", "consts", "__weakref__")
+    """A jaxpr together with the values of its constvars. `_derived`: values made
+    from it (see lru.derived), kept on it so that they die with it."""
+    __slots__ = ("jaxpr", "consts", "_derived", "__weakref__")
 
     def __init__(self, jaxpr, consts):
         self.jaxpr = jaxpr
         self.consts = list(consts)
+        self._derived = None
 
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)

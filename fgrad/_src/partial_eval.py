@@ -82,17 +82,19 @@ class JaxprTrace(core.Trace):
             check_live(x, self)
         aval = get_aval(x)
         if not aval.shape and not isinstance(x, Tracer):
-            val = x if type(x) is core.Array else core.Array(np.asarray(x, aval.dtype),
+            val = x if type(x) is core.Array else core.Array(np.array(x, aval.dtype),
                                                              aval.weak_type)
             return Literal(val, aval)
         key = id(x)
-        v = self._const_ids.get(key)
-        if v is None:
+        found = self._const_ids.get(key)
+        if found is None:
             v = Var(aval)
-            self._const_ids[key] = v
+            self._const_ids[key] = (v, x)     # x kept alive: its id stays its own
             self.constvars.append(v)
-            self.consts.append(x)
-        return v
+            # a NumPy array is copied now: the program sees its value at trace time
+            self.consts.append(np.array(x) if type(x) is np.ndarray else x)
+            return v
+        return found[0]
 
     def _is_own(self, x):
         return type(x) is JaxprTracer and x._trace is self
@@ -110,6 +112,7 @@ class JaxprTrace(core.Trace):
         atoms = [a.var if type(a) is JaxprTracer and a._trace is self else self.to_atom(a)
                  for a in args]
         out_avals = prim.abstract_eval(*[a.aval for a in atoms], **params)
+        core.check_avals(prim.name, out_avals if prim.multiple_results else (out_avals,))
         return self._record(prim, atoms, out_avals, params)
 
     def _record(self, prim, atoms, out_avals, params):

@@ -5,14 +5,17 @@ big-endian uint32 sizes, then the data in big-endian C order. Every size is
 checked against the bytes present: a short or long file is an error, never a
 silently smaller data set.
 """
+import math
 import os
 
 import numpy as np
 
-from ._files import DataFileError, find_file, read_bytes
+from ._files import DataFileError, find_file, open_data, read_at_most
 
 __all__ = ["read_idx", "load_mnist", "MNIST_CLASSES", "FASHION_MNIST_CLASSES"]
 
+# deflate emits at least 2 bits per 258-byte match: no stream expands more than 1032:1
+_DEFLATE_MAX_RATIO = 1032
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 MNIST_CLASSES = tuple(str(d) for d in range(10))
@@ -25,39 +28,83 @@ _KINDS = {"mnist": "MNIST", "fashion": "Fashion-MNIST"}
 
 def read_idx(path):
     """The array stored in the IDX file `path` (raw, or gzip if it ends in .gz),
-    in native byte order."""
-    data = read_bytes(path)
-    if len(data) < 4:
-        raise DataFileError(f"{path}: truncated IDX file: {len(data)} bytes, shorter than "
-                            f"the 4-byte magic number")
-    zero, type_code, ndim = int.from_bytes(data[:2], "big"), data[2], data[3]
-    if zero != 0 or type_code not in _IDX_TYPES:
-        raise DataFileError(f"{path}: wrong magic number 0x{data[:4].hex()}: an IDX file "
-                            f"starts with 00 00 <type in 08 09 0B 0C 0D 0E> <ndim>")
-    header = 4 + 4 * ndim
-    if len(data) < header:
-        raise DataFileError(f"{path}: truncated IDX header: {ndim} dimensions need "
-                            f"{header} bytes, the file has {len(data)}")
-    shape = tuple(int(s) for s in np.frombuffer(data, ">u4", ndim, 4))
-    dtype = np.dtype(_IDX_TYPES[type_code])
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(data) != expected:
-        problem = "truncated" if len(data) < expected else "has trailing bytes"
+    in native byte order.
+
+    The header is read and checked first; then exactly the data it declares is
+    read, plus one byte to detect trailing junk. A gzip file is decompressed as a
+    stream and only that far, so a file whose size does not match its header (a
+    gzip bomb included) fails without being decompressed completely.
+    """
+    return _read_idx(path)
+
+
+def _read_idx(path, expect=None):
+    """read_idx; `expect(shape, dtype)` may refuse the header before the data is read."""
+    with open_data(path) as f:
+        shape, dtype, header = _read_header(path, f)
+        if expect is not None:
+            expect(shape, dtype)
+        expected = header + math.prod(shape) * dtype.itemsize    # exact: Python ints
+        _check_declared_size(path, shape, dtype, expected)
+        body = read_at_most(f, expected - header + 1)
+    if header + len(body) != expected:
+        problem = "truncated" if header + len(body) < expected else "has trailing bytes"
+        found = f"{header + len(body)}" if problem == "truncated" else "more"
         raise DataFileError(f"{path}: size mismatch ({problem}): the header gives shape "
-                            f"{shape} of {dtype.newbyteorder('=').name}, i.e. {expected} bytes, "
-                            f"but the file has {len(data)}")
-    array = np.frombuffer(data, dtype, offset=header).reshape(shape)
-    return array.astype(dtype.newbyteorder("="))
+                            f"{shape} of {_name(dtype)}, i.e. {expected} bytes, but the file "
+                            f"has {found}")
+    return body.view(dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def _read_header(path, f):
+    """(shape, big-endian dtype, header size in bytes) from the magic number and sizes."""
+    magic = f.read(4)
+    if len(magic) < 4:
+        raise DataFileError(f"{path}: truncated IDX file: {len(magic)} bytes, shorter "
+                            f"than the 4-byte magic number")
+    zero, type_code, ndim = int.from_bytes(magic[:2], "big"), magic[2], magic[3]
+    if zero != 0 or type_code not in _IDX_TYPES:
+        raise DataFileError(f"{path}: wrong magic number 0x{magic.hex()}: an IDX file "
+                            f"starts with 00 00 <type in 08 09 0B 0C 0D 0E> <ndim>")
+    sizes = f.read(4 * ndim)
+    header = 4 + 4 * ndim
+    if len(sizes) < 4 * ndim:
+        raise DataFileError(f"{path}: truncated IDX header: {ndim} dimensions need "
+                            f"{header} bytes, the file has {4 + len(sizes)}")
+    shape = tuple(int.from_bytes(sizes[i:i + 4], "big") for i in range(0, 4 * ndim, 4))
+    return shape, np.dtype(_IDX_TYPES[type_code]), header
+
+
+def _name(dtype):
+    return dtype.newbyteorder("=").name
+
+
+def _check_declared_size(path, shape, dtype, expected):
+    """Refuse, before reading the data, a size the file cannot hold: more than a raw
+    file's size, or than any gzip stream of its size decompresses to (the shape's
+    product is exact, however large, so no overflow passes for a small size)."""
+    stored = os.path.getsize(path)
+    gz = path.endswith(".gz")
+    limit = stored * _DEFLATE_MAX_RATIO if gz else stored
+    if expected > limit:
+        holds = (f"a {stored}-byte gzip file decompresses to at most {limit} bytes" if gz
+                 else f"the file has {stored}")
+        raise DataFileError(f"{path}: size mismatch (truncated): the header gives shape "
+                            f"{shape} of {_name(dtype)}, i.e. {expected} bytes, but {holds}; "
+                            f"the header is corrupt or the file truncated")
 
 
 def _read_checked(path, type_code, ndim, what):
-    array = read_idx(path)
-    expected = np.dtype(_IDX_TYPES[type_code]).newbyteorder("=")
-    if array.ndim != ndim or array.dtype != expected:
-        raise DataFileError(f"{path}: wrong magic number for {what}: expected "
-                            f"0x{type_code:02x} with {ndim} dimension(s) ({expected.name}), got "
-                            f"{array.dtype.name} with shape {array.shape}")
-    return array
+    """read_idx, refusing a file of another type or rank before reading its data."""
+    want = np.dtype(_IDX_TYPES[type_code])
+
+    def expect(shape, dtype):
+        if len(shape) != ndim or dtype != want:
+            raise DataFileError(f"{path}: wrong magic number for {what}: expected "
+                                f"0x{type_code:02x} with {ndim} dimension(s) ({_name(want)}), "
+                                f"got {_name(dtype)} with shape {shape}")
+
+    return _read_idx(path, expect)
 
 
 def load_mnist(directory, split="train", kind="mnist"):

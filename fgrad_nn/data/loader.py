@@ -22,11 +22,24 @@ with batches of 1 MiB or more. The default `prefetch=None` turns it on (k=2)
 exactly in those cases, and off for small batches of a plain ArrayDataset
 (e.g. the 8x8 digits), where one fancy-indexing copy (~20 us) is cheaper than
 the thread hand-off (~30 us).
+
+Waiting and stopping: the loop waits for a prefetched batch in short polls, so
+Ctrl-C stops it at once even while a batch is being prepared, and `timeout=`
+(seconds, as PyTorch's) raises TimeoutError when no batch comes in that time.
+Leaving the loop (break, an exception, Ctrl-C) stops the prefetch thread; one
+stuck in a sample that never returns is a daemon thread, left behind with a
+warning after a bounded wait, so neither the loop nor the interpreter's exit
+hangs on it.
 """
+import itertools
 import queue
 import threading
+import time
+import warnings
 
 import numpy as np
+
+from fgrad_nn._checks import flag
 
 from .dataset import ArrayDataset, Subset, gather
 
@@ -35,6 +48,8 @@ __all__ = ["DataLoader"]
 _ORDER_STREAM, _TRANSFORM_STREAM = 0, 1
 _DONE = object()
 _PREFETCH_BYTES = 1 << 20
+_POLL_SECONDS = 0.05      # how often a waiting consumer wakes (Ctrl-C, timeout)
+_JOIN_SECONDS = 1.0       # how long leaving the loop waits for a busy prefetch thread
 
 
 def _row_bytes(dataset):
@@ -72,16 +87,24 @@ class DataLoader:
     drop_last: leave out the final, smaller batch. transforms: a sequence of
     data.transforms objects applied in order to each batch. prefetch: number of
     batches a background thread prepares ahead (0 off; None decides, see above).
+    timeout: with prefetching, the seconds to wait for a batch before raising
+    TimeoutError (None: wait as long as it takes).
     """
 
     def __init__(self, dataset, batch_size, shuffle=False, seed=None, drop_last=False,
-                 transforms=(), prefetch=None):
+                 transforms=(), prefetch=None, timeout=None):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"DataLoader: timeout must be a positive number of seconds or "
+                             f"None, got {timeout!r}")
+        self.timeout = timeout
+        self.shuffle = flag("DataLoader", "shuffle", shuffle)
+        self.drop_last = flag("DataLoader", "drop_last", drop_last)
         self.transforms = tuple(transforms)
         needs_seed = [type(t).__name__ for t in self.transforms if getattr(t, "random", False)]
-        if seed is None and (shuffle or needs_seed):
-            why = "shuffle=True" if shuffle else f"random transforms {needs_seed}"
+        if seed is None and (self.shuffle or needs_seed):
+            why = "shuffle=True" if self.shuffle else f"random transforms {needs_seed}"
             raise ValueError(f"DataLoader: {why} needs seed= (an int or an fgrad.random key) "
                              f"so that the order is reproducible")
         for t in self.transforms:
@@ -89,7 +112,6 @@ class DataLoader:
                 raise TypeError(f"DataLoader: transform {t!r} must be callable as t(array, rng) "
                                 f"and have an `index` (the batch component it changes)")
         self.dataset, self.batch_size = dataset, int(batch_size)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self._seed = None if seed is None else _seed_words(seed)
         if prefetch is None:
             row = _row_bytes(dataset)
@@ -150,7 +172,7 @@ class DataLoader:
         def put(item):
             while not stop.is_set():
                 try:
-                    ready.put(item, timeout=0.05)
+                    ready.put(item, timeout=_POLL_SECONDS)
                     return True
                 except queue.Full:
                     pass
@@ -167,14 +189,40 @@ class DataLoader:
 
         worker = threading.Thread(target=produce, name="DataLoader-prefetch", daemon=True)
         worker.start()
+        interrupted = False
         try:
-            while True:
-                item = ready.get()
+            for number in itertools.count():
+                item = self._wait(ready, number)
                 if item is _DONE:
                     return
                 if isinstance(item, _Failure):
                     raise item.error
                 yield item
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             stop.set()
-            worker.join()
+            if not interrupted:   # after Ctrl-C, leave at once
+                worker.join(timeout=_JOIN_SECONDS)
+                if worker.is_alive():
+                    warnings.warn(
+                        f"DataLoader: the prefetch thread is still preparing a batch "
+                        f"{_JOIN_SECONDS:g} s after the loop ended; it is left running as "
+                        f"a daemon thread and stops after that batch. If a sample never "
+                        f"returns, look at the dataset's __getitem__/gather or transforms",
+                        RuntimeWarning, stacklevel=2)
+
+    def _wait(self, ready, number):
+        """The next item from the prefetch queue, waiting in short polls so that
+        Ctrl-C is seen at once; TimeoutError after `self.timeout` seconds."""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while True:
+            try:
+                return ready.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"DataLoader: batch {number} was not ready after timeout="
+                        f"{self.timeout} s; a sample or transform is slow or hangs (the "
+                        f"prefetch thread is still working on it)") from None

@@ -1,5 +1,7 @@
 """Activations as modules (stateless, elementwise or over one axis), and the
 functions they wrap (fgrad.nn's). Any shape, one example or a batch."""
+import numpy as np
+
 from fgrad import nn
 from fgrad.nn import gelu, relu, sigmoid, softmax, tanh  # noqa: F401  (the function forms)
 
@@ -18,11 +20,29 @@ class ReLU(Module):
 
 class GELU(Module):
     """x·Φ(x); exact (erf) by default as PyTorch's GELU, the tanh approximation with
-    approximate=True (note fgrad.nn.gelu defaults to the approximation, as JAX)."""
-    approximate: bool = static_field(default=False)
+    approximate=True (note fgrad.nn.gelu defaults to the approximation, as JAX).
+
+    approximate takes PyTorch's spellings too: 'none' (exact) and 'tanh'; any other
+    value is an error rather than a guess (a non-empty string is truthy)."""
+    approximate: bool = static_field()
+
+    def __init__(self, approximate=False):
+        self.approximate = _gelu_approximate(approximate)
 
     def __call__(self, x, *, key=None):
         return nn.gelu(x, approximate=self.approximate)
+
+
+_GELU_SPELLINGS = {"none": False, "tanh": True}
+
+
+def _gelu_approximate(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value in _GELU_SPELLINGS:
+        return _GELU_SPELLINGS[value]
+    raise ValueError(f"GELU: approximate must be False or 'none' (exact, with erf) or True "
+                     f"or 'tanh' (the tanh approximation), got {value!r}")
 
 
 class Sigmoid(Module):

@@ -13,14 +13,19 @@ from fgrad_nn.layers.activations import Identity, Lambda
 from fgrad_nn.layers.dropout import Dropout
 from fgrad_nn.layers.linear import Linear
 from fgrad_nn.layers.norm import BatchNorm, LayerNorm
-from fgrad_nn.module import Module, is_stateful, static_field
+from fgrad_nn.module import Module, is_function, is_stateful, static_field
 
 
 def _as_module(layer):
     if isinstance(layer, Module):
         return layer
-    if callable(layer):
+    if is_function(layer):
         return Lambda(layer)
+    if callable(layer):   # a callable pytree: as a Lambda its arrays would be static
+        raise TypeError(f"expected a Module or a function, got {type(layer).__name__}, a "
+                        f"callable pytree: wrapped as a function its arrays would become "
+                        f"static configuration, hidden from grad and optimizers; make it a "
+                        f"subclass of fgrad_nn.Module")
     raise TypeError(f"expected a Module or a function, got {type(layer).__name__}")
 
 

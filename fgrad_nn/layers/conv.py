@@ -3,6 +3,7 @@ import fgrad
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -11,7 +12,8 @@ class Conv2d(Module):
 
     weight: (out_channels, in_channels, kh, kw), bias: (out_channels,) or None, both
     drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in_channels·kh·kw.
-    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' (zeros).
+    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' (zeros;
+    'same' is JAX's SAME for every stride: output size ceil(input / stride)).
     Input: a batch (N, C, H, W) or one example (C, H, W); output (N, O, Ho, Wo) or
     (O, Ho, Wo).
     """
@@ -32,11 +34,11 @@ class Conv2d(Module):
         self.kernel_size = (kh, kw)
         self.stride = F._pair("Conv2d: stride", stride)
         self.dilation = F._pair("Conv2d: dilation", dilation)
-        self.padding = padding if isinstance(padding, str) else F._pair("Conv2d: padding",
-                                                                         padding)
+        self.padding = F._check_padding("Conv2d", padding)
         fan_in = self.in_channels * kh * kw
         wkey, bkey = _init.split(key, 2)
         self.weight = _init.torch_weight(wkey, (out_channels, in_channels, kh, kw), dtype)
+        bias = flag("Conv2d", "bias", bias)
         self.bias = _init.torch_bias(bkey, (out_channels,), fan_in, dtype) if bias else None
 
     def __call__(self, x, *, key=None):

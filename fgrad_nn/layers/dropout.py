@@ -1,5 +1,6 @@
 """Dropout with an explicit PRNG key; the identity in eval mode."""
 from fgrad_nn import functional as F
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -14,6 +15,7 @@ class Dropout(Module):
     def __post_init__(self):
         if not 0.0 <= self.p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {self.p}")
+        flag("Dropout", "training", self.training)
 
     def __call__(self, x, *, key=None):
         return F.dropout(x, self.p, key, self.training)

@@ -3,6 +3,7 @@ import fgrad
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -23,6 +24,7 @@ class Linear(Module):
         wkey, bkey = _init.split(key, 2)
         self.in_features, self.out_features = int(in_features), int(out_features)
         self.weight = _init.torch_weight(wkey, (out_features, in_features), dtype)
+        bias = flag("Linear", "bias", bias)
         self.bias = _init.torch_bias(bkey, (out_features,), in_features, dtype) if bias else None
 
     def __call__(self, x, *, key=None):

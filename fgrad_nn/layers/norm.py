@@ -6,6 +6,7 @@ import fgrad.numpy as fnp
 
 from fgrad_nn import functional as F
 from fgrad_nn.layers import _init
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -22,6 +23,7 @@ class LayerNorm(Module):
         shape = ((int(normalized_shape),) if isinstance(normalized_shape, int)
                  else tuple(int(n) for n in normalized_shape))
         dtype = _init.resolve_dtype(dtype)
+        elementwise_affine = flag("LayerNorm", "elementwise_affine", elementwise_affine)
         self.normalized_shape, self.eps = shape, float(eps)
         self.weight = fnp.ones(shape, dtype) if elementwise_affine else None
         self.bias = fnp.zeros(shape, dtype) if elementwise_affine else None
@@ -31,9 +33,11 @@ class LayerNorm(Module):
 
 
 class BatchNormState(NamedTuple):
-    """BatchNorm's running statistics, kept outside the parameters."""
+    """BatchNorm's running statistics, kept outside the parameters; with
+    momentum=None also the number of training batches seen (int32; else None)."""
     running_mean: fgrad.Array
     running_var: fgrad.Array
+    num_batches_tracked: object = None
 
 
 class BatchNorm(Module):
@@ -47,7 +51,9 @@ class BatchNorm(Module):
         y, _ = fgrad_nn.eval_mode(bn)(x, state) # eval: running statistics, state unchanged
 
     The running update is PyTorch's: new = (1 - momentum)·old + momentum·batch, with
-    the unbiased batch variance. weight (ones) and bias (zeros) have shape
+    the unbiased batch variance; momentum=None makes it PyTorch's cumulative
+    average, momentum = 1 / (number of training batches so far), counted in the
+    state's num_batches_tracked. weight (ones) and bias (zeros) have shape
     (num_features,); affine=False drops them. Input is always a batch (training needs
     batch statistics; fgrad.vmap over single examples is not supported).
     """
@@ -64,24 +70,39 @@ class BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, *, training=True,
                  dtype=None):
         dtype = _init.resolve_dtype(dtype)
-        if not 0.0 <= momentum <= 1.0:
-            raise ValueError(f"BatchNorm: momentum must be in [0, 1], got {momentum}")
-        self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
-        self.training = bool(training)
+        if momentum is not None:
+            if not (isinstance(momentum, (int, float)) and not isinstance(momentum, bool)
+                    and 0.0 <= momentum <= 1.0):
+                raise ValueError(f"BatchNorm: momentum must be a number in [0, 1], or None "
+                                 f"for a cumulative average (as PyTorch), got {momentum!r}")
+            momentum = float(momentum)
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.training = flag("BatchNorm", "training", training)
+        affine = flag("BatchNorm", "affine", affine)
         self.weight = fnp.ones((num_features,), dtype) if affine else None
         self.bias = fnp.zeros((num_features,), dtype) if affine else None
         self.dtype = dtype
 
     def init_state(self):
-        """Running mean zeros and running variance ones, as PyTorch."""
+        """Running mean zeros and running variance ones, as PyTorch (and a zero
+        batch count with momentum=None)."""
+        count = fnp.zeros((), fnp.int32) if self.momentum is None else None
         return BatchNormState(fnp.zeros((self.num_features,), self.dtype),
-                              fnp.ones((self.num_features,), self.dtype))
+                              fnp.ones((self.num_features,), self.dtype), count)
 
     def __call__(self, x, state, *, key=None):
         if not isinstance(state, BatchNormState):
             raise TypeError(f"BatchNorm: expected the state from bn.init_state() (a "
                             f"BatchNormState), got {type(state).__name__}; call "
                             f"y, state = bn(x, state)")
+        momentum, count = self.momentum, state.num_batches_tracked
+        if momentum is None:
+            if count is None:
+                raise TypeError("BatchNorm(momentum=None): the state has no "
+                                "num_batches_tracked; make it with bn.init_state()")
+            if self.training:
+                count = count + 1
+                momentum = 1 / fnp.astype(count, fnp.result_type(state.running_mean))
         y, mean, var = F.batch_norm(x, state.running_mean, state.running_var, self.weight,
-                                    self.bias, self.training, self.momentum, self.eps)
-        return y, BatchNormState(mean, var)
+                                    self.bias, self.training, momentum, self.eps)
+        return y, BatchNormState(mean, var, count)

@@ -1,5 +1,6 @@
 """Max and average pooling over 2-d windows (NCHW)."""
 from fgrad_nn import functional as F
+from fgrad_nn._checks import flag
 from fgrad_nn.module import Module, static_field
 
 
@@ -23,6 +24,9 @@ class AvgPool2d(Module):
     stride: object = static_field(default=None)
     padding: object = static_field(default=0)
     count_include_pad: bool = static_field(default=True)
+
+    def __post_init__(self):
+        flag("AvgPool2d", "count_include_pad", self.count_include_pad)
 
     def __call__(self, x, *, key=None):
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding,

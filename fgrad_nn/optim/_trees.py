@@ -107,3 +107,11 @@ def float_dtype(tree):
     dtypes = [fnp.result_type(x) for x in fgrad.tree.leaves(tree)]
     floats = [d for d in dtypes if fnp.issubdtype(d, fnp.floating)]
     return fnp.result_type(*floats) if floats else fnp.dtype(fnp.float32)
+
+
+def sum_of_squares(x):
+    """sum(x**2), float16 leaves squared and summed in float32 (in float16 the
+    squares overflow above 256 and the sum above 65504, so a norm would be inf)."""
+    if fnp.result_type(x) == fnp.float16:
+        x = fnp.astype(x, fnp.float32)
+    return fnp.sum(fnp.square(x))

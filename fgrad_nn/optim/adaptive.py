@@ -6,8 +6,9 @@ from typing import NamedTuple
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad_nn._checks import flag
 
-from ._trees import hyper, map_checked
+from ._trees import hyper, map_checked, sum_of_squares
 from .base import EmptyState, GradientTransformation, increment, require_params, zero_count
 from .hyperparams import schedulable
 
@@ -44,7 +45,7 @@ class _BiasCorrection:
 
 
 def _norm(x):
-    return fnp.sqrt(fnp.sum(fnp.square(x)))
+    return fnp.sqrt(sum_of_squares(x))
 
 
 class ScaleByAdamState(NamedTuple):
@@ -58,6 +59,8 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, nesterov=False):
     """Adam's direction m̂ / (sqrt(v̂ + eps_root) + eps), with bias-corrected moments
     m̂ = m / (1 - b1^t), v̂ = v / (1 - b2^t). With nesterov=True (NAdam, Dozat 2016)
     m̂ = b1 m / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t)."""
+    nesterov = flag("scale_by_adam", "nesterov", nesterov)
+
     def init(params):
         return ScaleByAdamState(zero_count(), _zeros(params), _zeros(params))
 
@@ -125,6 +128,8 @@ def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False):
     inside). centered=True subtracts the squared mean gradient m² from v, with
     m = decay m + (1 - decay) g. v starts at initial_scale (PyTorch: 0).
     """
+    centered = flag("scale_by_rms", "centered", centered)
+
     def init(params):
         nu = _filled(params, initial_scale)
         return ScaleByCenteredRmsState(_zeros(params), nu) if centered else ScaleByRmsState(nu)
@@ -263,12 +268,13 @@ def scale_by_trust_ratio(min_norm=0.0, trust_coefficient=1.0, eps=0.0):
         require_params("scale_by_trust_ratio", params)
 
         def leaf(u, p):
-            p_norm = fnp.maximum(_norm(p).astype(u.dtype), hyper(min_norm, u))
-            u_norm = fnp.maximum(_norm(u), hyper(min_norm, u))
+            u_norm = _norm(u)           # float32 for float16 updates: the ratio too
+            p_norm = fnp.maximum(_norm(p).astype(u_norm.dtype), hyper(min_norm, u_norm))
+            u_norm = fnp.maximum(u_norm, hyper(min_norm, u_norm))
             zero = (p_norm == 0) | (u_norm == 0)
-            ratio = hyper(trust_coefficient, u) * p_norm / (fnp.where(zero, 1, u_norm)
-                                                           + hyper(eps, u))
-            return u * fnp.where(zero, 1, ratio)
+            ratio = hyper(trust_coefficient, u_norm) * p_norm / (
+                fnp.where(zero, 1, u_norm) + hyper(eps, u_norm))
+            return u * fnp.where(zero, 1, ratio).astype(u.dtype)
 
         out = map_checked("scale_by_trust_ratio", leaf, updates, params, names=("params",))
         return out, state

@@ -1,6 +1,8 @@
 """Ready-made optimizers, each a `chain` of small transformations, with Optax's
 names and signatures (PyTorch's behaviour where noted). Every learning_rate may
 be a schedule; so may every other numeric hyper-parameter (see `schedulable`)."""
+from fgrad_nn._checks import flag
+
 from . import adaptive
 from .base import chain
 from .hyperparams import schedulable
@@ -13,7 +15,7 @@ def _is_zero(value):
 
 
 def _check_nesterov(name, momentum, nesterov):
-    if nesterov and momentum is None:
+    if flag(name, "nesterov", nesterov) and momentum is None:
         raise ValueError(f"{name}: nesterov=True needs a momentum (e.g. momentum=0.9)")
 
 

@@ -6,6 +6,7 @@ import inspect
 from typing import NamedTuple
 
 import fgrad.numpy as fnp
+from fgrad_nn.module import is_function
 
 from ._trees import float_dtype
 from .base import GradientTransformation, increment, zero_count
@@ -34,8 +35,9 @@ def inject_hyperparams(factory, static_args=("mask",)):
     `inject_hyperparams(adam)(learning_rate=sched, b1=0.9)` returns a
     GradientTransformation whose state is an InjectHyperparamsState: read the
     current learning rate as `state.hyperparams['learning_rate']`, or replace a
-    value in the state to change it between steps. Callables are schedules
-    (functions of the int32 step count) unless named in `static_args`; values
+    value in the state to change it between steps. Functions are schedules (of
+    the int32 step count) unless named in `static_args` (callable pytrees such
+    as models are values, not schedules); values
     are stored in the widest floating dtype of the params given to init.
     """
     signature = inspect.signature(factory)
@@ -51,7 +53,7 @@ def inject_hyperparams(factory, static_args=("mask",)):
         for key, value in bound.arguments.items():
             if key in static_args:
                 static[key] = value
-            elif callable(value):
+            elif is_function(value):
                 schedules[key] = value
             elif _is_numeric(value):
                 numeric[key] = value
@@ -98,7 +100,7 @@ def schedulable(static_args=("mask",), native=("learning_rate",)):
         @functools.wraps(factory)
         def wrapper(*args, **kwargs):
             arguments = signature.bind(*args, **kwargs).arguments
-            if any(callable(v) for k, v in arguments.items()
+            if any(is_function(v) for k, v in arguments.items()
                    if k not in static_args and k not in native):
                 return inject_hyperparams(factory, static_args)(*args, **kwargs)
             return factory(*args, **kwargs)

@@ -4,6 +4,7 @@ from typing import NamedTuple
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad_nn.module import is_function
 
 from .base import EmptyState, GradientTransformation
 
@@ -15,8 +16,9 @@ class MaskedState(NamedTuple):
 
 def _leaf_flags(where, mask, tree):
     """One Python bool per leaf of `tree`, from `mask`: a tree of bools with the
-    structure of `tree` or a prefix of it, or a callable returning one."""
-    if callable(mask):
+    structure of `tree` or a prefix of it (a model of bools included, though a
+    model is callable), or a function returning one."""
+    if is_function(mask):
         mask = mask(tree)
     try:
         spread = fgrad.tree.map(lambda m, sub: fgrad.tree.map(lambda _: m, sub), mask, tree)
@@ -46,8 +48,9 @@ def masked(inner, mask):
 
     The inner state covers only the selected leaves, and transformations that look
     at all leaves (e.g. clip_by_global_norm) see only those. `mask` is a tree of
-    bools (or a prefix of the params' tree), or a function of the params/updates
-    returning one.
+    bools (or a prefix of the params' tree), e.g. `fgrad.tree.map(lambda p: p.ndim > 1,
+    model)`, or a function of the params/updates returning one; a pytree is always
+    taken as a tree, even a callable one such as a model.
     """
     def init(params):
         flags = _leaf_flags("masked.init", mask, params)

@@ -4,8 +4,9 @@ from typing import NamedTuple
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad_nn._checks import flag
 
-from ._trees import float_dtype, hyper, map_checked
+from ._trees import float_dtype, hyper, map_checked, sum_of_squares
 from .base import (EmptyState, GradientTransformation, increment, require_params, value_at,
                    zero_count)
 from .hyperparams import InjectHyperparamsState, schedulable
@@ -62,7 +63,7 @@ def scale_by_learning_rate(learning_rate, *, flip_sign=True):
     The state records the learning rate in use, so `current_learning_rate(state)`
     works for every optimizer built with it.
     """
-    sign = -1 if flip_sign else 1
+    sign = -1 if flag("scale_by_learning_rate", "flip_sign", flip_sign) else 1
 
     def init(params):
         count = zero_count()
@@ -146,7 +147,7 @@ def global_norm(tree):
     leaves = fgrad.tree.leaves(tree)
     if not leaves:
         return fnp.zeros((), fnp.float32)
-    return fnp.sqrt(sum(fnp.sum(fnp.square(x)) for x in leaves))
+    return fnp.sqrt(sum(sum_of_squares(x) for x in leaves))
 
 
 @schedulable()
@@ -168,6 +169,8 @@ class TraceState(NamedTuple):
 def trace(decay, nesterov=False):
     """Momentum, PyTorch's convention: t = g + decay * t; outputs t, or with
     nesterov g + decay * t (the new t)."""
+    nesterov = flag("trace", "nesterov", nesterov)
+
     def init(params):
         return TraceState(fgrad.tree.map(fnp.zeros_like, params))
 

@@ -231,6 +231,7 @@ def plan(jaxpr, can_fuse):
             group.closed = True
     while pending:
         emit(pending[0])
+    del emit, depends_on   # recursive closures (a cycle): free what they hold now
     return steps
 
 

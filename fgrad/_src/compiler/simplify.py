@@ -22,10 +22,13 @@ input, is idempotent, and returns its input object itself when it has nothing
 to do (so `p(x) is x` means "no change"). Invars are never removed: the calling
 convention of the program is kept.
 """
+import math
+
 import numpy as np
 
 from ..core import Array, Tracer
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effects
+from ..value_keys import value_key
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -38,8 +41,10 @@ MAX_EXPAND_ELEMENTS = 1024
 MAX_ROUNDS = 4
 
 # Binary primitives whose operands may be swapped (exactly, in IEEE arithmetic
-# too): cse treats mul(a, b) and mul(b, a) as the same expression.
-COMMUTATIVE = {"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"}
+# too): cse treats mul(a, b) and mul(b, a) as the same expression. Not max / min:
+# like np.maximum they keep the second of two equal values, so max(0.0, -0.0) is
+# -0.0 and max(-0.0, 0.0) is 0.0.
+COMMUTATIVE = {"add", "mul", "and", "or", "xor", "eq", "ne"}
 
 
 def simplify(closed, max_rounds=MAX_ROUNDS):
@@ -60,15 +65,19 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
 # Helpers
 
 def _callee(eqn):
-    """(body, n) for a call equation whose body can be inlined: `jit`, and the
+    """(body, n) for a call equation whose body can be inlined: `jit`, the
     custom-derivative calls (their rules matter only to differentiation, which is
-    over once a program is compiled). The first n operands feed the body's
-    constvars; with n = 0 the body carries its own consts. None otherwise."""
+    over once a program is compiled), and primitives defined by an expansion into
+    others (`inline_body(params)`, e.g. cond_lanes). The first n operands feed the
+    body's constvars; with n = 0 the body carries its own consts. None otherwise."""
     name = eqn.primitive.name
     if name == "jit" and isinstance(eqn.params.get("jaxpr"), ClosedJaxpr):
         return eqn.params["jaxpr"], 0
     if name in ("custom_jvp_call", "custom_vjp_call"):
         return eqn.params["call_jaxpr"], eqn.params["num_consts"]
+    expand = getattr(eqn.primitive, "inline_body", None)
+    if expand is not None:
+        return expand(eqn.params), 0
     return None
 
 
@@ -95,7 +104,7 @@ def _rebuilt(closed, constvars, consts, eqns, outvars):
 
 
 def _size(aval):
-    return int(np.prod(aval.shape, dtype=np.int64))
+    return math.prod(map(int, aval.shape))
 
 
 # ----------------------------------------------------------------------------
@@ -244,13 +253,14 @@ def expand_dots(closed):
 # ----------------------------------------------------------------------------
 # widen_half_reductions
 
-_ACCUMULATED = ("reduce_sum", "reduce_prod")
+_ACCUMULATED = ("reduce_sum", "reduce_prod", "cumsum", "cumprod")
 
 
 def widen_half_reductions(closed):
-    """Write each float16 sum and product as what it computes (lax/reductions.py):
-    convert to float32, reduce, convert back, so the backend fuses a float32
-    reduction instead of needing a float16 accumulator."""
+    """Write each float16 sum and product (also cumulative) as what it computes
+    (lax/reductions.py, lax/cumulative.py): convert to float32, reduce, convert
+    back, so the backend runs a float32 reduction instead of needing a float16
+    accumulator."""
     from ..core import ShapedArray
     from ..lax.elementwise import convert_element_type_p
     jaxpr = closed.jaxpr
@@ -491,17 +501,16 @@ def _try_fold(eqn, invars, value_of, max_elements, max_expand_elements):
 # cse
 
 def _param_key(v):
+    """Params equal by type and value (value_key: 1 vs 1.0 vs True, -0.0 vs 0.0);
+    sub-jaxprs and unhashable values by identity."""
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         return ("id", id(v))
-    if isinstance(v, float):  # repr tells -0.0 from 0.0
-        return ("float", repr(v))
     if isinstance(v, tuple):
-        return ("tuple",) + tuple(_param_key(x) for x in v)
+        return (type(v),) + tuple(_param_key(x) for x in v)
     try:
-        hash(v)
+        return value_key(v)
     except TypeError:
         return ("id", id(v))
-    return (type(v), v)
 
 
 def _atom_key(a):

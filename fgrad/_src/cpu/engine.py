@@ -11,15 +11,20 @@ OpenBLAS once `blas` made it global), the object is linked into a shared
 library and loaded with dlopen; otherwise (or when linking fails) MCJIT
 compiles and loads it, resolving the symbols given to `add_symbol`.
 
-Compiled code is cached on disk (`<key>.so` or `<key>.o`), keyed on the IR
-text, the llvmlite version, the host CPU name and features and
+Compiled code is cached on disk (`disk_cache`: `<key>.so` or `<key>.o`),
+keyed on the IR text, the llvmlite version, the host CPU and
 `ENGINE_VERSION`. A hit on a shared library loads it without LLVM: llvmlite's
-binding (about 60 ms to import) is imported only to compile, and LLVM's view
-of the host (CPU name, features, triple) is remembered on disk per CPU
-(/proc/cpuinfo's identification and flags), so a new process that finds its
-programs in the cache never loads LLVM. A hit on an object loads it into a
-fresh MCJIT engine through the object-cache hook, so neither optimisation nor
-code generation runs.
+binding (about 60 ms to import) is imported only to compile, and the key
+names the CPU by /proc/cpuinfo's identification and flags where there is one
+(LLVM's view of the CPU, detected afresh in each process that compiles, is
+never read back from disk), so a new process that finds its programs in the
+cache never loads LLVM. A hit on an object loads it into a fresh MCJIT engine
+through the object-cache hook, so neither optimisation nor code generation
+runs.
+
+`_lock` (`compiler_lock.lock`) serialises every use of LLVM and is held
+across fork(): a child never starts with LLVM's own locks held by a thread it
+does not have, and fork() waits while another thread compiles.
 
 Facts about llvmlite 0.50 this relies on (see the project's cpu-codegen
 notes): the legacy pass manager is gone and `llvm.initialize()` raises;
@@ -34,16 +39,19 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
-import tempfile
-import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 import llvmlite
+
+from . import disk_cache, scratch
+from .compiler_lock import lock
 
 __all__ = [
     "ENGINE_VERSION", "CompileError", "CompileStats", "CompiledModule",
@@ -55,13 +63,10 @@ __all__ = [
 #: Bump whenever the compilation pipeline changes in a way that changes code.
 ENGINE_VERSION = "3"
 
-_CACHE_MAGIC = b"FGRADOBJ\x01"
-_HEADER_LEN = len(_CACHE_MAGIC) + 32 + 8     # magic, sha256(payload), length
+# LLVM's global context and the pass pipelines are not thread-safe: every use of
+# LLVM holds this lock (also held across fork(): see compiler_lock).
+_lock = lock
 
-# LLVM's global context and the pass pipelines are not thread-safe.
-_lock = threading.RLock()
-if hasattr(os, "register_at_fork"):  # a child must not inherit a lock another thread held
-    os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.RLock()))
 _initialized = False
 _symbols: dict[str, int] = {}      # add_symbol's names and addresses
 _registered: set[str] = set()      # ... of which LLVM has been told
@@ -91,14 +96,19 @@ def initialize() -> None:
 
 
 def _cpu_fingerprint() -> str | None:
-    """A digest of this CPU's identification and flags (Linux), else None."""
+    """A digest of this CPU's identification and flags (Linux), else None: what
+    LLVM's view of the CPU is made from, read without LLVM."""
+    lines = []
     try:
         with open("/proc/cpuinfo") as f:
-            first = f.read().split("\n\n", 1)[0]
+            for line in f:                # the first processor's block only
+                if not line.strip():
+                    break
+                lines.append(line)
     except OSError:
         return None
     keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
-    lines = [ln for ln in first.splitlines() if ln.split(":", 1)[0].strip() in keep]
+    lines = [ln.rstrip("\n") for ln in lines if ln.split(":", 1)[0].strip() in keep]
     if not lines:
         return None
     h = hashlib.sha256("\n".join([platform.machine(), llvmlite.__version__] + lines).encode())
@@ -107,31 +117,29 @@ def _cpu_fingerprint() -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def _host() -> tuple[str, str, str]:
-    """LLVM's (CPU name, feature string, process triple) for this host, read from
-    the cache directory when this CPU was seen before (so LLVM is not loaded)."""
+    """LLVM's (CPU name, feature string, process triple) for this host, asked of
+    LLVM in each process (a description read back from disk could claim
+    features the CPU lacks)."""
+    with _lock:
+        initialize()
+        llvm = _binding()
+        name = llvm.get_host_cpu_name()
+        try:
+            features = llvm.get_host_cpu_features().flatten()
+        except RuntimeError:        # not available on some platforms
+            features = ""
+        return name, features, llvm.get_process_triple()
+
+
+@functools.lru_cache(maxsize=None)
+def _host_identity() -> str:
+    """What compiled code depends on about this machine, for cache keys: the CPU's
+    /proc/cpuinfo fingerprint (no LLVM needed), else LLVM's view of it."""
     fingerprint = _cpu_fingerprint()
-    path = default_cache_dir() / "cpu" / f"host-{fingerprint}.json" if fingerprint else None
-    if path is not None:
-        try:
-            known = json.loads(path.read_text())
-            return known["name"], known["features"], known["triple"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    initialize()
-    llvm = _binding()
-    name = llvm.get_host_cpu_name()
-    try:
-        features = llvm.get_host_cpu_features().flatten()
-    except RuntimeError:        # not available on some platforms
-        features = ""
-    triple = llvm.get_process_triple()
-    if path is not None:
-        try:
-            _write_atomic(path, json.dumps({"name": name, "features": features,
-                                            "triple": triple}).encode())
-        except OSError:             # an unwritable cache: ask LLVM again next time
-            pass
-    return name, features, triple
+    if fingerprint is not None:
+        return f"cpuinfo {fingerprint}"
+    name, features, triple = _host()
+    return f"llvm {triple} {name} {features}"
 
 
 def host_cpu() -> tuple[str, str]:
@@ -216,18 +224,13 @@ def _links_as_shared_library(text: str) -> bool:
 
 def default_cache_dir() -> Path:
     """$FGRAD_CACHE_DIR, else ~/.cache/fgrad."""
-    env = os.environ.get("FGRAD_CACHE_DIR")
-    if env:
-        return Path(env)
-    return Path.home() / ".cache" / "fgrad"
+    return disk_cache.root()
 
 
 def cache_key(llvm_ir_text: str, opt: int = 3) -> str:
     """sha256 of the IR text and everything else the object code depends on."""
-    name, features = host_cpu()
     h = hashlib.sha256()
-    for part in (ENGINE_VERSION, llvmlite.__version__, host_triple(), name, features,
-                 str(opt)):
+    for part in (ENGINE_VERSION, llvmlite.__version__, _host_identity(), str(opt)):
         h.update(part.encode())
         h.update(b"\0")
     h.update(llvm_ir_text.encode())
@@ -257,9 +260,10 @@ class _Entry:
 
     Call with an int address of the argument table (fastest, ~0.3 µs) or a
     C-contiguous numpy int64 array.  `cfunc` is the raw ctypes function.
-    Holds a reference to its CompiledModule so the code stays alive.
+    Holds a reference to its CompiledModule so the code stays alive: whoever
+    calls `cfunc` or `address` must hold the entry (or its module).
     """
-    __slots__ = ("name", "address", "cfunc", "_owner")
+    __slots__ = ("name", "address", "cfunc", "_owner", "__weakref__")
 
     def __init__(self, owner: "CompiledModule", name: str, address: int):
         self.name = name
@@ -286,15 +290,17 @@ class _Entry:
 
 class CompiledModule:
     """Compiled code; the MCJIT engine or the loaded library lives as long as this
-    object (and any entry obtained from it)."""
+    object (and any entry obtained from it), and is freed (the library closed)
+    when the last of them goes."""
 
     def __init__(self, code, stats: CompileStats, entry_names: Iterable[str]):
-        self._code = code      # an MCJIT engine or a ctypes.CDLL
+        self._code = code      # an MCJIT engine or a _Library
         self._lookup = (_library_lookup(code) if isinstance(code, ctypes.CDLL)
                         else code.get_function_address)
         self.stats = stats
         self._addresses: dict[str, int] = {}
-        self._entries: dict[str, _Entry] = {}
+        # entries hold the module: a weak map, so that module and entries are no cycle
+        self._entries = weakref.WeakValueDictionary()
         for name in entry_names:
             addr = self._lookup(name)
             if not addr:
@@ -326,8 +332,8 @@ class CompiledModule:
 
 def _library_lookup(lib):
     def lookup(name):
-        try:
-            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
+        try:    # lib[name], not getattr: that keeps the function (and so lib) on lib
+            return ctypes.cast(lib[name], ctypes.c_void_p).value or 0
         except AttributeError:
             return 0
     return lookup
@@ -405,53 +411,7 @@ def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
 
 
 # --------------------------------------------------------------------------
-# Disk cache
-
-def _read_cache(path: Path) -> tuple[bytes | None, str | None]:
-    """(object bytes, None) or (None, reason it is unusable)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None, None
-    except OSError as e:
-        return None, f"unreadable cache file: {e}"
-    if len(data) < _HEADER_LEN or not data.startswith(_CACHE_MAGIC):
-        return None, "corrupt cache file (bad header)"
-    off = len(_CACHE_MAGIC)
-    digest = data[off:off + 32]
-    length = int.from_bytes(data[off + 32:off + 40], "little")
-    payload = data[_HEADER_LEN:]
-    if len(payload) != length or hashlib.sha256(payload).digest() != digest:
-        return None, "corrupt cache file (bad checksum)"
-    return payload, None
-
-
-def _write_cache(path: Path, payload: bytes) -> str | None:
-    """Write header + payload atomically; returns an error or None."""
-    blob = (_CACHE_MAGIC + hashlib.sha256(payload).digest()
-            + len(payload).to_bytes(8, "little") + payload)
-    try:
-        _write_atomic(path, blob)
-    except OSError as e:
-        return f"could not write cache file: {e}"
-    return None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
+# Loading
 
 def _engine_from_object(payload: bytes, opt: int):
     """A fresh MCJIT engine whose (empty) module's code comes from `payload`
@@ -468,19 +428,41 @@ def _engine_from_object(payload: bytes, opt: int):
     return engine
 
 
-def _load_library(payload: bytes) -> ctypes.CDLL:
-    """dlopen a shared library's bytes through a file in a directory of its own,
-    both removed once loaded: nothing is left behind, even by a killed process or
-    a forked child, and no two loads share a name (dlopen would return an
-    earlier library of the same name)."""
-    scratch = tempfile.mkdtemp(prefix="fgrad-lib-")
-    path = os.path.join(scratch, "k.so")
-    try:
+class _Library(ctypes.CDLL):
+    """A loaded shared library; dlclose'd once the last reference to it is gone
+    (CompiledModules and their entries hold it, and whoever calls into it holds
+    one of those; native worker threads run its code only within such a call)."""
+
+
+_libraries = weakref.WeakValueDictionary()    # sha256 of the bytes -> live _Library
+
+
+def _load_library(payload: bytes) -> _Library:
+    """dlopen a shared library's bytes through a file in a scratch directory of
+    its own, both removed once loaded: nothing is left behind by a forked child
+    (what a killed process leaves, `scratch.remove_stale` removes), and no two
+    loads share a name (dlopen would return an earlier library of the same
+    name). The same bytes loaded while an earlier load is alive give that library
+    (one mapping of a program, not one per jit)."""
+    digest = hashlib.sha256(payload).digest()
+    lib = _libraries.get(digest)
+    if lib is not None:
+        return lib
+    with scratch.directory("lib") as d:
+        path = os.path.join(d, "k.so")
         with open(path, "wb") as f:
             f.write(payload)
-        return ctypes.CDLL(path, mode=os.RTLD_LOCAL)
-    finally:
-        shutil.rmtree(scratch, True)
+        lib = _Library(path, mode=os.RTLD_LOCAL)
+    # after the library's death (a weakref callback: it cannot come back, unlike in
+    # __del__); not at exit, when daemon threads may still be running its code
+    weakref.finalize(lib, _close_library, lib._handle).atexit = False
+    _libraries[digest] = lib
+    return lib
+
+
+def _close_library(handle: int) -> None:
+    import _ctypes
+    _ctypes.dlclose(handle)
 
 
 def _link_shared(mod, opt: int) -> bytes:
@@ -488,7 +470,7 @@ def _link_shared(mod, opt: int) -> bytes:
     tm = _target_machine(opt, jit=False, reloc="pic", codemodel="default")
     _set_target(mod, tm)
     obj = tm.emit_object(mod)
-    with tempfile.TemporaryDirectory(prefix="fgrad-link-") as d:
+    with scratch.directory("link") as d:
         src, out = os.path.join(d, "k.o"), os.path.join(d, "k.so")
         with open(src, "wb") as f:
             f.write(obj)
@@ -515,17 +497,16 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
     t_start = time.perf_counter()
     stats = CompileStats()
     shared = _links_as_shared_library(llvm_ir_text)
-    path = None
+    name = None
     if cache:
         stats.key = cache_key(llvm_ir_text, opt)
-        cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        path = cdir / "cpu" / f"{stats.key}{'.so' if shared else '.o'}"
-        stats.cache_path = str(path)
+        name = f"{stats.key}{'.so' if shared else '.o'}"
+        stats.cache_path = str(disk_cache.root(cache_dir) / "cpu" / name)
 
     with _lock:
-        if path is not None:
+        if name is not None:
             t0 = time.perf_counter()
-            payload, err = _read_cache(path)
+            payload, err = disk_cache.read(name, cache_dir)
             stats.cache_error = err
             if payload is not None:
                 try:
@@ -541,6 +522,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                     stats.total_ms = (time.perf_counter() - t_start) * 1e3
                     return cm
 
+        scratch.remove_stale()      # left by a process killed while compiling
         llvm = _binding()
         initialize()
         _register_symbols(llvm)
@@ -562,9 +544,9 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                 stats.link_error = str(e)
                 _broken_linkers.add(_linker())
                 payload = cm = None
-                if path is not None:
-                    path = path.with_suffix(".o")
-                    stats.cache_path = str(path)
+                if name is not None:
+                    name = f"{stats.key}.o"
+                    stats.cache_path = str(Path(stats.cache_path).with_name(name))
         if cm is None:
             tm = host_target_machine(opt)          # owned by the engine below
             _set_target(mod, tm)
@@ -580,8 +562,8 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         stats.codegen_ms = (t3 - t2) * 1e3
         if payload:
             stats.object_bytes = len(payload)
-        if path is not None and payload:
-            err = _write_cache(path, payload)
+        if name is not None and payload:
+            err = disk_cache.write(name, payload, cache_dir)
             if err:
                 stats.cache_error = err
             stats.cache_write_ms = (time.perf_counter() - t3) * 1e3
@@ -592,18 +574,17 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
 # --------------------------------------------------------------------------
 # Aliases: compiled code found by a key known before the IR exists
 
-def _alias_path(alias_key: str, cache_dir) -> Path:
-    cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return cdir / "cpu" / f"{alias_key}.alias"
+_HEX_KEY = re.compile(r"[0-9a-f]{64}\Z")
 
 
 def load_alias(alias_key: str, entry_names: Iterable[str] = (),
                cache_dir: Path | str | None = None):
     """(CompiledModule, metadata) for the code `save_alias` stored under
     `alias_key`, or None when there is none (or it is unusable): then the
-    caller emits the IR and calls `compile_module`."""
+    caller emits the IR and calls `compile_module`. The metadata is JSON read
+    from disk: the caller checks it before it steers native code."""
     t_start = time.perf_counter()
-    blob, _ = _read_cache(_alias_path(alias_key, cache_dir))
+    blob, _ = disk_cache.read(f"{alias_key}.alias", cache_dir)
     if blob is None:
         return None
     try:
@@ -611,11 +592,15 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
         key, shared, meta = record["key"], record["shared"], record["meta"]
     except (ValueError, KeyError, TypeError):
         return None
-    path = _alias_path(alias_key, cache_dir).with_name(f"{key}{'.so' if shared else '.o'}")
-    payload, _ = _read_cache(path)
+    if type(key) is not str or not _HEX_KEY.match(key) or type(shared) is not bool \
+            or type(meta) is not dict:
+        return None
+    name = f"{key}{'.so' if shared else '.o'}"
+    payload, _ = disk_cache.read(name, cache_dir)
     if payload is None:
         return None
-    stats = CompileStats(cache_hit=True, key=key, cache_path=str(path), object_bytes=len(payload),
+    stats = CompileStats(cache_hit=True, key=key, object_bytes=len(payload),
+                         cache_path=str(disk_cache.root(cache_dir) / "cpu" / name),
                          shared_library=shared)
     with _lock:
         try:
@@ -638,18 +623,22 @@ def compile_runtime(tag: str, entry_names: Iterable[str], emit) -> CompiledModul
     found = load_alias(alias, entry_names) if alias else None
     if found is not None:
         return found[0]
-    module = compile_module(emit(), entry_names)
+    with _lock:                 # (emitting may import llvmlite.ir: see compiler_lock)
+        module = compile_module(emit(), entry_names)
     if alias:
         save_alias(alias, module, {})
     return module
 
 
-def save_alias(alias_key: str, module: CompiledModule, meta) -> None:
+def save_alias(alias_key: str, module: CompiledModule, meta: dict) -> None:
     """Remember that `alias_key` names `module`'s cached code (and JSON-able
     `meta`); nothing is written when the module is not in the disk cache."""
     stats = module.stats
-    if not stats.key or not stats.cache_path or not Path(stats.cache_path).exists():
+    if not stats.key or not stats.cache_path:
         return
-    record = {"key": stats.key, "shared": stats.cache_path.endswith(".so"), "meta": meta}
-    _write_cache(Path(stats.cache_path).with_name(f"{alias_key}.alias"),
-                 json.dumps(record).encode())
+    path = Path(stats.cache_path)
+    cache_dir = path.parent.parent
+    if not disk_cache.exists(path.name, cache_dir):
+        return
+    record = {"key": stats.key, "shared": path.suffix == ".so", "meta": meta}
+    disk_cache.write(f"{alias_key}.alias", json.dumps(record).encode(), cache_dir)

@@ -28,27 +28,39 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (-0.0 or
-0; 1; -inf / +inf or the integer extremes; True / False) before the loop nest,
-and the body accumulates into it through strides that are 0 on the reduced
-axes (a last-axis reduction's accumulator is promoted to a register by LLVM).
-Max/min propagate NaN like np.max / np.min; max/min of a zero-size array is
-left to NumPy (it raises), and so are zero-size products and `and`s (a kernel
+input has the domain's shape: its output is filled with the identity (0, as
+NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
+False) before the loop nest, and the body accumulates into it through strides
+that are 0 on the reduced axes (a last-axis reduction's accumulator is
+promoted to a register by LLVM).
+Max/min propagate NaN like np.max / np.min and count -0.0 below +0.0 (IEEE
+754-2019, LLVM's vectorisable maximum; the NumPy impls settle ties of zeros so,
+as NumPy keeps whichever its SIMD order meets last; element-wise max/min are
+np.maximum / np.minimum exactly); max/min of a
+zero-size array is left to NumPy (it raises), and so are zero-size products
+and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
 False. Only the accumulation of a float sum or product carries `reassoc` (so
-it vectorises with partial sums; NumPy's pairwise sum reorders too). Inputs that are fused views (`Fused.reads`: expand_dims,
+it vectorises with partial sums; NumPy's pairwise sum reorders too). A float
+sum of more than a block of terms per output element adds them in blocks whose
+sums are added pairwise (`summation`): in registers when the innermost loops
+are reduced, in a scratch row of output elements when they are kept (a sum
+over outer axes). Inputs that are fused views (`Fused.reads`: expand_dims,
 squeeze, broadcast_in_dim, transpose, slice, rev, size-1 reshapes) are read
 from their source buffer through the view's IndexMap (strides, possibly
 negative, from an offset).
 
 Semantics are those of the NumPy impls in `lax/elementwise.py`: integer and
-bool results are bit-for-bit equal, float results equal to a few ulp. Float
-add/sub/mul carry the fast-math flags `nsz arcp contract afn` (so a*b + c may
-become one fma); never `nnan`/`ninf`, and not `reassoc`, which lets LLVM fold
-(x + 1) - x to 1 even for x = inf or NaN. Division is emitted with `contract`
-only (no `nsz`: 1 / -0.0 stays -inf) and square roots, negation, rounding and
-remainders without flags, so they stay exact / correctly rounded. The transcendental functions
-come from `mathlib` (a couple of ulp; tan = sin / cos). `can_fuse(eqn)` says
+bool results are bit-for-bit equal, and so are the correctly rounded float
+operations (add, sub, mul, div, sqrt, negation, abs, rounding, remainders,
+comparisons, max/min, conversions), signs of zeros included: no element-wise float
+operation carries a fast-math flag (`nsz` would let 0.0 - x give -0.0 at
+x = +0.0; `contract` would fuse a*b + c into one fma, rounded once instead
+of twice as NumPy does; `arcp`/`afn` would allow approximations; `nnan`/`ninf`
+would break NaN/Inf). The transcendental functions come from `mathlib` (a
+couple of ulp from NumPy's; tan = sin / cos), and a float integer_pow is a
+chain of multiplications (NumPy's power calls pow: a few ulp apart for
+exponents other than 0, 1, 2). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
@@ -82,7 +94,8 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import blas, indexing, outputs, pool, program, sorting, structural, threads
+from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
+               sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -177,13 +190,6 @@ def can_fuse(eqn):
 # ----------------------------------------------------------------------------
 # IR helpers
 
-# Fast-math flags on float add/sub/mul. Never nnan/ninf. Not `reassoc` either:
-# with it LLVM folds (x + 1) - x to 1, which is wrong for x = inf or NaN, and
-# element-wise loops (no loop-carried float values) gain nothing from it.
-# `contract` lets a*b + c become an fma (one rounding instead of two).
-_FAST = ("nsz", "arcp", "contract", "afn")
-# Division: no reciprocal tricks (correctly rounded) and no nsz (1 / -0.0 is -inf).
-_EXACT = ("contract",)
 
 
 def _ir():
@@ -271,11 +277,11 @@ class _Cx:
 # ----------------------------------------------------------------------------
 # Emitters: fn(cx, args, in_dtypes, out_dtype, params) -> ir value
 
-def _arith(int_op, float_op, flags=_FAST):
+def _arith(int_op, float_op):
     def emit(cx, args, dts, out, params):
         x, y = args
         if dts[0].kind == "f":
-            return getattr(cx.b, float_op)(x, y, flags=flags)
+            return getattr(cx.b, float_op)(x, y)
         return getattr(cx.b, int_op)(x, y)
     return emit
 
@@ -285,7 +291,7 @@ def _div(cx, args, dts, out, params):
     x, y = args
     dt = dts[0]
     if dt.kind == "f":
-        return b.fdiv(x, y, flags=_EXACT)
+        return b.fdiv(x, y)
     zero, one = cx.const(dt, 0), cx.const(dt, 1)
     y0 = b.icmp_unsigned("==", y, zero)
     if dt.kind == "u":
@@ -313,7 +319,7 @@ def _rem(cx, args, dts, out, params):
 def _neg(cx, args, dts, out, params):
     (x,) = args
     if dts[0].kind == "f":
-        return cx.b.fneg(x)      # exact; no nsz, so neg(0.0) stays -0.0
+        return cx.b.fneg(x)      # exact: neg(0.0) is -0.0
     return cx.b.sub(cx.const(dts[0], 0), x)
 
 
@@ -341,12 +347,21 @@ def _sign(cx, args, dts, out, params):
                     b.select(b.icmp_signed("<", x, zero), m1, zero))
 
 
-def _minmax(fbase, op):
+def _float_minmax(cx, op, x, y, tie_first=False):
+    """np.maximum (op '>') / np.minimum ('<') exactly: x if x beats y or x is NaN,
+    else y, so NaN propagates and of two equal values (0.0 and -0.0) the second
+    is kept; NumPy's float16 loops keep the first (tie_first: '>=' / '<=')."""
+    b = cx.b
+    beats = b.fcmp_ordered(op + "=" if tie_first else op, x, y)
+    return b.select(b.or_(beats, b.fcmp_unordered("uno", x, x)), x, y)
+
+
+def _minmax(op):
     def emit(cx, args, dts, out, params):
         x, y = args
         dt = dts[0]
-        if dt.kind == "f":   # NaN-propagating, as np.maximum / np.minimum
-            return cx.call_intr(fbase, dt, x, y)
+        if dt.kind == "f":
+            return _float_minmax(cx, op, x, y)
         cmp = cx.b.icmp_unsigned if dt.kind == "u" else cx.b.icmp_signed
         return cx.b.select(cmp(op, x, y), x, y)
     return emit
@@ -366,11 +381,11 @@ def _integer_pow(cx, args, dts, out, params):
         return cx.math("pow", dt, x, cx.const(dt, float(y)))
 
     def mul(p, q):
-        return b.fmul(p, q, flags=_FAST) if dt.kind == "f" else b.mul(p, q)
+        return b.fmul(p, q) if dt.kind == "f" else b.mul(p, q)
 
     # negative powers: the reciprocal first, so x**-n underflows only where the
     # result does (1 / x**n would give 0 once x**n overflows)
-    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x, flags=_EXACT) if y < 0 else x)
+    acc, base = None, (b.fdiv(cx.const(dt, 1.0), x) if y < 0 else x)
     while n:
         if n & 1:
             acc = base if acc is None else mul(acc, base)
@@ -552,7 +567,7 @@ def _identity(cx, args, dts, out, params):
 EMITTERS = {
     "add": _arith("add", "fadd"), "sub": _arith("sub", "fsub"), "mul": _arith("mul", "fmul"),
     "div": _div, "rem": _rem, "neg": _neg, "abs": _abs, "sign": _sign,
-    "max": _minmax("maximum", ">"), "min": _minmax("minimum", "<"),
+    "max": _minmax(">"), "min": _minmax("<"),
     "pow": _pow, "integer_pow": _integer_pow,
     "floor": _unary_intr("floor"), "ceil": _unary_intr("ceil"), "round": _round,
     "exp": _mathfn("exp"), "log": _mathfn("log"), "log1p": _mathfn("log1p"),
@@ -617,12 +632,13 @@ _REDUCE_DTYPES = {"reduce_sum": _NUM - {_F16}, "reduce_prod": _NUM - {_F16},
 # The accumulation of a float sum (or product) may be reassociated (so it
 # vectorises with several partial sums, as NumPy's pairwise sum also reorders);
 # only that add (mul) carries `reassoc`, so nothing else is rewritten through it.
-_SUM_FLAGS = ("reassoc", "nsz", "contract")
+# No `nsz`, which would let partial sums start from either zero.
+_SUM_FLAGS = ("reassoc",)
 
 
 def _reduce_identity(cx, name, dt):
     if name == "reduce_sum":
-        return cx.const(dt, -0.0 if dt.kind == "f" else 0)   # -0.0 + x == x exactly
+        return cx.const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if name == "reduce_prod":
         return cx.const(dt, 1)
     if dt.kind == "b":      # and / min: True; or / max: False
@@ -646,6 +662,44 @@ def _reduce_combine(cx, name, dt, acc, x):
     op = ">" if name == "reduce_max" else "<"
     cmp = b.icmp_unsigned if dt.kind == "u" else b.icmp_signed
     return b.select(cmp(op, x, acc), x, acc)
+
+
+def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
+    """How a float reduce_sum adds up its terms (see `summation`): None (one
+    running sum per output element, for few terms), or (a summation.PairwiseSum
+    or PairwiseRows, the first loop level of the levels it sums over, the last
+    of them). A PairwiseSum over the reduced levels inside the innermost kept
+    one (all levels for a full sum); a PairwiseRows over the reduced levels just
+    outside the kept ones inside them, when those hold more terms (each row
+    then adds the terms of the inner reduced levels one after another) and
+    its scratch rows fit. The other reduced levels, outside a kept one, add
+    their sums one after another."""
+    if red_out is None or red.primitive.name != "reduce_sum" or not math.prod(dims):
+        return None
+    dt = red_out.aval.dtype
+    kind, st = red_layout
+    if dt.kind != "f" or kind == "flat":
+        return None
+    if kind == "scalar":
+        st = [0] * len(dims)
+    kept = [level for level in range(len(dims)) if st[level] != 0]
+    inner = kept[-1] + 1 if kept else 0          # the reduced levels inside every kept one
+    last = max((level for level in range(inner) if st[level] == 0), default=None)
+    first = last
+    while first is not None and first > 0 and st[first - 1] == 0:
+        first -= 1
+    inner_terms = math.prod(dims[inner:])
+    rows = 1 if last is None else math.prod(dims[first:last + 1])
+    if inner_terms < rows:
+        width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level])
+        block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
+        if block is not None:
+            return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
+                    first, last)
+    if not summation.worth_it(inner_terms):
+        return None
+    return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
+            inner, len(dims) - 1)
 
 
 # float16 operations whose float result is a float16 value already
@@ -672,6 +726,8 @@ def _emit_half(cx, eqn, args, dts, out):
 
     if name in ("rsqrt", "logistic"):    # the impls round after each NumPy step
         return _half_steps(cx, name, args[0])
+    if name in ("max", "min") and dts[0] == _F16:
+        return _float_minmax(cx, ">" if name == "max" else "<", *args, tie_first=True)
 
     if name == "select_n" and out == _F16:
         # select the half values themselves (exact): selecting their float
@@ -696,12 +752,39 @@ def _half_steps(cx, name, x):
     b, r = cx.b, cx.round_half
     one = cx.const(_F32, 1.0)
     if name == "rsqrt":
-        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x)), flags=_EXACT))
+        return r(b.fdiv(one, r(cx.call_intr("sqrt", _F32, x))))
     e = r(cx.math("exp", _F32, b.fneg(cx.call_intr("fabs", _F32, x))))
     d = r(b.fadd(one, e))
-    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d, flags=_EXACT),
-                   b.fdiv(e, d, flags=_EXACT))
+    res = b.select(b.fcmp_ordered(">=", x, cx.const(_F32, 0.0)), b.fdiv(one, d),
+                   b.fdiv(e, d))
     return r(res)
+
+
+def _loop_nest(group):
+    """(the reduction ending the group or None, its output when the group returns
+    it, the collapsed loop extents, per input and then the reduced output: its
+    layout over them) of an element-wise group."""
+    domain = tuple(group.shape)
+    reads = [r for a, r in zip(group.inputs, group.reads) if type(a) is not Literal]
+    ins = [a for a in group.inputs if type(a) is not Literal]
+    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
+    red_out = red.outvars[0] if red is not None and red.outvars[0] in group.outputs else None
+    # a fused view (an IndexMap) reads its source with the view's strides from an offset
+    operands = [domain_strides(domain, v.aval.shape, None) if m is None
+                else domain_strides(domain, rv.aval.shape, m.strides)
+                for v, (rv, m) in zip(ins, reads)]
+    offsets = [0 if m is None else m.offset for _, m in reads]
+    if red_out is not None:
+        operands.append(_reduced_strides(domain, set(red.params["axes"])))
+        offsets.append(0)
+    dims, layout = _layout(domain, operands, offsets)
+    return red, red_out, dims, layout
+
+
+def _checks_selector(group):
+    """Whether the group's code reports a select_n selector out of range."""
+    return any(e.primitive.name == "select_n" and len(e.invars) > 2
+               and e.invars[0].aval.dtype.kind != "b" for e in group.eqns)
 
 
 def _emit_group(ir, module, fname, group):
@@ -712,8 +795,7 @@ def _emit_group(ir, module, fname, group):
     n_in, n_out = len(ins), len(outs)
     ptr = ir.PointerType()
     i64 = ir.IntType(64)
-    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
-    red_out = red.outvars[0] if red is not None and red.outvars[0] in outs else None
+    red, red_out, dims, layout = _loop_nest(group)
     if red is not None:
         elementwise = group.eqns[:-1]
     else:
@@ -733,15 +815,7 @@ def _emit_group(ir, module, fname, group):
     lo.name, hi.name = "lo", "hi"
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
-    # a fused view (an IndexMap) reads its source with the view's strides from an offset
-    operands = [domain_strides(domain, v.aval.shape, None) if m is None
-                else domain_strides(domain, rv.aval.shape, m.strides)
-                for v, (rv, m) in zip(ins, reads)]
     offsets = [0 if m is None else m.offset for _, m in reads]
-    if red_out is not None:
-        operands.append(_reduced_strides(domain, set(red.params["axes"])))
-        offsets.append(0)
-    dims, layout = _layout(domain, operands, offsets)
     red_layout = layout[n_in] if red_out is not None else None
     layout = layout[:n_in]
 
@@ -755,8 +829,7 @@ def _emit_group(ir, module, fname, group):
     hoisted = {k: load(k, ir.Constant(i64, offsets[k]))
                for k, (kind, _) in enumerate(layout) if kind == "scalar"}
     err_slot = None
-    if any(e.primitive.name == "select_n" and len(e.invars) > 2
-           and e.invars[0].aval.dtype.kind != "b" for e in group.eqns):
+    if _checks_selector(group):
         err_slot = b.alloca(ir.IntType(1), name="err")
         b.store(ir.Constant(ir.IntType(1), 0), err_slot)
     stride_keys = {}
@@ -764,6 +837,10 @@ def _emit_group(ir, module, fname, group):
         if kind == "strided":
             stride_keys.setdefault(tuple(st), len(stride_keys))
     strides = list(stride_keys)
+    pairwise = _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims)
+    pairwise, sums_from, last_summed = pairwise or (None, None, None)
+    by_rows = isinstance(pairwise, summation.PairwiseRows)
+    row_base = []        # by rows: the offset of the output's first element in the row
 
     if red_out is not None and math.prod(domain) > 0:
         # the reduced output starts at the reduction's identity
@@ -818,11 +895,12 @@ def _emit_group(ir, module, fname, group):
         for j, v in enumerate(outs):
             dt = v.aval.dtype
             mt = cx.mem_ty(dt)
+            if v is red_out and pairwise is not None and not by_rows:
+                pairwise.add(read(red.invars[0]))
+                continue
             if v is red_out:
-                kind, st = red_layout
-                idx = (zero if kind == "scalar" else flat if kind == "flat"
-                       else offs[stride_keys[tuple(st)]])
-                p = b.gep(body.args[n_in + j], [idx], inbounds=True, source_etype=mt)
+                p = (pairwise.at(b.sub(reduced_index(flat, offs), row_base[0], flags=("nsw",)))
+                     if by_rows else reduced_at(j, flat, offs))
                 acc = cx.from_mem(b.load(p, typ=mt), dt)
                 b.store(cx.to_mem(_reduce_combine(cx, red.primitive.name, dt, acc,
                                                   read(red.invars[0])), dt), p)
@@ -836,10 +914,66 @@ def _emit_group(ir, module, fname, group):
             b.store(acc, err_slot)
             cx.errors.clear()
 
+    def reduced_index(flat, offs):
+        """Index of the reduction's output element at this point."""
+        kind, st = red_layout
+        return (zero if kind == "scalar" else flat if kind == "flat"
+                else offs[stride_keys[tuple(st)]])
+
+    def reduced_at(j, flat, offs):
+        """Pointer to the reduction's output element (output j) at this point."""
+        return b.gep(body.args[n_in + j], [reduced_index(flat, offs)], inbounds=True,
+                     source_etype=cx.mem_ty(red_out.aval.dtype))
+
     def emit_loops(level, flat, offs):
         if level == len(dims):
             emit_body(flat if flat is not None else zero, offs)
             return
+        start, stop = (lo, hi) if level == 0 else (zero, ir.Constant(i64, dims[level]))
+        emit = emit_level
+        if pairwise is not None and not by_rows and level == len(dims) - 1:
+            emit = emit_blocks
+        if pairwise is not None and level == sums_from:
+            # the nest from here sums into one output element (by rows: into a
+            # row of them) in blocks, pairwise
+            p = reduced_at(outs.index(red_out), flat, offs)
+            pairwise.start()
+            if by_rows:
+                row_base[:] = [reduced_index(flat, offs)]
+            emit(level, flat, offs, start, stop)
+            if by_rows:
+                pairwise.total_into(p)
+            else:
+                b.store(b.fadd(b.load(p, typ=cx.ty(red_out.aval.dtype)), pairwise.total()), p)
+        else:
+            emit(level, flat, offs, start, stop)
+
+    def emit_blocks(level, flat, offs, start, stop):
+        """The innermost loop cut into pieces of at most one block, each followed
+        by the block's bookkeeping (pushing a full block)."""
+        step = ir.Constant(i64, summation.BLOCK)
+        if level > 0 and dims[level] <= summation.BLOCK:
+            emit_level(level, flat, offs, start, stop)
+            pairwise.terms_added(ir.Constant(i64, dims[level]))
+            return
+        pre = b.block
+        loop = body.append_basic_block(f"blocks{level}")
+        done = body.append_basic_block(f"blocks_done{level}")
+        b.branch(loop)
+        b.position_at_end(loop)
+        first = b.phi(i64, name=f"block{level}")
+        first.add_incoming(start, pre)
+        room = b.sub(stop, first, flags=("nuw",))
+        last = b.add(first, b.select(b.icmp_unsigned("<", room, step), room, step),
+                     flags=("nuw", "nsw"))
+        emit_level(level, flat, offs, first, last)
+        pairwise.terms_added(b.sub(last, first, flags=("nuw",)))
+        first.add_incoming(last, b.block)
+        b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
+        b.position_at_end(done)
+
+    def emit_level(level, flat, offs, start, stop):
+        """for i in [start, stop) (at least once) over dims[level], the deeper levels inside."""
         n = dims[level]
         pre = b.block
         loop = body.append_basic_block(f"loop{level}")
@@ -847,7 +981,7 @@ def _emit_group(ir, module, fname, group):
         b.branch(loop)
         b.position_at_end(loop)
         i = b.phi(i64, name=f"i{level}")
-        i.add_incoming(lo if level == 0 else zero, pre)
+        i.add_incoming(start, pre)
         flat2 = i if flat is None else b.add(b.mul(flat, ir.Constant(i64, n), flags=("nuw", "nsw")),
                                              i, flags=("nuw", "nsw"))
         offs2 = []
@@ -860,10 +994,11 @@ def _emit_group(ir, module, fname, group):
                 inc = i if step == 1 else b.mul(i, ir.Constant(i64, step), flags=("nsw",))
                 offs2.append(inc if off is zero else b.add(off, inc, flags=("nsw",)))
         emit_loops(level + 1, flat2, offs2)
+        if by_rows and level == last_summed:
+            pairwise.row_done()
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, hi if level == 0 else ir.Constant(i64, n)),
-                  loop, done)
+        b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
         b.position_at_end(done)
 
     if math.prod(domain) > 0:
@@ -877,6 +1012,8 @@ def _emit_group(ir, module, fname, group):
             b.position_at_end(skip)
         else:
             emit_loops(0, None, [zero] * len(strides))
+    if by_rows:
+        pairwise.release()
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 
@@ -978,6 +1115,22 @@ def _describe(group):
     where = next((e.source_info for e in group.eqns if e.source_info is not None), None)
     return ("+".join(e.primitive.name for e in group.eqns) + f" over {tuple(group.shape)}"
             + (f", from {where.short()}" if where is not None else ""))
+
+
+def group_info(group, loops):
+    """What emitting `group` reports (see emit_module), found without emitting it:
+    code found in the disk cache is run only when it was emitted with these."""
+    op = group.eqns[0].primitive.name
+    if id(group) in loops:
+        return (True, 0, False)
+    if op == "dot_general":
+        spec = blas.gemm_spec(group.eqns[0])
+        outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
+        return (False, outer, kind * blas.is_small(spec))
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
+        return (False, 0, False)
+    red, _, dims, _ = _loop_nest(group)
+    return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
 
 
 def _emit_bodies(ir, module, base, groups, name, loops, flush):
@@ -1156,19 +1309,20 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
                                  f"{threads.num_threads()} blas {blas.available()}")
     found = engine.load_alias(alias, entries) if alias else None
-    if found is not None and len(found[1].get("infos", ())) != len(groups):
-        found = None              # not this program after all: emit it
     if found is not None:
-        infos = [tuple(info) for info in found[1]["infos"]]
+        # the code was compiled for these infos and plans (they set loop bounds and
+        # table layouts): what the disk says must be what this plan gives
+        infos = [group_info(g, loops or {}) for g in groups]
         plans = _parallel_plans(segments, groups, infos)
-        if found[1].get("plans") != _plan_records(segments, plans):
-            found = None          # split otherwise now (SPLIT_WORK changed, say): emit it
+        if found[1].get("infos") != [list(i) for i in infos] \
+                or found[1].get("plans") != _plan_records(segments, plans):
+            found = None          # not this program, or split otherwise now: emit it
     if found is not None:
         module = found[0]
         text = functools.lru_cache(maxsize=None)(
-            lambda: emit_module(groups, name, segments, flush, loops)[0])
+            lambda: _emit_locked(groups, name, segments, flush, loops)[0])
     else:
-        emitted, names, infos, segment_names = emit_module(groups, name, segments, flush, loops)
+        emitted, names, infos, segment_names = _emit_locked(groups, name, segments, flush, loops)
         text = lambda: emitted  # noqa: E731
         try:
             module = engine.compile_module(emitted, entries)
@@ -1195,6 +1349,13 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                                          _address, plan)
         segment_fns.append(_annotated(fn, text, entry_name, module))
     return fns, segment_fns
+
+
+def _emit_locked(groups, name, segments, flush, loops):
+    """emit_module under the lock fork() takes (its first call imports mathlib and
+    llvmlite.ir: see compiler_lock)."""
+    with compiler_lock.lock:
+        return emit_module(groups, name, segments, flush, loops)
 
 
 def _parallel_plans(segments, groups, infos):
@@ -1345,6 +1506,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
         if check_selector and table[err]:
             table[err] = 0
             tables.append((table, table_addr))
+            interrupts.raise_pending()
             raise ValueError("invalid entry in choice array")
         tables.append((table, table_addr))
         return outs

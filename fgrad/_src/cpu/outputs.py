@@ -62,6 +62,12 @@ def empty(shape, dtype):
     return np.empty(shape, dt)
 
 
+def kept(buf):
+    """1 when `buf` is one of the buffers this module keeps (it holds one reference
+    to it), else 0."""
+    return int(any(b is buf for b in _buffers.get(buf.nbytes, ())))
+
+
 def release():
     """Forget every kept buffer (arrays still viewing one keep it alive)."""
     with _lock:

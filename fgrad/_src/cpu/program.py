@@ -26,14 +26,16 @@ a big element-wise kernel is a segment even alone.
 A `scan` whose body is itself one segment becomes a native loop (`emit_scan`):
 a kernel like any other, so it joins its neighbours' segment; each iteration
 fills the body segment's table with raw pointers (the body's entry reads
-pointers, not ndarray objects) and calls it.
+pointers, not ndarray objects) and calls it. Scan and while loops look for
+signals every few milliseconds and stop when a handler raised (see
+`interrupts`): the caller then raises that exception.
 """
 import math
 
 import numpy as np
 
 from ..jaxpr import Literal, Var
-from . import blas, loops, outputs
+from . import blas, interrupts, loops, outputs
 from .dispatch import NativeEntry
 
 ALIGN = 64
@@ -408,6 +410,7 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
         table[err] = 0
         pool.append((table, table_address, ws))
         if failed:
+            interrupts.raise_pending()
             raise ValueError("invalid entry in choice array")
         return outs
 
@@ -443,8 +446,14 @@ class LoopPlan:
 
     @property
     def constvars(self):
-        """The parts' own constants, passed to the loop after the operands."""
+        """The parts' own constants, passed to the loop after the operands (then,
+        when it `polls`, interrupts.STATE)."""
         return [v for part in self.parts for v in part.body.jaxpr.constvars]
+
+    @property
+    def polls(self):
+        """Whether the loop looks for signals (a scan or while loop, not a cond)."""
+        return self.kind != "cond"
 
 
 
@@ -457,9 +466,10 @@ class _LoopEmitter:
         ptr, self.i8, self.i64 = ir.PointerType(), ir.IntType(8), ir.IntType(64)
         self.ins = list(eqn.invars) + plan.constvars
         self.outs = list(eqn.outvars)
+        polls = int(plan.polls)      # then interrupts.STATE follows the constants
         self.fn = ir.Function(module, ir.FunctionType(
-            ir.IntType(1), [ptr] * (len(self.ins) + len(self.outs)) + [self.i64, self.i64]),
-            fname + "_body")
+            ir.IntType(1), [ptr] * (len(self.ins) + polls + len(self.outs))
+            + [self.i64, self.i64]), fname + "_body")
         self.fn.linkage = "internal"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.args = self.fn.args
@@ -470,7 +480,9 @@ class _LoopEmitter:
             n = len(part.body.jaxpr.constvars)
             self.constants.append(dict(zip(part.body.jaxpr.constvars, consts[k:k + n])))
             k += n
-        self.out_args = self.args[len(self.ins):len(self.ins) + len(self.outs)]
+        self.poller = interrupts.Poller(ir, module, self.args[len(self.ins)]) if polls else None
+        start = len(self.ins) + polls
+        self.out_args = self.args[start:start + len(self.outs)]
         self.malloc = loops.declare(ir, module, "malloc", ptr, [self.i64])
         self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
         self.memcpy_fn = loops.declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
@@ -522,6 +534,22 @@ class _LoopEmitter:
         b.store(value if value.type == self.i64 else b.ptrtoint(value, self.i64),
                 b.gep(table, [self.const(k)], inbounds=True, source_etype=self.i64))
 
+    def open_chunks(self, failed):
+        """Start a loop run in chunks, between which signals are looked for: branch
+        into a `chunk` block whose error flag `err0` (a phi) starts at `failed`.
+        Returns (block entered from, chunk, loop body block, chunk_done block, err0)."""
+        b = self.b
+        self.poller.start(b)
+        pre = b.block
+        chunk = self.fn.append_basic_block("chunk")
+        loop = self.fn.append_basic_block("pair")
+        looked = self.fn.append_basic_block("chunk_done")
+        b.branch(chunk)
+        b.position_at_end(chunk)
+        err0 = b.phi(self.ir.IntType(1), name="err0")
+        err0.add_incoming(failed, pre)
+        return pre, chunk, loop, looked, err0
+
     def run_part(self, j, inputs, targets, sizes):
         """Run part j on pointers `inputs` (one per body input, constants excluded)
         writing `targets` (one per body output, `sizes` bytes each); returns its
@@ -559,16 +587,21 @@ def part_name(fname, j):
 
 
 def emit_scan(ir, module, fname, eqn, plan):
-    """`i1 fname_body(ptr inputs..., ptr outputs..., i64, i64)` running the scan
-    `eqn` natively: each iteration runs the body's segment on the consts, the
-    current carry and row i of each xs, writing the next carry and row i of each
-    ys. Carries alternate between the carry outputs and a scratch buffer so that
-    the last iteration writes the outputs."""
+    """`i1 fname_body(ptr inputs..., ptr state, ptr outputs..., i64, i64)` running
+    the scan `eqn` natively: each iteration runs the body's segment on the consts,
+    the current carry and row i of each xs, writing the next carry and row i of
+    each ys. Carries alternate between the carry outputs and a scratch buffer so
+    that the last iteration writes the outputs. Iteration 0 runs first, then the
+    others in pairs (each pair in one loop turn, so which buffer each reads and
+    writes is known when compiling and the carry may stay in registers), in
+    chunks of pairs between which the loop looks for signals (`interrupts`); an
+    odd one out runs last."""
     p = eqn.params
     n_consts, n_carry, length, reverse = (p["num_consts"], p["num_carry"], p["length"],
                                           p["reverse"])
     e = _LoopEmitter(ir, module, fname, eqn, plan)
     b, i64, args, n_ops = e.b, e.i64, e.args, e.n_ops
+    i1 = ir.IntType(1)
     consts, inits, xs = (args[:n_consts], args[n_consts:n_consts + n_carry],
                          args[n_consts + n_carry:n_ops])
     carry_out, ys = e.out_args[:n_carry], e.out_args[n_carry:]
@@ -578,35 +611,54 @@ def emit_scan(ir, module, fname, eqn, plan):
     if length == 0:          # the carries come out as they went in; no rows
         for src, dst, n in zip(inits, carry_out, carry_bytes):
             e.memcpy(dst, src, n)
-        b.ret(ir.Constant(ir.IntType(1), 0))
+        b.ret(ir.Constant(i1, 0))
         return e.fn
     block, scratch = e.scratch(carry_bytes)
-    pre = b.block
-    loop = e.fn.append_basic_block("iteration")
-    done = e.fn.append_basic_block("done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    t = b.phi(i64, name="t")
-    t.add_incoming(e.const(0), pre)
-    err = b.phi(ir.IntType(1), name="err")
-    err.add_incoming(ir.Constant(ir.IntType(1), 0), pre)
-    row = b.sub(e.const(length - 1), t) if reverse else t
-    # iteration t writes the outputs when (length - 1 - t) is even, else the scratch
-    final = b.icmp_unsigned("==", b.and_(b.sub(e.const(length - 1), t), e.const(1)),
-                            e.const(0))
-    first = b.icmp_unsigned("==", t, e.const(0))
-    inputs = list(consts)
-    for c in range(n_carry):          # read what the previous iteration wrote
-        inputs.append(b.select(first, inits[c], b.select(final, scratch[c], carry_out[c])))
-    inputs += [e.at(x, b.mul(row, e.const(n))) for x, n in zip(xs, x_rows)]
-    targets = [b.select(final, carry_out[c], scratch[c]) for c in range(n_carry)]
-    targets += [e.at(y, b.mul(row, e.const(n))) for y, n in zip(ys, y_rows)]
-    failed = b.or_(err, e.run_part(0, inputs, targets, carry_bytes + y_rows))
-    nxt = b.add(t, e.const(1))
-    t.add_incoming(nxt, b.block)
-    err.add_incoming(failed, b.block)
-    b.cbranch(b.icmp_unsigned("<", nxt, e.const(length)), loop, done)
-    b.position_at_end(done)
+
+    def iteration(t, index, err):
+        """Iteration t (an i64), of the parity of `index` (a Python int: t itself for
+        the first and the last); returns the error flag so far."""
+        final = (length - 1 - index) % 2 == 0
+        row = b.sub(e.const(length - 1), t) if reverse else t
+        # iteration t writes the outputs when (length - 1 - t) is even, else the scratch
+        sources = inits if index == 0 else (scratch if final else carry_out)
+        inputs = list(consts) + list(sources)
+        inputs += [e.at(x, b.mul(row, e.const(n))) for x, n in zip(xs, x_rows)]
+        targets = list(carry_out if final else scratch)
+        targets += [e.at(y, b.mul(row, e.const(n))) for y, n in zip(ys, y_rows)]
+        return b.or_(err, e.run_part(0, inputs, targets, carry_bytes + y_rows))
+
+    failed = iteration(e.const(0), 0, ir.Constant(i1, 0))
+    pairs = (length - 1) // 2
+    if pairs:
+        pre, chunk, loop, looked, err0 = e.open_chunks(failed)
+        k0 = b.phi(i64, name="k0")
+        k0.add_incoming(e.const(0), pre)
+        end = b.add(k0, e.poller.stride(b))
+        end = b.select(b.icmp_unsigned("<", end, e.const(pairs)), end, e.const(pairs))
+        b.branch(loop)
+        b.position_at_end(loop)
+        k = b.phi(i64, name="k")                  # pair k: iterations 2k + 1 and 2k + 2
+        k.add_incoming(k0, chunk)
+        err = b.phi(i1, name="err")
+        err.add_incoming(err0, chunk)
+        t = b.add(b.mul(k, e.const(2)), e.const(1))
+        failed = iteration(b.add(t, e.const(1)), 2, iteration(t, 1, err))
+        nxt = b.add(k, e.const(1))
+        k.add_incoming(nxt, b.block)
+        err.add_incoming(failed, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, end), loop, looked)
+        b.position_at_end(looked)
+        failed = b.or_(failed, e.poller.check(b, e.fn))
+        k0.add_incoming(nxt, b.block)
+        err0.add_incoming(failed, b.block)
+        go_on = e.fn.append_basic_block("pairs_done")
+        # an error stops the loop (the call raises)
+        b.cbranch(b.and_(b.icmp_unsigned("<", nxt, e.const(pairs)), b.not_(failed)), chunk,
+                  go_on)
+        b.position_at_end(go_on)
+    if (length - 1) % 2:
+        failed = iteration(e.const(length - 1), length - 1, failed)
     b.call(e.free, [block])
     b.ret(failed)
     return e.fn
@@ -616,42 +668,68 @@ def emit_while(ir, module, fname, eqn, plan):
     """`i1 fname_body(...)` running the while loop `eqn` natively: the condition's
     segment writes a bool; while it is true the body's segment maps the current
     carry to the other of two buffers (the outputs and a scratch). At the end the
-    carry is copied to the outputs unless it is already there."""
+    carry is copied to the outputs unless it is already there. The first turn
+    reads the inputs; the others run in pairs (outputs to scratch, scratch to
+    outputs: known when compiling, so the carry may stay in registers), in chunks
+    of pairs between which the loop looks for signals (`interrupts`)."""
     p = eqn.params
     n_cc, n_bc = p["cond_nconsts"], p["body_nconsts"]
     e = _LoopEmitter(ir, module, fname, eqn, plan)
     b, i64, args = e.b, e.i64, e.args
+    i1 = ir.IntType(1)
     cond_consts, body_consts = args[:n_cc], args[n_cc:n_cc + n_bc]
     inits = args[n_cc + n_bc:e.n_ops]
     carry_out = e.out_args
     carry_bytes = [_nbytes(v.aval) for v in e.outs]
     block, buffers = e.scratch(carry_bytes + [1])
     scratch, pred = buffers[:-1], buffers[-1]
-    pre = b.block
-    test = e.fn.append_basic_block("test")
-    step = e.fn.append_basic_block("step")
     done = e.fn.append_basic_block("done")
-    b.branch(test)
-    b.position_at_end(test)
-    state = b.phi(i64, name="state")       # where the carry is: 0 inputs, 1 outputs, 2 scratch
-    state.add_incoming(e.const(0), pre)
-    err = b.phi(ir.IntType(1), name="err")
-    err.add_incoming(ir.Constant(ir.IntType(1), 0), pre)
-    in_outputs = b.icmp_unsigned("==", state, e.const(1))
-    current = [b.select(b.icmp_unsigned("==", state, e.const(0)), init,
-                        b.select(in_outputs, out, tmp))
-               for init, out, tmp in zip(inits, carry_out, scratch)]
-    cond_failed = b.or_(err, e.run_part(0, list(cond_consts) + current, [pred], [1]))
-    go = b.icmp_unsigned("!=", b.load(pred, typ=e.i8), ir.Constant(e.i8, 0))
-    b.cbranch(b.and_(go, b.not_(cond_failed)), step, done)
-    b.position_at_end(step)
-    targets = [b.select(in_outputs, tmp, out) for out, tmp in zip(carry_out, scratch)]
-    body_failed = b.or_(cond_failed, e.run_part(1, list(body_consts) + current, targets,
-                                                carry_bytes))
-    state.add_incoming(b.select(in_outputs, e.const(2), e.const(1)), b.block)
-    err.add_incoming(body_failed, b.block)
-    b.branch(test)
+    exits = []          # (block, where the carry is: 0 inputs, 1 outputs, 2 scratch, error)
+    where = {0: inits, 1: carry_out, 2: scratch}
+
+    def turn(state, err):
+        """Test the condition on the carry in `where[state]` (leaving for `done` when
+        it is false or an error is set), then run the body into the other buffer;
+        returns the error flag so far."""
+        current = where[state]
+        cond_failed = b.or_(err, e.run_part(0, list(cond_consts) + list(current), [pred], [1]))
+        go = b.icmp_unsigned("!=", b.load(pred, typ=e.i8), ir.Constant(e.i8, 0))
+        step = e.fn.append_basic_block("step")
+        exits.append((b.block, state, cond_failed))
+        b.cbranch(b.and_(go, b.not_(cond_failed)), step, done)
+        b.position_at_end(step)
+        targets = scratch if state == 1 else carry_out
+        return b.or_(cond_failed, e.run_part(1, list(body_consts) + list(current), targets,
+                                             carry_bytes))
+
+    failed = turn(0, ir.Constant(i1, 0))
+    # (when a handler raised, err0 is set and the next test ends the loop)
+    _, chunk, loop, looked, err0 = e.open_chunks(failed)
+    stride = e.poller.stride(b)
+    b.branch(loop)
+    b.position_at_end(loop)
+    left = b.phi(i64, name="left")     # pairs left in this chunk
+    left.add_incoming(stride, chunk)
+    err = b.phi(i1, name="err")
+    err.add_incoming(err0, chunk)
+    failed = turn(2, turn(1, err))
+    left_now = b.sub(left, e.const(1))
+    left.add_incoming(left_now, b.block)
+    err.add_incoming(failed, b.block)
+    b.cbranch(b.icmp_unsigned("!=", left_now, e.const(0)), loop, looked)
+    b.position_at_end(looked)
+    failed = b.or_(failed, e.poller.check(b, e.fn))
+    err0.add_incoming(failed, b.block)
+    b.branch(chunk)
     b.position_at_end(done)
+    state = b.phi(i64, name="state")
+    cond_failed = b.phi(i1, name="failed")
+    for block_, where_, flag in exits:
+        state.add_incoming(e.const(where_), block_)
+        cond_failed.add_incoming(flag, block_)
+    in_outputs = b.icmp_unsigned("==", state, e.const(1))
+    current = [b.select(b.icmp_unsigned("==", state, e.const(0)), init, tmp)
+               for init, tmp in zip(inits, scratch)]
     for out, cur, n in zip(carry_out, current, carry_bytes):
         copy = e.fn.append_basic_block("copy")
         after = e.fn.append_basic_block("copied")

@@ -22,6 +22,8 @@ its element-wise chain as the reduction's prologue, in one of two shapes:
 - a *column reduction* (the innermost dimension is kept): one thread per
   output element looping over the reduced elements, so neighbouring threads
   read neighbouring addresses.
+A thread's float sum of many terms is a three-level cascade (`_CASCADE`), so
+that its error grows like that of a blocked sum, not like one running sum's.
 Element-wise values the group also returns are stored at their flat domain
 index as they are computed (every domain element is visited exactly once).
 
@@ -30,11 +32,12 @@ backend: integer arithmetic wraps (it is done in unsigned types, so there is
 no undefined signed overflow), integer division and remainder by 0 give 0,
 INT_MIN / -1 wraps and INT_MIN % -1 is 0, shifts by >= the width (or by
 negative amounts) give 0 (arithmetic shifts: the sign), float max/min and
-their reductions propagate NaN and order -0 below +0, float -> int conversions give what x86's
+their reductions propagate NaN, float -> int conversions give what x86's
 cvttss2si/cvttsd2si give (NaN and out-of-range values: the minimum integer of
 the 32- or 64-bit conversion), bools are bytes in memory. Float functions are
 CUDA's (exp/log/sin/... within 1-4 ulp; division and square roots correctly
-rounded); `a*b + c` may be contracted to an fma, as on the CPU.
+rounded); NVRTC runs with `--fmad=false`, so `a*b + c` is rounded twice, as
+NumPy and the CPU backend round it (no contraction into an fma).
 
 Excluded (`can_fuse_gpu` says False, so they run as steps of their own):
 float16 and other dtypes outside bool/int8..64/uint8..64/float32/float64,
@@ -181,11 +184,11 @@ __device__ __forceinline__ double fg_f64_bits(unsigned long long b) {
 template <class To, class From> __device__ __forceinline__ To fg_bitcast(From x) {
   To y; memcpy(&y, &x, sizeof(To)); return y;
 }
-// NaN-propagating max / min with -0 < +0 (IEEE 754-2019, as the CPU backend and the NumPy impls)
-__device__ __forceinline__ float fg_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b || (a == b && !signbit(a)) ? a : b)); }
-__device__ __forceinline__ double fg_max(double a, double b) { return a != a ? a : (b != b ? b : (a > b || (a == b && !signbit(a)) ? a : b)); }
-__device__ __forceinline__ float fg_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b || (a == b && signbit(a)) ? a : b)); }
-__device__ __forceinline__ double fg_min(double a, double b) { return a != a ? a : (b != b ? b : (a < b || (a == b && signbit(a)) ? a : b)); }
+// NaN-propagating max / min (as np.maximum / np.minimum)
+__device__ __forceinline__ float fg_max(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+__device__ __forceinline__ double fg_max(double a, double b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+__device__ __forceinline__ float fg_min(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+__device__ __forceinline__ double fg_min(double a, double b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 // x86 truncating conversions: NaN and out-of-range values give the minimum integer
 template <class F> __device__ __forceinline__ int fg_cvtt32(F v) {
   return (v >= (F)-2147483648.0 && v < (F)2147483648.0) ? (int)v : (int)0x80000000u;
@@ -480,7 +483,7 @@ assert set(EMITTERS) == set(_OPERAND_DTYPES)
 
 def _identity_of(name, dt):
     if name == "reduce_sum":
-        return const(dt, -0.0 if dt.kind == "f" else 0)     # -0.0 + x == x exactly
+        return const(dt, 0)     # +0.0, as NumPy's: a sum of -0.0s is +0.0
     if dt.kind == "f":
         return const(dt, -math.inf if name == "reduce_max" else math.inf)
     info = np.iinfo(dt)
@@ -652,6 +655,31 @@ def _block_reduce(body, name, dt, acc, dst):
     body.add("__syncthreads();")
 
 
+# A thread's float sum goes through three levels: blocks of _CASCADE terms, sums
+# of _CASCADE blocks, and their running total (a cascade: one running sum of n
+# terms stops growing at 2^24 times its terms in float32, and its error bound
+# is n ulps; the cascade's is about 2 * _CASCADE + n / _CASCADE^2 ulps).
+_CASCADE = 64
+
+
+def _cascade_add(loop, dt, value):
+    """Statements adding `value` to a thread's cascaded sum (s0, s1, acc)."""
+    ident = _identity_of("reduce_sum", dt)
+    loop.add(f"s0 = {_combine('reduce_sum', dt, 's0', value)};")
+    loop.add(f"if (++n0 == {_CASCADE}) {{ s1 = {_combine('reduce_sum', dt, 's1', 's0')}; "
+             f"s0 = {ident}; n0 = 0;")
+    loop.add(f"  if (++n1 == {_CASCADE}) {{ acc = {_combine('reduce_sum', dt, 'acc', 's1')}; "
+             f"s1 = {ident}; n1 = 0; }} }}")
+
+
+def _cascade_end(cascade, dt):
+    """After the loop: the cascade's levels added into acc, smallest first."""
+    if not cascade:
+        return []
+    inner = _combine("reduce_sum", dt, "s0", "s1")
+    return [f"    acc = {_combine('reduce_sum', dt, 'acc', inner)};"]
+
+
 def _choose_chunks(n_out, n_red):
     """Partials per output for a row reduction: enough blocks to fill a big GPU
     (about 1024 in all), each reducing at least 4096 elements."""
@@ -716,7 +744,12 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
         loop.add(f"const {itype} fi = {fi};")
         for j, v in ew_outs:
             loop.add(_store(j, v.aval.dtype, "fi", values[v]))
-    loop.add(f"acc = {_combine(name, rdt, 'acc', read(red.invars[0]))};")
+    per_output = n_red if strategy == "column" else clen
+    cascade = name == "reduce_sum" and rdt.kind == "f" and per_output > _CASCADE
+    if cascade:
+        _cascade_add(loop, rdt, read(red.invars[0]))
+    else:
+        loop.add(f"acc = {_combine(name, rdt, 'acc', read(red.invars[0]))};")
     if loop.errors:
         loop.add(f"if ({' || '.join(loop.errors)}) *err = 1;")
     extra = []
@@ -732,8 +765,11 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
         head = [f"  for ({itype} o = ({itype})blockIdx.x * blockDim.x + threadIdx.x; "
                 f"o < {n_out}; o += ({itype})gridDim.x * blockDim.x) {{"]
         body.add(f"{t} acc = {ident};")
+        if cascade:
+            body.add(f"{t} s0 = {ident}, s1 = {ident}; int n0 = 0, n1 = 0;")
         body.add(f"for ({itype} r = 0; r < {n_red}; ++r) {{")
-        tail = ["    }", "    " + _store(rj, rdt, "o", "acc"), "  }", "}"]
+        tail = ["    }"] + _cascade_end(cascade, rdt) + ["    " + _store(rj, rdt, "o", "acc"),
+                                                        "  }", "}"]
         work = n_out
     else:
         pre.add(f"__shared__ {t} fg_smem[32];")
@@ -748,10 +784,12 @@ def _emit_reduction(fname, group, ins, reads, outs, itype):
             head = [f"  for ({itype} o = blockIdx.x; o < {n_out}; o += gridDim.x) {{"]
             start, end, dst = "0", str(n_red), f"out{rj}[o]"
         body.add(f"{t} acc = {ident};")
+        if cascade:
+            body.add(f"{t} s0 = {ident}, s1 = {ident}; int n0 = 0, n1 = 0;")
         body.add(f"for ({itype} r = {start} + threadIdx.x; r < {end}; r += blockDim.x) {{")
         fin = _Body("    ")
         _block_reduce(fin, name, rdt, "acc", dst)
-        tail = ["    }"] + fin.lines + ["  }", "}"]
+        tail = ["    }"] + _cascade_end(cascade, rdt) + fin.lines + ["  }", "}"]
         work = n_out * chunks
     src = ([_signature(fname, ins, outs, extra) + " {"] + pre.lines + head + body.lines
            + loop.lines + tail)

@@ -10,10 +10,11 @@ to the GPU is what an operation on GPU arrays asks for; only the way back must
 be explicit, with `fgrad.device_put`).
 """
 from ..compiler.fusion import REDUCTIONS
+from ..lru import LRU
 from . import ops
 from .runtime import cupy
 
-_programs = {}     # (primitive, params, avals) -> GpuExecutable of one equation
+_programs = LRU()  # (primitive, params, avals) -> GpuExecutable of one equation
 
 
 def _one_equation(prim, params, avals):

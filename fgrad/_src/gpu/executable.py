@@ -112,11 +112,11 @@ class GpuExecutable:
 def compile_gpu(closed, name):
     """The GpuExecutable for a closed jaxpr (built once per jaxpr object)."""
     from ..jit.log import log_compile
-    from ..jit.primitive import _memo
+    from ..jit.primitive import _memo, detached
 
     def make():
         start = time.perf_counter()
-        exe = GpuExecutable(simplify(closed), name)
+        exe = GpuExecutable(detached(simplify(closed), closed), name)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe
     return _memo(closed, ("gpu_executable",), make)

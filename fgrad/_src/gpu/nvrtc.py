@@ -8,7 +8,8 @@ from .runtime import cupy
 
 # A virtual architecture every CUDA 12 toolkit knows (Ampere and newer run its PTX).
 DEFAULT_ARCH = "compute_80"
-OPTIONS = ("--std=c++17",)
+# --fmad=false: no contraction of a*b + c into an fma (NumPy rounds twice).
+OPTIONS = ("--std=c++17", "--fmad=false")
 
 
 class NvrtcError(RuntimeError):

@@ -1,10 +1,12 @@
 """`fgrad.jit`: trace once per cache key, then run the compiled program.
 
 The cache key is the tree structure of the dynamic arguments, the static
-argument values and each leaf's (shape, dtype, weak type). Called at the top
+argument values (by type and value: 1, 1.0 and True, or 0.0 and -0.0, are
+different programs; see value_keys) and each leaf's (shape, dtype, weak type). Called at the top
 level, a cache hit runs the compiled program directly; under a transform the
 call binds the `jit` primitive, whose rules transform the traced program.
 """
+import collections
 import functools
 import inspect
 from typing import NamedTuple
@@ -14,7 +16,7 @@ import optree
 
 from .. import core, tree_util
 from ..config import config
-from ..cpu import dispatch
+from ..cpu import dispatch, interrupts
 from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
@@ -22,7 +24,8 @@ from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
-from .donation import DonatedBuffer, invalidate
+from ..value_keys import StaticValue
+from .donation import DonatedBuffer, invalidate, private_donated
 from .log import log_trace
 from .primitive import compile_jaxpr, jit_p
 
@@ -36,7 +39,8 @@ class CacheInfo(NamedTuple):
 class _Entry:
     """A traced program: its jaxpr (inputs: hoisted tracer constants, then the flat
     dynamic arguments), the output tree, and the hoisted values."""
-    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated", "runs", "fast")
+    __slots__ = ("jaxpr", "out_tree", "hoisted", "executable", "donated", "runs", "fast",
+                 "used")
 
     def __init__(self, jaxpr, out_tree, hoisted, donated=()):
         self.jaxpr, self.out_tree, self.hoisted = jaxpr, out_tree, hoisted
@@ -44,6 +48,7 @@ class _Entry:
         self.donated = donated   # positions of the flat arguments that are donated
         self.runs = 0            # calls with flat array arguments, before `fast` is tried
         self.fast = None         # the native call path (cpu.dispatch); False: not eligible
+        self.used = 0            # when it last ran through Python (Jitted._tick)
 
 
 def _compile(entry, name):
@@ -60,8 +65,10 @@ def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
     donate_argnums: positional arguments whose memory the program may reuse for
     outputs of the same shape and dtype (a parameter update then runs in place).
     After the call a donated fgrad Array is used up (reading it raises an error
-    saying so) and a donated NumPy array's contents are unspecified. Donation is
-    ignored under transforms and with debug_nans on.
+    saying so) and a donated NumPy array's contents are unspecified. An Array's
+    memory is reused only when nothing else can observe it (no other Array, view
+    or NumPy array of it is alive; see jit/donation.py), else the program writes
+    into a copy. Donation is ignored under transforms and with debug_nans on.
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
@@ -97,11 +104,12 @@ class Jitted:
         self._static_nums, self._static_names = nums, names
         self._positional = positional
         self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
-        self._cache = {}
+        self._cache = {}         # at most config.jit_cache_size entries (see _evict)
         self._fast = None        # the native call path of the entry run last (see _try_fast)
+        self._tick = 0           # counts runs through Python, for _Entry.used
         self._flat_trees = {}
         self._hits = self._misses = 0
-        self._miss_log = []
+        self._miss_log = collections.deque(maxlen=_MISS_LOG)
 
     def _check_donate_spec(self, donate, static_nums):
         """Donated positions: ints naming dynamic positional arguments."""
@@ -141,6 +149,7 @@ class Jitted:
             out = fast(*args)     # checks the arguments natively; MISS: not served
             if out is not MISS:
                 return out
+            interrupts.raise_pending()   # the call stopped for a signal: not again
         try:
             return self._call(args, kwargs)
         except Exception as e:
@@ -163,10 +172,13 @@ class Jitted:
                 entry = self._cache.get((tree, (), key))
                 if entry is not None:
                     self._hits += 1
+                    self._tick += 1
+                    entry.used = self._tick
                     outs = self._run(entry, raw, leaves)
                     if flat_args and entry.fast is None:
                         self._try_fast(entry)
                     return outs
+                raw = None    # a reference to a value would keep a donation from reusing it
         entry, flat = self._lookup(args, kwargs)
         if core.current_trace() is core.eval_trace and not entry.hoisted:
             return self._run(entry, [x._value if type(x) is Array else x for x in flat], flat)
@@ -218,6 +230,8 @@ class Jitted:
         exe = entry.executable
         if exe is None:
             exe = entry.executable = _compile(entry, self._name)
+        if entry.donated and not config.debug_nans:
+            raw = private_donated(raw, leaves, entry.donated)
         raw_outs = exe(*raw)
         if entry.donated and not config.debug_nans:
             invalidate(leaves, entry.donated, self._donated_marker)
@@ -257,6 +271,8 @@ class Jitted:
         entry = self._cache.get(key)
         if entry is not None:
             self._hits += 1
+            self._tick += 1
+            entry.used = self._tick
             return entry, flat
         self._misses += 1
         reason = self._explain_miss(key, dyn_args, dyn_kwargs, static_nums)
@@ -264,8 +280,25 @@ class Jitted:
         log_trace(self._name, reason)
         entry = self._trace(args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs)
         if not entry.hoisted:
+            self._evict(config.jit_cache_size - 1)
+            self._tick += 1
+            entry.used = self._tick
             self._cache[key] = entry
         return entry, flat
+
+    def _evict(self, keep):
+        """Drop the least recently run entries until at most `keep` remain (the one
+        the native call path serves counts as the most recent)."""
+        if len(self._cache) <= keep:
+            return
+        fast = self._fast
+        entries = list(self._cache.items())     # a snapshot: other threads may call meanwhile
+        entries.sort(key=lambda kv: float("inf") if fast is not None and kv[1].fast is fast
+                     else kv[1].used)
+        for k, entry in entries[:len(entries) - keep]:
+            self._cache.pop(k, None)
+            if fast is not None and entry.fast is fast:
+                self._fast = None
 
     def _trace(self, args, kwargs, static_nums, tree, flat, dyn_args, dyn_kwargs):
         out_tree = []
@@ -317,10 +350,13 @@ class Jitted:
         return CacheInfo(self._hits + native, self._misses, len(self._cache))
 
     def cache_misses(self):
-        """Why each miss traced again (a list of sentences, oldest first)."""
+        """Why each miss traced again (a list of sentences, oldest first; the most
+        recent 1000)."""
         return list(self._miss_log)
 
     def clear_cache(self):
+        """Drop every compiled program of this function (their memory and native code
+        are freed once nothing else, a Lowered say, holds them)."""
         self._cache.clear()
         self._fast = None
 
@@ -402,18 +438,25 @@ def _fmt(leaf_key):
 
 _SUPPORTED = None
 _NO_KWARGS = {}
+_MISS_LOG = 1000         # reasons kept by cache_misses (the most recent)
 
 
 _FLAT_LEAF = (np.ndarray, Array)
 
 
-def _raw_leaves(leaves):
-    """(NumPy values, cache-key part) when every leaf is a concrete array of a
-    supported dtype; (None, None) otherwise (the general path handles the rest)."""
+def _supported():
+    """The dtypes fgrad computes in (imported on first use)."""
     global _SUPPORTED
     if _SUPPORTED is None:
         from ..dtypes import SUPPORTED
         _SUPPORTED = SUPPORTED
+    return _SUPPORTED
+
+
+def _raw_leaves(leaves):
+    """(NumPy values, cache-key part) when every leaf is a concrete array of a
+    supported dtype; (None, None) otherwise (the general path handles the rest)."""
+    _supported()
     raw, key = [], []
     for x in leaves:
         t = type(x)
@@ -438,18 +481,23 @@ def _leaf_key(x):
 
 
 def _check_hashable(what, value):
+    """`value` as a cache-key part (a StaticValue: same type and value, see value_keys)."""
     try:
-        hash(value)
+        return StaticValue(value)
     except TypeError:
         raise TypeError(f"jit: static {what} must be hashable, got a {type(value).__name__}: "
                         f"{value!r}\n  hint: pass a tuple instead of a list, or make the "
                         f"argument dynamic (an array)") from None
-    return value
 
 
 def _as_array(x, fname):
     if isinstance(x, (Array, Tracer)):
         return x
+    if type(x) is np.ndarray and x.dtype in _supported() \
+            and core.current_trace() is core.eval_trace:
+        # not copied: a top-level call only reads it (outputs that would alias it
+        # are copied by the Executable); under a transform it may become a constant
+        return Array(x)
     if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return full_lower(x)
     if _gpu.is_gpu_array(x):

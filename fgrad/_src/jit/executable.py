@@ -11,10 +11,14 @@ says which steps are which (so nothing falls back unannounced) and shows the
 module's LLVM IR. A group that cannot be compiled is an error, never a silent
 NumPy fallback.
 """
+import math
+
 import numpy as np
 
+from .. import core
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
+from ..cpu import compiler_lock, interrupts
 from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
@@ -26,8 +30,11 @@ from .slots import Slots, run_steps, step_summary
 
 
 def _backend():
-    """The CPU backend's fused-kernel module (imported on first use)."""
-    from ..cpu import fused
+    """The CPU backend's fused-kernel module (with the engine: imported on first
+    use, under the lock fork() takes; a child forked meanwhile would find the
+    import half done by a thread it does not have, and wait for it forever)."""
+    with compiler_lock.lock:
+        from ..cpu import engine, fused  # noqa: F401
     return fused
 
 
@@ -73,7 +80,13 @@ class Executable:
                         template[slot_of(v)] = np.asarray(_raw(a.val), a.aval.dtype)
                         a = v
                     operands.append(a)
-                steps[i] = Fused([step], operands + loop.constvars, list(step.outvars), (1,))
+                polled = []          # a loop that looks for signals reads their state
+                if loop.polls:
+                    polled = [Var(core.ShapedArray(interrupts.STATE.shape, np.int64))]
+                    template[slot_of(polled[0])] = interrupts.STATE
+                    interrupts.arm()
+                steps[i] = Fused([step], operands + loop.constvars + polled,
+                                 list(step.outvars), (1,))
                 loops[id(steps[i])] = loop
         groups = [s for s in steps if type(s) is Fused]
         for eqn in steps:
@@ -233,6 +246,8 @@ class Executable:
                 constants.append(None)
                 continue
             c = self.template[i]
+            if c is interrupts.STATE:    # the dispatcher holds the GIL (see interrupts)
+                c = interrupts.HELD_STATE
             if type(c) is not np.ndarray or c.dtype != dt or c.shape != tuple(shape) \
                     or not c.flags.c_contiguous:
                 return None
@@ -268,6 +283,8 @@ def _canonical_names(jaxpr, template, slot_of):
     def name(v):
         if v in position:
             return position[v]
+        if template[slot_of(v)] is interrupts.STATE:
+            return "signal state"        # its contents differ from process to process
         value = np.ascontiguousarray(template[slot_of(v)])
         return f"{v.aval.str_short()}:{hashlib.sha256(value.tobytes()).hexdigest()[:24]}"
     return name
@@ -434,4 +451,4 @@ def _inputs_read(group):
 
 
 def _size(shape):
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(map(int, shape))

@@ -43,16 +43,20 @@ def fingerprint(closed, *options):
 @functools.lru_cache(maxsize=None)
 def source_digest():
     """Digest of fgrad's Python sources (the compiler that turns jaxprs into IR),
-    or None when they are not there to read (then nothing is looked up by
-    fingerprint: a digest of nothing would not change with the compiler)."""
+    or None when they are not there to read, or cannot be read (then nothing is
+    looked up by fingerprint: a digest of nothing would not change with the
+    compiler)."""
     root = Path(__file__).resolve().parents[2]
-    paths = sorted(root.rglob("*.py"))
-    if not any(p.name == "fingerprint.py" for p in paths):
-        return None
     h = hashlib.sha256()
-    for path in paths:
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
+    try:
+        paths = sorted(root.rglob("*.py"))
+        if not any(p.name == "fingerprint.py" for p in paths):
+            return None
+        for path in paths:
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    except OSError:             # a source that cannot be read: no digest, as with none
+        return None
     return h.hexdigest()
 
 

@@ -11,7 +11,6 @@ composes with every transform in both directions:
 Derived programs are cached on the jaxpr they came from.
 """
 import time
-import weakref
 
 from .. import core
 from ..config import config
@@ -19,6 +18,7 @@ from ..ad import is_undefined, linearize_flat, transposed_program
 from ..batching import axis_size_of, batch_flat
 from ..core import Primitive
 from ..jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
+from ..lru import derived
 from ..partial_eval import trace_to_subjaxpr
 from ..compiler.simplify import simplify
 from .executable import Executable
@@ -28,15 +28,16 @@ jit_p = Primitive("jit", multiple_results=True)
 jit_p.abstract_eval = lambda *avals, jaxpr, name: jaxpr.out_avals
 jit_p.out_weak_types = lambda params: [a.weak_type for a in params["jaxpr"].out_avals]
 
-# ClosedJaxpr -> {key: derived object}; entries die with their jaxpr.
-_derived = weakref.WeakKeyDictionary()
-
 
 def _memo(jaxpr, key, make):
-    table = _derived.setdefault(jaxpr, {})
-    if key not in table:
-        table[key] = make()
-    return table[key]
+    return derived(jaxpr, ("jit",) + key, make)
+
+
+def detached(program, closed):
+    """`program` (closed, simplified), never `closed` itself: what is derived from
+    a jaxpr must not hold it, so that it is freed as soon as its owner drops it
+    (not at the next garbage collection)."""
+    return ClosedJaxpr(program.jaxpr, program.consts) if program is closed else program
 
 
 # ----------------------------------------------------------------------------
@@ -47,7 +48,7 @@ def compile_jaxpr(closed, name, donated=()):
     donated input positions)."""
     def make():
         start = time.perf_counter()
-        program = simplify(closed)
+        program = detached(simplify(closed), closed)
         exe = Executable(program, name, donated)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe

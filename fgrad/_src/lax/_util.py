@@ -12,6 +12,20 @@ def shapes_str(avals):
     return ", ".join(a.str_short() for a in avals)
 
 
+def broadcast_shape(*shapes):
+    """NumPy's broadcast_shapes in Python ints (exact at any size, where NumPy's
+    fails near 2^63); ValueError when the shapes do not broadcast."""
+    rank = max(map(len, shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for k, d in enumerate(s, rank - len(s)):
+            if d != 1:
+                if out[k] not in (1, d):
+                    raise ValueError(f"shapes {', '.join(map(str, shapes))} do not broadcast")
+                out[k] = d
+    return tuple(out)
+
+
 def broadcast_shapes(name, avals):
     """NumPy broadcasting of the avals' shapes, or an error naming the op and shapes."""
     shapes = [a.shape for a in avals]
@@ -19,7 +33,7 @@ def broadcast_shapes(name, avals):
     if all(s == first for s in shapes):
         return first
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return broadcast_shape(*shapes)
     except ValueError:
         raise FgradTypeError(
             f"{name}: incompatible shapes for broadcasting: {shapes_str(avals)}",

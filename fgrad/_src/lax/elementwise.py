@@ -169,42 +169,26 @@ def _full_like(x, value):
     return Array(np.asarray(value, x.dtype), True)
 
 
-def _signed_zero_extremum(pick_max):
-    """np.maximum / np.minimum with IEEE 754-2019's -0 < +0, as compiled code
-    computes them (llvm.maximum): NumPy answers a tie of zeros by operand order."""
-    ufunc = np.maximum if pick_max else np.minimum
-
-    def impl(x, y):
-        out = ufunc(x, y)
-        if out.dtype.kind != "f":
-            return out
-        zeros = out == 0
-        if not zeros.any():
-            return out
-        x, y = np.broadcast_arrays(x, y)
-        return np.where(zeros, signed_zero(out.dtype, pick_max, zeros_with_sign(x, pick_max)
-                                           | zeros_with_sign(y, pick_max)), out)
-    return impl
-
-
 def zeros_with_sign(x, positive):
     """Where x is +0 (positive) or -0 (not positive)."""
     return (x == 0) & (np.signbit(x) != positive)
 
 
 def signed_zero(dtype, pick_max, seen):
-    """The zero a maximum (pick_max) or minimum ends on: a maximum is +0 where a +0
-    took part (`seen`), else -0; a minimum is -0 where a -0 took part, else +0."""
+    """The zero a maximum (pick_max) or minimum over several values ends on with
+    IEEE 754-2019's -0 < +0 (reductions, scans and scatters: compiled code takes
+    LLVM's maximum / minimum): a maximum is +0 where a +0 took part (`seen`), else
+    -0; a minimum is -0 where a -0 took part, else +0."""
     plus, minus = dtype.type(0.0), dtype.type(-0.0)
     return np.where(seen, plus, minus) if pick_max else np.where(seen, minus, plus)
 
 
-max_p = _prim("max", _signed_zero_extremum(True), NUM)
+max_p = _prim("max", np.maximum, NUM)
 max = _binary_op(max_p)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 
-min_p = _prim("min", _signed_zero_extremum(False), NUM)
+min_p = _prim("min", np.minimum, NUM)
 min = _binary_op(min_p)
 defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
@@ -212,6 +196,15 @@ defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
 
 def _replace_zero(x):
     return select_n(eq(x, _full_like(x, 0)), x, _full_like(x, 1))
+
+
+def _pow_dx(g, ans, x, y):
+    """g y x^(y-1); at x = y = 0 (where it is 0 · inf) the exponent is replaced by 1,
+    so d/dx x^0 is 0 there too, as everywhere else."""
+    zero = _full_like(x, 0)
+    both_zero = bitwise_and(eq(x, zero), eq(y, zero))
+    return mul(g, mul(y, pow(x, select_n(both_zero, sub(y, _full_like(y, 1)),
+                                         _full_like(y, 1)))))
 
 
 def _pow_impl(x, y):
@@ -228,9 +221,7 @@ def _pow_impl(x, y):
 
 pow_p = _prim("pow", _pow_impl, FLOAT, quiet=True)
 pow = _binary_op(pow_p)
-defjvp(pow_p,
-       lambda g, ans, x, y: mul(g, mul(y, pow(x, sub(y, _full_like(y, 1))))),
-       lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
+defjvp(pow_p, _pow_dx, lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
 
 
 # Float powers up to this magnitude are repeated squarings (as XLA computes them),

@@ -9,6 +9,8 @@ of the operand. Out-of-bounds indices are clamped by gather and dropped by
 the scatters (JAX's defaults); negative indices count as out of bounds here
 (fgrad.numpy normalizes them first).
 """
+import math
+
 import numpy as np
 
 from ..ad import deflinear, instantiate_zeros, is_undefined
@@ -80,7 +82,7 @@ def _in_bounds(indices, shape, axes):
 def _winners(indices, shape, axes):
     """Which updates survive a `scatter` (in bounds, and last among duplicates)."""
     batch = tuple(indices[0].shape)
-    count = int(np.prod(batch, dtype=np.int64))
+    count = math.prod(map(int, batch))
     ids = np.arange(1, count + 1, dtype=np.int32 if count < 2 ** 31 - 1 else np.int64)
     ids = Array(ids.reshape(batch), False)
     front = tuple(range(len(axes)))

@@ -6,6 +6,8 @@ sums and products accumulate in float32 and round once, as XLA does (NumPy
 rounds every step along an axis it does not reduce pairwise: the sum of 10^4
 float16 ones would be 2048).
 """
+import math
+
 import numpy as np
 
 from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
@@ -64,25 +66,8 @@ def _accumulated(reduce):
     return impl
 
 
-def _signed_zero_sum(impl):
-    """A float sum that is zero is -0.0 exactly when every term is -0.0 (IEEE's
-    exact sum, in any order, and what compiled code computes from its -0.0
-    identity); NumPy's sum starts from +0.0, so it never gives -0.0. A sum of
-    nothing is +0.0."""
-    def signed(x, *, axes):
-        out = impl(x, axes=axes)
-        if x.dtype.kind == "f" and all(x.shape[a] for a in axes):
-            zeros = out == 0
-            if np.any(zeros):
-                from .elementwise import zeros_with_sign
-                all_negative = np.all(zeros_with_sign(x, False), axis=axes)
-                out = np.where(zeros & all_negative, x.dtype.type(-0.0), out)
-        return out
-    return signed
-
-
 reduce_sum_p = Primitive("reduce_sum")
-reduce_sum_p.impl = _signed_zero_sum(_accumulated(np.sum))
+reduce_sum_p.impl = _accumulated(np.sum)
 reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiu")
 defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
@@ -116,7 +101,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
     from .shape_ops import reshape, transpose
     (x,), (t,) = primals, tangents
     ans = reduce_prod_p.bind(x, axes=axes)
-    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    n = math.prod(map(int, [x.shape[a] for a in axes]))
     if t is None or n == 0:
         return ans, None
     kept = tuple(i for i in range(len(x.shape)) if i not in axes)

@@ -3,6 +3,8 @@
 All are linear, so each has a transpose rule (the inverse reshaping, or a sum
 for broadcasting) and the forward-mode rule applies the op to the tangent.
 """
+import math
+
 import numpy as np
 
 from ..ad import deflinear
@@ -99,7 +101,7 @@ def broadcast_to(x, shape):
 # reshape
 
 def _reshape_abstract_eval(x, *, new_sizes):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(map(int, new_sizes)) != x.size:
         raise FgradTypeError(f"reshape: cannot reshape {x.str_short()} ({x.size} elements) "
                              f"to shape {new_sizes}")
     return ShapedArray(new_sizes, x.dtype, x.weak_type)

@@ -49,6 +49,26 @@ def index_dtype(*extents):
     return dtypes.int32 if builtins.max(extents, default=0) < 2 ** 31 else dtypes.int64
 
 
+def narrow_index(x, dtype, lo, hi):
+    """Integer array x converted to the integer `dtype`, saturated into [lo, hi]
+    (both representable in `dtype`) where the conversion could wrap: values the
+    conversion keeps exactly are left alone, so callers treat anything below lo
+    as lo and above hi as hi. Clamping happens before narrowing, so an int64
+    index of 2**32 + 3 stays out of bounds instead of becoming 3."""
+    from .elementwise import convert_element_type, max, min
+    src = np.dtype(x.dtype)
+    dtype = np.dtype(dtype)
+    if src == dtype:
+        return x
+    if not np.can_cast(src, dtype, "safe"):
+        info = np.iinfo(src)
+        if lo > info.min:
+            x = max(x, _scalar(lo, src))
+        if hi < info.max:
+            x = min(x, _scalar(hi, src))
+    return convert_element_type(x, dtype)
+
+
 def _insert(t, at, value):
     return tuple(t[:at]) + (value,) + tuple(t[at:])
 
@@ -381,14 +401,13 @@ def _window_indices(starts, start_dims, shape, window, size, at, batched_operand
     the operand is batched. Clamping the starts keeps every index in bounds, so gather
     reads exactly the window and a scatter writes each position once.
     """
-    from .elementwise import add, convert_element_type, max, min
+    from .elementwise import add, max, min
     from .shape_ops import broadcast_in_dim
     dtype = index_dtype(size, *shape)
     idx_shape = _insert(window, at, size)
     out = [iota(dtype, idx_shape, at)] if batched_operand else []
     for i, (s, sd) in enumerate(zip(starts, start_dims)):
-        if s.dtype != dtype:
-            s = convert_element_type(s, dtype)
+        s = narrow_index(s, dtype, 0, shape[i] - window[i])
         s = min(max(s, 0), shape[i] - window[i])
         s = broadcast_in_dim(s, idx_shape, () if sd is None else (at,))
         out.append(add(s, iota(dtype, idx_shape, unbatched_axis(i, at))))

@@ -10,26 +10,41 @@ dtype the user passes is kept.
 import numpy as np
 
 from .. import dtypes, lax
-from ..core import Array, Tracer
+from ..core import Array, Tracer, check_size
 from .util import asarray as _asarray, is_py_scalar, result_dtype, static_int, static_shape
 
 
 def asarray(a, dtype=None, order=None, copy=None):
-    """Convert `a` to an fgrad array (no copy: fgrad arrays are immutable)."""
+    """Convert `a` to an fgrad array. fgrad Arrays are returned as they are
+    (they are immutable); a NumPy array is copied, so the result does not change
+    when the NumPy array is written to later."""
     return _asarray(a, dtype)
 
 
 def array(object, dtype=None, copy=True, order=None, ndmin=0):
-    """Like numpy.array: convert, then prepend axes of size 1 up to `ndmin`."""
+    """Like numpy.array: convert (a new buffer unless copy=False and `object` is
+    an fgrad Array already), then prepend axes of size 1 up to `ndmin`."""
     out = _asarray(object, dtype)
+    if copy and out is object:
+        out = _copy_array(out)
     if ndmin > out.ndim:
         out = lax.reshape(out, (1,) * (ndmin - out.ndim) + tuple(out.shape))
     return out
 
 
 def copy(a, order=None):
-    """fgrad arrays are immutable, so a copy is the array itself."""
-    return _asarray(a)
+    """A new array with a's values, in memory of its own: donating it to a jitted
+    function (donate_argnums) leaves `a` intact."""
+    out = _asarray(a)
+    return _copy_array(out) if out is a else out
+
+
+def _copy_array(x):
+    """An Array: a new one with its own buffer; a traced value as it is (nothing can
+    write into it)."""
+    if type(x) is Array:
+        return Array(x._value.copy(), x.weak_type)
+    return x
 
 
 def _dtype(dtype, default=dtypes.default_float):
@@ -37,11 +52,13 @@ def _dtype(dtype, default=dtypes.default_float):
 
 
 def zeros(shape, dtype=None, order="C"):
-    return Array(np.zeros(static_shape("zeros", shape), _dtype(dtype)), False)
+    dtype = _dtype(dtype)
+    return Array(np.zeros(static_shape("zeros", shape, dtype), dtype), False)
 
 
 def ones(shape, dtype=None, order="C"):
-    return Array(np.ones(static_shape("ones", shape), _dtype(dtype)), False)
+    dtype = _dtype(dtype)
+    return Array(np.ones(static_shape("ones", shape, dtype), dtype), False)
 
 
 def empty(shape, dtype=None, order="C"):
@@ -122,8 +139,18 @@ def arange(start, stop=None, step=None, dtype=None):
     if dtype is None:
         dtype = result_dtype(*[v if is_py_scalar(v) else _asarray(v)
                                for v in (start, stop, step)])
-    out = np.arange(start, stop, step, dtype=dtypes.canonicalize(dtype))
-    return Array(out, False)
+    dtype = dtypes.canonicalize(dtype)
+    if dtype.kind in "iu":       # NumPy wraps bounds that do not fit (arange(2**63) is empty)
+        info = np.iinfo(dtype)
+        for v in (start, stop):
+            if not info.min <= v <= info.max:
+                raise OverflowError(
+                    f"arange: {v!r} does not fit in {dtype} ({info.min} to {info.max})\n"
+                    f"  hint: pass dtype=" + ("fgrad.numpy.int64" if info.bits < 64
+                                              else "fgrad.numpy.float64"))
+    if step and isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
+        check_size("arange", (max(0, -((start - stop) // step)),), dtype)
+    return Array(np.arange(start, stop, step, dtype=dtype), False)
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
@@ -137,6 +164,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         if dtype.kind != "f":
             dtype = dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
+    check_size("linspace", (num,), dtype)
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
         out, step = np.linspace(np.asarray(start, np.float64), np.asarray(stop, np.float64),
                                 num, endpoint=endpoint, retstep=True, axis=axis)
@@ -169,6 +197,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 def eye(N, M=None, k=0, dtype=None, order="C"):
     N = static_int("eye", "N", N)
     M = N if M is None else static_int("eye", "M", M)
+    check_size("eye", (N, M), _dtype(dtype))
     return Array(np.eye(N, M, static_int("eye", "k", k), dtype=_dtype(dtype)), False)
 
 
@@ -180,6 +209,7 @@ def tri(N, M=None, k=0, dtype=None):
     """Ones at and below the k-th diagonal."""
     N = static_int("tri", "N", N)
     M = N if M is None else static_int("tri", "M", M)
+    check_size("tri", (N, M), _dtype(dtype))
     return Array(np.tri(N, M, static_int("tri", "k", k), dtype=_dtype(dtype)), False)
 
 

@@ -8,13 +8,20 @@ first advanced index when those are adjacent, else in front).
 
 `x.at[idx].op(v)` indexes a constant array of flat positions with the same
 code, then scatters the updates into the flattened x at those positions, so
-updates follow getitem's semantics exactly, and a traced index works too.
+updates follow getitem's semantics, and a traced index works too; except that a
+traced out-of-bounds index drops its updates (as the scatters do) where getitem
+clamps it. Traced indices of any integer dtype are saturated before they are
+narrowed to the index dtype, so 2**32 + 3 stays out of bounds.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
-from ..core import Array, ConcretizationError, Tracer
+from ..lax._util import broadcast_shape
+from ..core import Array, ConcretizationError, Tracer, check_size
 from ..errors import FgradTypeError
+from ..lax.slicing import narrow_index
 from .util import asarray, is_weak
 
 _ARRAYS = (Array, Tracer)
@@ -218,13 +225,9 @@ def _normalize_array_index(idx, axis, n):
         if idx.size and (idx.min() < -n or idx.max() >= n):
             bad = idx[(idx < -n) | (idx >= n)].ravel()[0]
             raise _out_of_bounds(int(bad), axis, n)
-        return Array(np.where(idx < 0, idx + n, idx).astype(itype), False)
-    if idx.dtype != itype:
-        if idx.dtype.kind == "u" and idx.dtype.itemsize >= itype.itemsize:
-            idx = lax.min(idx, Array(np.asarray(n, idx.dtype), False))
-        idx = lax.convert_element_type(idx, itype)
-    if idx.dtype.kind == "u":
-        return idx
+        idx = idx.astype(itype)                   # in bounds: exact
+        return Array(np.where(idx < 0, idx + itype.type(n), idx), False)
+    idx = narrow_index(idx, itype, -n - 1, n)     # out of bounds stays out of bounds
     return lax.select_n(lax.lt(idx, Array(np.asarray(0, itype), True)), idx,
                         lax.add(idx, Array(np.asarray(n, itype), True)))
 
@@ -271,7 +274,7 @@ def _advanced(x, entries):
     shapes = [tuple(np.shape(p)) if isinstance(p, np.ndarray) else tuple(p.shape)
               for k, p in entries if k == "array"]
     try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
+        bshape = tuple(broadcast_shape(*shapes))
     except ValueError:
         raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together "
                          f"with shapes {' '.join(map(str, shapes))}") from None
@@ -392,11 +395,10 @@ def _update(op, scatter_fn, x, index, values):
             return lax.ne(out, Array(np.asarray(0, i32), True))
         return scatter_fn(x, arrays, v, adv)
     n = x.size
-    positions = Array(np.arange(n, dtype=_index_dtype(n)).reshape(x.shape), False)
-    target = getitem(positions, index)
+    target = _flat_targets(x, index)
     tshape = tuple(target.shape)
     v = _broadcast_updates(op, x, values, tshape)
-    m = int(np.prod(tshape, dtype=np.int64))
+    m = math.prod(map(int, tshape))
     flat_x = lax.reshape(x, (n,))
     flat_t = lax.reshape(target, (m,))
     flat_v = lax.reshape(v, (m,))
@@ -408,6 +410,43 @@ def _update(op, scatter_fn, x, index, values):
     else:
         out = scatter_fn(flat_x, (flat_t,), flat_v, (0,))
     return lax.reshape(out, tuple(x.shape))
+
+
+def _flat_targets(x, index):
+    """The flat positions x[index] reads, for a scatter into the flattened x. A
+    traced index out of bounds gives x.size, which the scatter drops (getitem
+    would clamp it): the positions are padded by one entry of x.size at the end
+    of every axis, and the index is rewritten to in-range slices and ints and to
+    arrays whose out-of-bounds entries point at the padding."""
+    n = x.size
+    positions = Array(np.arange(n, dtype=_index_dtype(n + 1)).reshape(x.shape), False)
+    expanded, entries = _expand(positions, index)
+    if not any(k == "array" and isinstance(p, Tracer) for k, p in entries):
+        return getitem(positions, index)
+    grid = np.asarray(expanded._value)
+    padded = Array(np.pad(grid, [(0, 1)] * grid.ndim, constant_values=n), False)
+    fixed = []
+    for d, (k, p) in enumerate(entries):
+        size = grid.shape[d]
+        if k == "slice":
+            start, stop, step = p.indices(size)
+            fixed.append(slice(start, None if stop < 0 else stop, step))
+        elif k == "int":
+            if not -size <= p < size:
+                raise _out_of_bounds(p, d, size)
+            fixed.append(p % size)
+        else:
+            i = _normalize_array_index(p, d, size)
+            if isinstance(p, Tracer):
+                inside = lax.bitwise_and(lax.ge(i, _scalar(0, i.dtype)),
+                                         lax.lt(i, _scalar(size, i.dtype)))
+                i = lax.select_n(inside, _scalar(size, i.dtype), i)
+            fixed.append(i)
+    return getitem(padded, tuple(fixed))
+
+
+def _scalar(value, dtype):
+    return Array(np.asarray(value, dtype), False)
 
 
 _COMBINE = {"add": lax.add, "subtract": lax.add, "multiply": lax.mul, "divide": lax.mul,
@@ -592,7 +631,7 @@ def unravel_index(indices, shape):
     """Coordinate arrays for flat indices into an array of `shape`."""
     idx = _value(indices)
     shape = tuple(int(s) for s in shape)
-    total = int(np.prod(shape, dtype=np.int64))
+    total = math.prod(map(int, shape))
     if not isinstance(idx, Tracer):
         v = np.asarray(idx._value)
         if v.size and (v.min() < -total or v.max() >= total):
@@ -649,7 +688,10 @@ def triu_indices(n, k=0, m=None):
 
 def indices(dimensions, dtype=None, sparse=False):
     d = dtypes.canonicalize(dtype) if dtype is not None else dtypes.int32
-    out = np.indices(tuple(int(s) for s in dimensions), dtype=d, sparse=sparse)
+    dimensions = tuple(int(s) for s in dimensions)
+    if not sparse:
+        check_size("indices", (len(dimensions),) + dimensions, d)
+    out = np.indices(dimensions, dtype=d, sparse=sparse)
     if sparse:
         return tuple(Array(o, False) for o in out)
     return Array(out, False)

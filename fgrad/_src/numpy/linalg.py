@@ -10,6 +10,7 @@ or the output needs it.
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import asarray, canonicalize_axis, promote, shape_str
@@ -60,7 +61,7 @@ def matmul(x1, x2, /):
                  "dimension of the second")
     batch_a, batch_b = tuple(a.shape[:-2]), tuple(b.shape[:-2])
     try:
-        np.broadcast_shapes(batch_a, batch_b)
+        broadcast_shape(batch_a, batch_b)
     except ValueError:
         raise FgradTypeError(
             f"matmul: batch dimensions {batch_a} and {batch_b} of {shape_str(_value(x1))} @ "

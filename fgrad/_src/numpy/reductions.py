@@ -5,9 +5,12 @@ Integer sums follow JAX (and fgrad's 32-bit defaults): bool and small integer
 types accumulate in int32 (uint32 for small unsigned types); other dtypes keep
 their own. Means and variances of integers are float32.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import asarray, canonicalize_axes, canonicalize_axis, scalar_like
@@ -43,7 +46,7 @@ def _keep(out, axes, keepdims):
 
 
 def _reduced_size(x, axes):
-    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return math.prod(map(int, [x.shape[a] for a in axes]))
 
 
 def _apply_where(name, x, where, identity):
@@ -54,7 +57,7 @@ def _apply_where(name, x, where, identity):
     if w.dtype.kind != "b":
         w = lax.ne(w, scalar_like(w, 0))
     try:
-        shape = np.broadcast_shapes(tuple(w.shape), tuple(x.shape))
+        shape = broadcast_shape(tuple(w.shape), tuple(x.shape))
     except ValueError:
         shape = None
     if shape != tuple(x.shape):
@@ -100,6 +103,12 @@ def _inexact_dtype(a, dtype):
     return a.dtype if a.dtype.kind == "f" else dtypes.default_float
 
 
+def _accumulation_dtype(dtype):
+    """float16 statistics are computed in float32 and rounded once at the end (as
+    NumPy and JAX do): a float16 sum overflows at 65504, and so would the count."""
+    return dtypes.float32 if dtype == dtypes.float16 else dtype
+
+
 def _count(name, a, axes, where, dtype, keepdims):
     if where is None:
         return scalar_like(Array(np.zeros((), dtype)), _reduced_size(a, axes))
@@ -112,36 +121,44 @@ def _count(name, a, axes, where, dtype, keepdims):
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     a = _value(a)
     dtype = _inexact_dtype(a, dtype)
-    a = _cast(a, dtype)
+    acc = _accumulation_dtype(dtype)
+    a = _cast(a, acc)
     axes = canonicalize_axes("mean", axis, a.ndim, a.shape)
     total = sum(a, axes, keepdims=keepdims, where=where)
-    return lax.div(total, _count("mean", a, axes, where, dtype, keepdims))
+    return _cast(lax.div(total, _count("mean", a, axes, where, acc, keepdims)), dtype)
+
+
+def _variance(a, axis, dtype, ddof, keepdims, where, mean, correction):
+    """(variance in the accumulation dtype, the result dtype)."""
+    if correction is not None:
+        ddof = correction
+    a = _value(a)
+    dtype = _inexact_dtype(a, dtype)
+    acc = _accumulation_dtype(dtype)
+    a = _cast(a, acc)
+    axes = canonicalize_axes("var", axis, a.ndim, a.shape)
+    if mean is None:
+        mu = globals()["mean"](a, axes, keepdims=True, where=where)
+    else:
+        mu = _cast(_value(mean), acc)
+    centered = lax.sub(a, mu)
+    sq = lax.mul(centered, centered)
+    total = sum(sq, axes, keepdims=keepdims, where=where)
+    n = _count("var", a, axes, where, acc, keepdims)
+    return lax.div(total, lax.sub(n, scalar_like(n, ddof))), dtype
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
     """Variance: mean of squared deviations, divided by (N - ddof) instead of N."""
-    if correction is not None:
-        ddof = correction
-    a = _value(a)
-    dtype = _inexact_dtype(a, dtype)
-    a = _cast(a, dtype)
-    axes = canonicalize_axes("var", axis, a.ndim, a.shape)
-    if mean is None:
-        mu = globals()["mean"](a, axes, keepdims=True, where=where)
-    else:
-        mu = _cast(_value(mean), dtype)
-    centered = lax.sub(a, mu)
-    sq = lax.mul(centered, centered)
-    total = sum(sq, axes, keepdims=keepdims, where=where)
-    n = _count("var", a, axes, where, dtype, keepdims)
-    return lax.div(total, lax.sub(n, scalar_like(n, ddof)))
+    v, dtype = _variance(a, axis, dtype, ddof, keepdims, where, mean, correction)
+    return _cast(v, dtype)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         mean=None, correction=None):
-    return lax.sqrt(var(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where,
-                        mean=mean, correction=correction))
+    v, dtype = _variance(a, axis, dtype, ddof, keepdims, where, mean, correction)
+    return _cast(lax.sqrt(v), dtype)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
@@ -157,6 +174,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     from .ufuncs import multiply
     from .util import promote_inexact
     a, w = promote_inexact(a, weights)
+    dtype = a.dtype
+    a, w = _cast(a, _accumulation_dtype(dtype)), _cast(w, _accumulation_dtype(dtype))
     if tuple(w.shape) != tuple(a.shape):
         if axis is None or w.ndim != 1 or isinstance(axis, (tuple, list)):
             raise FgradTypeError(f"average: weights of shape {tuple(w.shape)} differ from "
@@ -169,6 +188,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = lax.broadcast_in_dim(w, tuple(a.shape), (ax,))
     scl = sum(w, axis, keepdims=keepdims)
     avg = lax.div(sum(multiply(a, w), axis, keepdims=keepdims), scl)
+    avg, scl = _cast(avg, dtype), _cast(scl, dtype)
     return (avg, lax.broadcast_to(scl, tuple(avg.shape))) if returned else avg
 
 

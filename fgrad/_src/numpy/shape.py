@@ -6,11 +6,15 @@ broadcast_in_dim, squeeze, expand_dims), the slicing primitives (slice, pad,
 concatenate, rev) and gather. Shapes, axes and split points are static; index
 arrays computed from them are NumPy constants.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
+from ..lax.slicing import index_dtype, narrow_index
 from .util import (asarray, canonicalize_axes, canonicalize_axis, is_weak, promote,
                    static_int, static_shape)
 
@@ -37,7 +41,7 @@ def ndim(a):
 def size(a, axis=None):
     s = shape(a)
     if axis is None:
-        return int(np.prod(s, dtype=np.int64))
+        return math.prod(map(int, s))
     return s[canonicalize_axis("size", axis, len(s), s)]
 
 
@@ -53,12 +57,12 @@ def _resolve_shape(name, a, newshape):
     if any(s < -1 for s in newshape):
         raise FgradTypeError(f"{name}: negative dimension in {newshape}")
     if unknown:
-        known = int(np.prod([s for s in newshape if s != -1], dtype=np.int64))
+        known = math.prod(map(int, [s for s in newshape if s != -1]))
         if known == 0 or a.size % known:
             raise FgradTypeError(f"{name}: cannot reshape array of shape {tuple(a.shape)} "
                                  f"({a.size} elements) into shape {newshape}")
         newshape = tuple(a.size // known if s == -1 else s for s in newshape)
-    if int(np.prod(newshape, dtype=np.int64)) != a.size:
+    if math.prod(map(int, newshape)) != a.size:
         raise FgradTypeError(f"{name}: cannot reshape array of shape {tuple(a.shape)} "
                              f"({a.size} elements) into shape {newshape}")
     return newshape
@@ -173,7 +177,7 @@ def expand_dims(a, axis):
 def broadcast_shapes(*shapes):
     shapes = [static_shape("broadcast_shapes", s) for s in shapes]
     try:
-        return tuple(np.broadcast_shapes(*shapes))
+        return tuple(broadcast_shape(*shapes))
     except ValueError:
         raise FgradTypeError("broadcast_shapes: shapes " + ", ".join(map(str, shapes)) +
                              " cannot be broadcast together") from None
@@ -182,7 +186,7 @@ def broadcast_shapes(*shapes):
 def broadcast_to(array, shape):
     """array broadcast to `shape` (NumPy rules, trailing dimensions aligned)."""
     a = _value(array)
-    shape = static_shape("broadcast_to", shape)
+    shape = static_shape("broadcast_to", shape, a.dtype)
     src = tuple(a.shape)
     if src == shape:
         return a
@@ -198,7 +202,7 @@ def broadcast_to(array, shape):
 def broadcast_arrays(*args):
     arrays = [_value(a) for a in args]
     try:
-        shape = tuple(np.broadcast_shapes(*[tuple(a.shape) for a in arrays]))
+        shape = tuple(broadcast_shape(*[tuple(a.shape) for a in arrays]))
     except ValueError:
         raise FgradTypeError("broadcast_arrays: shapes " + ", ".join(
             str(tuple(a.shape)) for a in arrays) + " cannot be broadcast together") from None
@@ -575,9 +579,11 @@ def roll(a, shift, axis=None):
             continue
         if isinstance(s, Tracer):
             s = _value(s)
-            itype = s.dtype if s.dtype.kind in "iu" else dtypes.int32
+            if s.dtype.kind not in "iu":
+                s = lax.convert_element_type(s, dtypes.int32)
+            itype = index_dtype(2 * n)
             base = lax.iota(itype, (n,), 0)
-            sh = lax.rem(s if s.dtype == itype else lax.convert_element_type(s, itype), n)
+            sh = _mod_index(s, n, itype)
             idx = lax.rem(lax.add(lax.sub(base, sh), n), n)      # (i - shift) mod n
             a = moveaxis(lax.gather(a, (idx,), (ax,)), 0, ax)
             continue
@@ -591,30 +597,40 @@ def roll(a, shift, axis=None):
 # ----------------------------------------------------------------------------
 # take and take_along_axis
 
+def _mod_index(idx, n, itype):
+    """idx mod n, in [0, n), as the integer dtype itype (which holds n); an index
+    too wide for itype is reduced before it is narrowed, never wrapped."""
+    if not np.can_cast(idx.dtype, itype, "safe"):
+        idx = lax.rem(idx, Array(np.asarray(n, idx.dtype), False))    # |r| < n
+    idx = lax.convert_element_type(idx, itype) if idx.dtype != itype else idx
+    r = lax.rem(idx, Array(np.asarray(n, itype), False))
+    return lax.select_n(lax.lt(r, 0), r, lax.add(r, Array(np.asarray(n, itype), False)))
+
+
 def _normalize_index(name, idx, n, mode):
-    """Index array wrapped (negatives), checked (concrete) or clipped/wrapped by mode."""
+    """Index array wrapped (negatives), checked (concrete) or clipped/wrapped by mode,
+    as int32 (int64 for axes of 2**31 or more)."""
     idx = _value(idx)
     if idx.dtype.kind not in "iu":
         if idx.dtype.kind == "b":
             raise FgradTypeError(f"{name}: indices must be integers, got booleans")
         raise FgradTypeError(f"{name}: indices must be integers, got {idx.dtype}")
-    if idx.dtype.kind == "u" or idx.dtype.itemsize > 4:
-        idx = lax.convert_element_type(idx, dtypes.int32 if n < 2 ** 31 else dtypes.int64)
+    itype = index_dtype(n)
     if mode == "clip":
-        return lax.min(lax.max(idx, 0), max(n - 1, 0))
+        return lax.min(lax.max(narrow_index(idx, itype, 0, max(n - 1, 0)), 0),
+                       max(n - 1, 0))
     if mode == "wrap":
         if n == 0:
             raise IndexError(f"{name}: cannot wrap indices into an empty axis")
-        r = lax.rem(idx, n)
-        return lax.select_n(lax.lt(r, 0), r, lax.add(r, n))
+        return _mod_index(idx, n, itype)
     if not isinstance(idx, Tracer):
         v = np.asarray(idx._value)
         if v.size and (v.min() < -n or v.max() >= n):
             bad = v[(v < -n) | (v >= n)].ravel()[0]
             raise IndexError(f"{name}: index {bad} is out of bounds for axis with size {n}")
-        if v.size and v.min() < 0:
-            return Array(np.where(v < 0, v + n, v).astype(v.dtype), False)
-        return idx
+        v = v.astype(itype)                        # in bounds: exact
+        return Array(np.where(v < 0, v + itype.type(n), v), False)
+    idx = narrow_index(idx, itype, -n - 1, n)   # out of bounds stays out of bounds
     return lax.select_n(lax.lt(idx, 0), idx, lax.add(idx, n))
 
 
@@ -657,7 +673,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                              f"of dimensions")
     ax = canonicalize_axis("take_along_axis", axis, a.ndim, a.shape)
     try:
-        bshape = list(np.broadcast_shapes(
+        bshape = list(broadcast_shape(
             tuple(s for i, s in enumerate(a.shape) if i != ax),
             tuple(s for i, s in enumerate(idx.shape) if i != ax)))
     except ValueError:

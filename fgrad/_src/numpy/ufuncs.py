@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .util import asarray, is_weak, promote, promote_inexact, scalar_like
@@ -145,7 +146,7 @@ def fmod(x1, x2, /):
 def _int_pow(x, y):
     """x ** y for integer arrays, by squaring (y >= 0)."""
     bits = y.dtype.itemsize * 8
-    acc = lax.broadcast_to(_c(x, 1), np.broadcast_shapes(tuple(x.shape), tuple(y.shape)))
+    acc = lax.broadcast_to(_c(x, 1), broadcast_shape(tuple(x.shape), tuple(y.shape)))
     base = x
     one = _c(y, 1)
     for _ in range(bits):
@@ -314,15 +315,30 @@ def cbrt(x, /):
     return lax.select_n(neg, r, lax.neg(r))
 
 
+def _ordered(x1, x2):
+    """(the larger, the smaller) of x1 and x2, picked by one select (x1 on a tie, and
+    the smaller is x1 where either is NaN). Unlike max and min, whose derivative
+    splits a tie in halves, each side carries one operand's tangent whole, so a
+    formula in (hi, lo) that is analytic in both keeps every derivative at the tie."""
+    first = lax.ge(x1, x2)
+    return lax.select_n(first, x2, x1), lax.select_n(first, x1, x2)
+
+
 def logaddexp(x1, x2, /):
-    """log(exp(x1) + exp(x2)), computed stably."""
+    """log(exp(x1) + exp(x2)) = hi + log1p(exp(lo - hi)), computed stably; derivatives
+    of every order are right at x1 == x2 (see `_ordered`)."""
     x1, x2 = promote_inexact(x1, x2)
-    amax = lax.max(x1, x2)
-    with np.errstate(invalid="ignore"):  # inf - inf is handled below
-        delta = lax.sub(x1, x2)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    # Equal infinities (delta is nan): inf + inf = inf, -inf + -inf = -inf; nan stays nan.
-    return lax.select_n(lax.ne(delta, delta), out, lax.add(x1, x2))
+    hi, lo = _ordered(x1, x2)
+    # Equal infinities (lo - hi is nan) give x1 + x2 (inf + inf = inf, -inf + -inf =
+    # -inf, derivative 1 each). Both sides of the select get inputs where they are
+    # defined, so no nan enters the derivative of the other; a nan operand stays nan.
+    equal_inf = lax.bitwise_and(lax.eq(x1, x2), lax.eq(lax.abs(x1), _c(x1, np.inf)))
+    hi = lax.select_n(equal_inf, hi, _c(hi, 0))
+    lo = lax.select_n(equal_inf, lo, _c(lo, 0))
+    out = lax.add(hi, lax.log1p(lax.exp(lax.sub(lo, hi))))
+    zero = _c(x1, 0)
+    both = lax.add(lax.select_n(equal_inf, zero, x1), lax.select_n(equal_inf, zero, x2))
+    return lax.select_n(equal_inf, out, both)
 
 
 def logaddexp2(x1, x2, /):
@@ -351,13 +367,12 @@ def arcsin(x, /):
 
 
 def arccos(x, /):
+    """atan2(sqrt((1 - x)(1 + x)), x): accurate near ±1 (no cancellation in the root)
+    and one formula on the whole domain, so the derivative at -1 is the true one
+    (no constant pi substituted there, whose derivative would be 0)."""
     x = _inexact1(x)
-    # 2 atan2(sqrt(1 - x^2), 1 + x), exact near 1; x = -1 gives pi.
-    is_m1 = lax.eq(x, _c(x, -1))
-    xs = lax.select_n(is_m1, x, _c(x, 0))
-    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), xs), lax.add(_c(x, 1), xs)))
-    out = lax.mul(_c(x, 2), lax.atan2(r, lax.add(_c(x, 1), xs)))
-    return lax.select_n(is_m1, out, math.pi)
+    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
+    return lax.atan2(r, x)
 
 
 def arctan(x, /):
@@ -430,15 +445,21 @@ def arctanh(x, /):
 
 
 def hypot(x1, x2, /):
+    """sqrt(x1² + x2²) as |hi| sqrt(1 + (lo/hi)²), hi the operand of larger magnitude.
+    The signed operands (not their absolute values) enter the formula, so the
+    derivatives are right where either is 0 (d²/dx² hypot(x, 1) = 1 at 0) and at
+    |x1| == |x2|. Where an operand is infinite the result is +inf (even with a nan,
+    as C's hypot), with the formula's inputs replaced so no nan enters the derivative."""
     x1, x2 = promote_inexact(x1, x2)
-    a1, a2 = lax.abs(x1), lax.abs(x2)
-    hi, lo = lax.max(a1, a2), lax.min(a1, a2)
-    zero = lax.eq(hi, _c(hi, 0))
-    r = lax.div(lo, lax.select_n(zero, hi, _c(hi, 1)))
-    out = lax.mul(hi, lax.sqrt(lax.add(_c(hi, 1), lax.mul(r, r))))
-    # an infinite side gives +inf even when the other is NaN (C99; hi is NaN then)
-    inf = lax.bitwise_or(lax.eq(a1, _c(hi, np.inf)), lax.eq(a2, _c(hi, np.inf)))
-    return lax.select_n(inf, out, _c(hi, np.inf))
+    inf = lax.bitwise_or(lax.eq(lax.abs(x1), _c(x1, np.inf)),
+                         lax.eq(lax.abs(x2), _c(x2, np.inf)))
+    first = lax.ge(lax.abs(x1), lax.abs(x2))
+    hi, lo = lax.select_n(first, x2, x1), lax.select_n(first, x1, x2)
+    hs, ls = lax.select_n(inf, hi, _c(hi, 1)), lax.select_n(inf, lo, _c(lo, 0))
+    a = lax.abs(hs)
+    r = lax.div(ls, lax.select_n(lax.eq(a, _c(a, 0)), hs, _c(hs, 1)))
+    out = lax.mul(a, lax.sqrt(lax.add(_c(a, 1), lax.mul(r, r))))
+    return lax.select_n(inf, out, _c(out, np.inf))
 
 
 def deg2rad(x, /):
@@ -454,13 +475,25 @@ def rad2deg(x, /):
 radians, degrees = deg2rad, rad2deg
 
 
+# sin(u)/u = sum_k (-1)^k u^(2k) / (2k+1)!: for |u| < 1 nine terms are exact to
+# float64 rounding, and near 0 they keep the derivatives that the quotient loses
+# to cancellation (the 2nd derivative of sinc at 0 is -pi²/3, the 4th pi⁴/5).
+_SINC_SERIES = [(-1) ** k / math.factorial(2 * k + 1) for k in range(9)]
+
+
 def sinc(x, /):
-    """sin(pi x) / (pi x), 1 at 0."""
+    """sin(pi x) / (pi x), 1 at 0: a Taylor series for |pi x| < 1, so derivatives of
+    every order are right at and near 0."""
     x = _inexact1(x)
-    zero = lax.eq(x, _c(x, 0))
-    safe = lax.select_n(zero, x, _c(x, 1))
-    px = lax.mul(safe, _c(x, math.pi))
-    return lax.select_n(zero, lax.div(lax.sin(px), px), _c(x, 1))
+    u = lax.mul(x, _c(x, math.pi))
+    near = lax.lt(lax.abs(u), _c(x, 1))
+    un = lax.select_n(near, _c(x, 0), u)            # safe input for the series
+    uf = lax.select_n(near, u, _c(x, 1))            # safe input for the quotient
+    u2 = lax.mul(un, un)
+    series = _c(x, _SINC_SERIES[-1])
+    for c in reversed(_SINC_SERIES[:-1]):
+        series = lax.add(lax.mul(series, u2), _c(x, c))
+    return lax.select_n(near, lax.div(lax.sin(uf), uf), series)
 
 
 # ----------------------------------------------------------------------------
@@ -791,7 +824,7 @@ def _named_shape_errors(fn):
             shapes = [tuple(np.shape(a)) if not isinstance(a, _ARRAYS) else tuple(a.shape)
                       for a in args if a is not None]
             try:
-                np.broadcast_shapes(*shapes)
+                broadcast_shape(*shapes)
             except ValueError:
                 from .util import shape_str
                 raise FgradTypeError(

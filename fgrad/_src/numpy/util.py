@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import dtypes, lax
-from ..core import Array, Tracer, full_lower
+from ..core import Array, Tracer, check_size, full_lower
 from ..errors import FgradTypeError
 
 _PY_SCALARS = (bool, int, float)
@@ -17,7 +17,9 @@ def is_py_scalar(x):
 
 def asarray(x, dtype=None):
     """An fgrad value for x: tracers and Arrays as they are, Python scalars weakly
-    typed, lists/NumPy arrays converted (Python lists default to float32/int32)."""
+    typed, lists/NumPy arrays converted (Python lists default to float32/int32).
+    A NumPy array is copied: the Array must not change when its owner writes
+    into it later (and a view or a traced constant of it would)."""
     if dtype is not None:
         dtype = dtypes.canonicalize(dtype)
     if isinstance(x, _ARRAYS):
@@ -28,7 +30,7 @@ def asarray(x, dtype=None):
         d = dtype or dtypes.dtype_of_python_scalar(x)
         return Array(np.asarray(x, d), dtype is None)
     if isinstance(x, (np.ndarray, np.generic)):
-        return Array(np.asarray(x, dtype or dtypes.canonicalize(x.dtype)), False)
+        return Array(np.array(x, dtype or dtypes.canonicalize(x.dtype)), False)
     if isinstance(x, (list, tuple)):
         if any(isinstance(e, _ARRAYS) or _has_traced(e) for e in x):
             from .shape import stack
@@ -201,15 +203,19 @@ def static_int(name, what, value):
         raise FgradTypeError(f"{name}: {what} must be an integer, got {value!r}") from None
 
 
-def static_shape(name, shape):
-    """A tuple of Python ints from an int or sequence of ints."""
+def static_shape(name, shape, dtype=None):
+    """A tuple of Python ints from an int or sequence of ints; ArrayTooLargeError
+    when an array of that shape (and dtype, when given) could not be indexed."""
     if isinstance(shape, (int, np.integer)) or (isinstance(shape, Array) and not shape.shape):
-        return (static_int(name, "shape", shape),)
-    try:
-        return tuple(static_int(name, "shape", s) for s in shape)
-    except TypeError:
-        raise FgradTypeError(f"{name}: shape must be an int or a sequence of ints, "
-                             f"got {shape!r}") from None
+        shape = (static_int(name, "shape", shape),)
+    else:
+        try:
+            shape = tuple(static_int(name, "shape", s) for s in shape)
+        except TypeError:
+            raise FgradTypeError(f"{name}: shape must be an int or a sequence of ints, "
+                                 f"got {shape!r}") from None
+    check_size(name, shape, dtype)
+    return shape
 
 
 class _ArrayMeta(type):

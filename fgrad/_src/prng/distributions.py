@@ -2,6 +2,12 @@
 algorithms (so the same key gives the same numbers as JAX, up to float rounding
 in the transcendental functions).
 
+Their log, erf and erf_inv come from `exact_math` (correctly rounded operations
+only, in float64, rounded once to the sampler's dtype), not from the lax
+primitives, whose eager (NumPy/SciPy) and compiled (mathlib) versions may differ
+in the last bit: so every sampler gives the same bits eagerly, under jit and
+under vmap.
+
 Every sampler takes a key and consumes it: split the key for every further
 draw. Shapes and dtypes are static; bounds and probabilities may be traced
 (and are differentiated through where the maths allows, e.g. uniform's
@@ -12,10 +18,12 @@ import math
 import numpy as np
 
 from .. import dtypes, lax
+from ..lax._util import broadcast_shape
 from ..core import Array, get_aval
 from ..errors import FgradTypeError
 from ..numpy import reductions as _reductions, shape as _shape, sorting as _sorting
 from ..numpy.util import asarray, canonicalize_axis
+from . import exact_math
 from .keys import check_key, random_bits, split, static_shape
 
 _UINTS = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint64}
@@ -35,7 +43,7 @@ def _param(name, what, value, dtype, shape):
     if value.dtype != dtype:
         value = lax.convert_element_type(value, dtype)
     try:
-        fits = np.broadcast_shapes(tuple(value.shape), shape) == shape
+        fits = broadcast_shape(tuple(value.shape), shape) == shape
     except ValueError:
         fits = False
     if not fits:
@@ -77,12 +85,24 @@ def _const(value, dtype):
     return Array(np.asarray(value, dtype), False)
 
 
+def _in_float64(fn, x, *rest):
+    """fn of x (and rest) computed in float64, rounded once to x's dtype."""
+    def wide(v):
+        return v if v.dtype == dtypes.float64 else lax.convert_element_type(v, dtypes.float64)
+    out = fn(wide(x), *map(wide, rest))
+    return out if out.dtype == x.dtype else lax.convert_element_type(out, x.dtype)
+
+
+def _sqrt2_erf_inv(u):
+    return lax.mul(math.sqrt(2.0), exact_math.erf_inv(u))
+
+
 def _standard_normal(key, shape, dtype):
     # inverse-CDF: u uniform in the open interval (-1, 1), then sqrt(2) * erfinv(u)
     lo = _const(np.nextafter(np.asarray(-1.0, dtype), np.asarray(0.0, dtype)), dtype)
     u = _uniform(key, shape, dtype, lax.broadcast_to(lo, shape),
                  lax.broadcast_to(_const(1.0, dtype), shape))
-    return lax.mul(_const(math.sqrt(2.0), dtype), lax.erf_inv(u))
+    return _in_float64(_sqrt2_erf_inv, u)
 
 
 def normal(key, shape=(), dtype=dtypes.float32):
@@ -112,13 +132,14 @@ def truncated_normal(key, lower, upper, shape=None, dtype=dtypes.float32):
     key = check_key("truncated_normal", key)
     dtype = _float_dtype("truncated_normal", dtype)
     if shape is None:
-        shape = np.broadcast_shapes(tuple(asarray(lower).shape), tuple(asarray(upper).shape))
+        shape = broadcast_shape(tuple(asarray(lower).shape), tuple(asarray(upper).shape))
     shape = static_shape("truncated_normal", shape)
     lower = _param("truncated_normal", "lower", lower, dtype, shape)
     upper = _param("truncated_normal", "upper", upper, dtype, shape)
-    sqrt2 = _const(math.sqrt(2.0), dtype)
-    a, b = lax.erf(lax.div(lower, sqrt2)), lax.erf(lax.div(upper, sqrt2))
-    out = lax.mul(sqrt2, lax.erf_inv(_uniform(key, shape, dtype, a, b)))
+    def cdf(bound):     # erf(bound / sqrt(2)), i.e. 2 Phi(bound) - 1
+        return exact_math.erf(lax.div(bound, math.sqrt(2.0)))
+    a, b = _in_float64(cdf, lower), _in_float64(cdf, upper)
+    out = _in_float64(_sqrt2_erf_inv, _uniform(key, shape, dtype, a, b))
     # rounding in erf/erf_inv may land on or past a bound: keep strictly inside
     lo = _next_toward(lax.stop_gradient(lower), up=True)
     hi = _next_toward(lax.stop_gradient(upper), up=False)
@@ -146,13 +167,15 @@ def exponential(key, shape=(), dtype=dtypes.float32):
     key = check_key("exponential", key)
     shape = static_shape("exponential", shape)
     dtype = _float_dtype("exponential", dtype)
-    return lax.neg(lax.log1p(lax.neg(_unit_interval(key, shape, dtype))))
+    # 1 - u is exact in float64; 0.0 - log gives +0.0 at u = 0, as -log1p(-0.0)
+    return _in_float64(lambda u: lax.sub(0.0, exact_math.log(lax.sub(1.0, u))),
+                       _unit_interval(key, shape, dtype))
 
 
 def _gumbel(key, shape, dtype):
     tiny = lax.broadcast_to(_const(np.finfo(dtype).tiny, dtype), shape)
     u = _uniform(key, shape, dtype, tiny, lax.broadcast_to(_const(1.0, dtype), shape))
-    return lax.neg(lax.log(lax.neg(lax.log(u))))
+    return _in_float64(lambda u: lax.neg(exact_math.log(lax.neg(exact_math.log(u)))), u)
 
 
 def gumbel(key, shape=(), dtype=dtypes.float32):
@@ -304,7 +327,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
             r = lax.mul(lax.broadcast_to(total, (draws,)), lax.sub(1.0, u))  # in (0, total]
             index = _sorting.searchsorted(cumulative, r)
         else:  # Gumbel top-k: the k largest perturbed log-probabilities
-            scores = lax.add(_gumbel(key, (n,), p.dtype), lax.log(p))
+            scores = lax.add(_gumbel(key, (n,), p.dtype), _in_float64(exact_math.log, p))
             index = lax.slice_in_dim(_sorting.argsort(scores, descending=True), 0, draws)
     if arr is None:
         return lax.reshape(index, shape)

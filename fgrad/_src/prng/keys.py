@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes, lax
-from ..core import Array, Tracer, get_aval
+from ..core import Array, Tracer, check_size, get_aval
 from ..errors import FgradTypeError
 from .threefry import hash_counts
 
@@ -61,7 +61,9 @@ def static_shape(name, shape):
             raise FgradTypeError(f"{name}: shape must be a tuple of non-negative ints, "
                                  f"got {shape!r}",
                                  hint="pass e.g. shape=(3, 4); shapes are static Python values")
-    return tuple(int(d) for d in dims)
+    dims = tuple(int(d) for d in dims)
+    check_size(name, dims)
+    return dims
 
 
 def _seed_array(seed):

@@ -8,8 +8,9 @@ constants, using its own). Rules:
   a linear part; one cond runs the primal parts, a second cond the linear ones,
   so under linearize only the linear cond is recorded;
 - transpose: a cond of the transposed branches (the index is known);
-- vmap: an unbatched index batches every branch; a batched one evaluates every
-  branch and picks per member with select_n;
+- vmap: an unbatched index batches every branch; a batched one becomes a
+  `cond_lanes` (every branch evaluated, each member picking its own; its
+  derivatives keep the pick, so an untaken branch's NaN never leaks);
 - jit: each branch is compiled to its own program, the choice made by a step
   labelled 'branch:cond'.
 """
@@ -17,13 +18,13 @@ import numpy as np
 
 from ... import core
 from ...ad import is_undefined
-from ...batching import axis_size_of, batch_flat, move_to_front
+from ...batching import axis_size_of, move_to_front
 from ...core import Primitive, Tracer, get_aval
 from ...errors import FgradTypeError
 from ...jaxpr import eval_closed
-from ..elementwise import convert_element_type, max as lax_max, min as lax_min, ne, select_n
-from ..shape_ops import broadcast_in_dim
+from ..elementwise import convert_element_type, max as lax_max, min as lax_min, ne
 from . import common
+from .cond_lanes import cond_lanes
 from .transforms import (batch_jaxpr, linearize_jaxpr, memo, trace_program,
                          transpose_jaxpr, zeros_of)
 
@@ -148,7 +149,7 @@ def _bind_branches(what, index, funs, names, operands, reference):
 # ----------------------------------------------------------------------------
 # Forward mode and linearization
 
-def _split_branches(branches, nonzero):
+def split_branches(branches, nonzero):
     """Per branch a primal part (operands -> outputs + every branch's residual slots,
     zeros in the others') and a linear part (all residuals + tangents -> tangents)."""
     n_out = len(branches[0].out_avals)
@@ -183,7 +184,7 @@ def _cond_jvp(primals, tangents, *, branches):
     nonzero = tuple(t is not None and common.is_float(get_aval(p))
                     for p, t in zip(ops, op_tangents))
     known, linear, n_res, out_nonzero = memo(branches, ("jvp", nonzero),
-                                             lambda: _split_branches(branches, nonzero))
+                                             lambda: split_branches(branches, nonzero))
     both = cond_p.bind(index, *ops, branches=known)
     n_out = len(both) - n_res
     outs, residuals = both[:n_out], both[n_out:]
@@ -195,13 +196,20 @@ def _cond_jvp(primals, tangents, *, branches):
 cond_p.jvp = _cond_jvp
 
 
-def _cond_transpose(cts, index, *args, branches):
+def transposed_branches(branches, index, args, cts):
+    """(which operands are linear, each branch transposed for them and the given
+    cotangents), shared by cond and cond_lanes."""
     if is_undefined(index):
         raise TypeError("cond: the branch index cannot be a linear input")
     linear_mask = tuple(is_undefined(a) for a in args)
     ct_mask = tuple(c is not None for c in cts)
     transposed = memo(branches, ("transpose", linear_mask, ct_mask),
                       lambda: tuple(transpose_jaxpr(b, linear_mask, ct_mask) for b in branches))
+    return linear_mask, transposed
+
+
+def _cond_transpose(cts, index, *args, branches):
+    linear_mask, transposed = transposed_branches(branches, index, args, cts)
     known = [a for a in args if not is_undefined(a)]
     outs = iter(cond_p.bind(index, *known, *[c for c in cts if c is not None],
                             branches=transposed))
@@ -236,15 +244,10 @@ def _cond_batch(vals, dims, *, branches):
 
 
 def _batched_index(index, index_dim, ops, op_dims, branches, size):
-    """Every branch runs on the whole batch; each member takes its own branch's results."""
-    results = [batch_flat(lambda *xs, b=b: eval_closed(b, *xs), list(op_dims), size)(*ops)
-               for b in branches]
+    """Each member takes its own branch: a cond_lanes (which see)."""
     index = move_to_front(index, index_dim, size)
-    outs = []
-    for k in range(len(results[0])):
-        cases = [r[k] for r in results]
-        which = broadcast_in_dim(index, tuple(cases[0].shape), (0,))
-        outs.append(select_n(which, *cases))
+    ops = [move_to_front(x, d, size) if d is not None else x for x, d in zip(ops, op_dims)]
+    outs = cond_lanes(index, ops, branches, [d is not None for d in op_dims], size)
     return outs, [0] * len(outs)
 
 

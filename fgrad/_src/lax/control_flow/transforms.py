@@ -5,27 +5,25 @@ jaxpr (at the bottom level, so only concrete constants are captured); the
 primitives' rules bind themselves again with the result. Results are cached on
 the jaxpr they came from, so a body is transformed once per pattern.
 """
-import weakref
-
 from ... import core
 from ...ad import instantiate_zeros, jvp_flat, linearize_flat, transposed_program
 from ...batching import BatchTrace, BatchTracer, move_to_front, moveaxis
 from ...core import full_lower, set_current_trace
 from ...jaxpr import eval_closed, eval_jaxpr
+from ...lru import derived
 from ...partial_eval import trace_to_subjaxpr
-
-_derived = weakref.WeakKeyDictionary()
 
 
 def memo(jaxprs, key, make):
     """make() once per (jaxpr objects, key). Entries live on the first jaxpr (and die
-    with it); the others are held by the entry and checked by identity."""
+    with it, see lru.derived); the others are held by the entry and checked by
+    identity."""
     first, rest = jaxprs[0], tuple(jaxprs[1:])
-    table = _derived.setdefault(first, {})
-    full_key = (key, tuple(id(j) for j in rest))
-    hit = table.get(full_key)
-    if hit is None or any(a is not b for a, b in zip(hit[0], rest)):
-        hit = table[full_key] = (rest, make())
+    full_key = ("control_flow", key, tuple(id(j) for j in rest))
+    hit = derived(first, full_key, lambda: (rest, make()))
+    if any(a is not b for a, b in zip(hit[0], rest)):
+        hit = (rest, make())
+        first._derived[full_key] = hit
     return hit[1]
 
 
