@@ -715,7 +715,7 @@ def test_scans_and_sorts_slow(name, data):
 # Data movement, indexing and contractions: bit for bit (they move or pick bits;
 # integer products wrap; float products are BLAS's in both)
 
-INDEX_DTYPES = [np.dtype(d) for d in ("int8", "uint8", "int32", "uint32", "int64")]
+INDEX_DTYPES = [np.dtype(d) for d in ("int8", "uint8", "int32", "uint32", "int64", "uint64")]
 
 
 @st.composite
@@ -724,11 +724,10 @@ def _index_scalar(draw, extent):
     outside (the extremes of its dtype)."""
     dt = draw(st.sampled_from(INDEX_DTYPES))
     ii = np.iinfo(dt)
-    # int64 values beyond the int32 range are issue 16 item 8's (owned and tested there)
-    lo, hi = max(int(ii.min), -2 ** 31), min(int(ii.max), 2 ** 31 - 1)
+    lo, hi = int(ii.min), int(ii.max)
     v = draw(st.sampled_from([0, 1, extent - 1, extent, extent + 1, -1, -extent, lo, hi,
-                              hi - 1, lo + 1]))
-    return np.asarray(min(max(v, int(ii.min)), int(ii.max)), dt)
+                              hi - 1, lo + 1, 2 ** 32 + 3, -2 ** 32 + 1, 2 ** 31]))
+    return np.asarray(min(max(v, lo), hi), dt)
 
 
 def _structural_case(data, shapes=((3, 4), (5,), (2, 1, 3), (1, 1), (0, 3), (4, 0))):
@@ -798,7 +797,7 @@ def _gather_scatter(data):
     idx = np.asarray([data.draw(_index_scalar(shape[0])).astype(idx_dt) for _ in range(n_idx)],
                      idx_dt)
     _check_move(f"gather {idx!r} of {dt}{shape}", lambda x, i: lax.gather(x, (i,), (0,)),
-                (x, idx), x[np.clip(idx.astype(np.int64), 0, shape[0] - 1)])
+                (x, idx), x[[min(max(int(i), 0), shape[0] - 1) for i in idx]])
     updates = data.draw(arrays(dt, (n_idx,) + shape[1:]))
     for name, op in (("scatter", lax.scatter), ("scatter_add", lax.scatter_add),
                      ("scatter_mul", lax.scatter_mul), ("scatter_max", lax.scatter_max),
@@ -1010,13 +1009,19 @@ def test_pow_of_a_broadcast_half_is_pow_not_sqrt():
 
 
 def test_a_sum_of_negative_zeros_is_positive_zero_at_every_size():
-    # NumPy's sums start from +0.0; compiled sums did only beyond a vector's width
+    # NumPy's sums start from +0.0, even over no axes (jit dropped that sum as a
+    # no-op and kept -0.0)
     f = fgrad.jit(lambda x: lax.reduce_sum(x, (0,)))
     for n in (1, 3, 8, 40, 1000):
         for dt in FLOATS:
             x = np.full((n,), -0.0, dt)
             assert_same(lax.reduce_sum(x, (0,)), np.asarray(0.0, dt), what=f"eager, {n} [{dt}]")
             assert_same(f(x), np.asarray(0.0, dt), what=f"jit, {n} [{dt}]")
+    for dt in FLOATS:
+        x = np.array([-0.0, 1.0, -np.inf], dt)
+        g = lambda x: lax.reduce_sum(x, ())        # noqa: E731
+        assert_same(fgrad.jit(g)(x), g(x), what=f"sum over no axes [{dt}]")
+        assert_same(g(x), np.sum(x, axis=()), what=f"sum over no axes [{dt}] vs NumPy")
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=str)

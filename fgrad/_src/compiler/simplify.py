@@ -376,6 +376,8 @@ def _forwarded_operand(eqn):
         return None
     if i is None or i >= len(eqn.invars):
         return None
+    if eqn.primitive.name == "reduce_sum" and eqn.invars[0].aval.dtype.kind == "f":
+        return None   # a float sum over no axes is x + 0.0, which turns -0.0 into +0.0
     # Same shape, dtype and weak type: the result is the operand itself.
     return i if eqn.invars[i].aval == eqn.outvars[0].aval else None
 
