@@ -41,8 +41,10 @@ MAX_EXPAND_ELEMENTS = 1024
 MAX_ROUNDS = 4
 
 # Binary primitives whose operands may be swapped (exactly, in IEEE arithmetic
-# too): cse treats mul(a, b) and mul(b, a) as the same expression.
-COMMUTATIVE = {"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"}
+# too): cse treats mul(a, b) and mul(b, a) as the same expression. Not max / min:
+# like np.maximum they keep the second of two equal values, so max(0.0, -0.0) is
+# -0.0 and max(-0.0, 0.0) is 0.0.
+COMMUTATIVE = {"add", "mul", "and", "or", "xor", "eq", "ne"}
 
 
 def simplify(closed, max_rounds=MAX_ROUNDS):
@@ -374,6 +376,8 @@ def _forwarded_operand(eqn):
         return None
     if i is None or i >= len(eqn.invars):
         return None
+    if eqn.primitive.name == "reduce_sum" and eqn.invars[0].aval.dtype.kind == "f":
+        return None   # a float sum over no axes is x + 0.0, which turns -0.0 into +0.0
     # Same shape, dtype and weak type: the result is the operand itself.
     return i if eqn.invars[i].aval == eqn.outvars[0].aval else None
 

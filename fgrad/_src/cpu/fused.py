@@ -33,10 +33,10 @@ NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
 False) before the loop nest, and the body accumulates into it through strides
 that are 0 on the reduced axes (a last-axis reduction's accumulator is
 promoted to a register by LLVM).
-Max/min propagate NaN like np.max / np.min (which of two equal values, +0.0
-and -0.0, a reduction returns is unspecified: LLVM's vectorisable maximum
-counts -0.0 below +0.0, NumPy keeps the later one in its own SIMD order;
-element-wise max/min are np.maximum / np.minimum exactly); max/min of a
+Max/min propagate NaN like np.max / np.min and count -0.0 below +0.0 (IEEE
+754-2019, LLVM's vectorisable maximum; the NumPy impls settle ties of zeros so,
+as NumPy keeps whichever its SIMD order meets last; element-wise max/min are
+np.maximum / np.minimum exactly); max/min of a
 zero-size array is left to NumPy (it raises), and so are zero-size products
 and `and`s (a kernel
 over an empty domain only returns zeros); a zero-size sum is 0, an `or`
@@ -79,10 +79,11 @@ dynamic_update_slice, the cumulative reductions and argmax / argmin
 
 float16 sums and products reach the backend as float32 ones between converts
 (`simplify.widen_half_reductions`). Deliberate gaps (can_fuse says False):
-bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> uint32 conversions of NaN or values outside
-[-2**31, 2**32) are unspecified (NumPy itself answers differently for small
-and large arrays); every other float -> int conversion matches NumPy on x86
-(NaN and out-of-range values give what cvttss2si/cvttsd2si give).
+bitcasts to or from bool, integer_pow of integers to negative powers (the NumPy impl raises). Float -> int conversions match NumPy on x86 (NaN
+and out-of-range values give what cvttss2si/cvttsd2si give); float -> uint32
+goes through the 64-bit conversion, as the NumPy impl does (NumPy's own answer
+for NaN or values outside [-2**31, 2**32) differs between small and large
+arrays).
 """
 import functools
 import math
@@ -92,6 +93,7 @@ import numpy as np
 
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
+from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
                sorting, structural, summation, threads)
 from .dispatch import NativeEntry
@@ -369,9 +371,6 @@ def _pow(cx, args, dts, out, params):
     return cx.math("pow", dts[0], *args)
 
 
-_MAX_UNROLLED_POW = 64
-
-
 def _integer_pow(cx, args, dts, out, params):
     b = cx.b
     (x,) = args
@@ -407,9 +406,14 @@ def _round(cx, args, dts, out, params):
     dt = dts[0]
     if params["rounding_method"] == "to_nearest_even":
         return cx.call_intr("roundeven", dt, x)
-    # exactly the NumPy impl: sign(x) * floor(|x| + 0.5)
-    r = cx.call_intr("floor", dt, cx.b.fadd(cx.call_intr("fabs", dt, x), cx.const(dt, 0.5)))
-    return cx.b.fmul(_sign(cx, [x], dts, out, params), r)
+    # as the NumPy impl: trunc(x), one step away from zero when |x - trunc(x)| >= 0.5
+    # (the difference is exact; floor(|x| + 0.5) would round the sum up)
+    b = cx.b
+    t = cx.call_intr("trunc", dt, x)
+    frac = cx.call_intr("fabs", dt, b.fsub(x, t))
+    half_or_more = b.fcmp_ordered(">=", frac, cx.const(dt, 0.5))
+    step = cx.call_intr("copysign", dt, cx.const(dt, 1.0), x)
+    return b.select(half_or_more, b.fadd(t, step), t)
 
 
 def _mathfn(name):
@@ -724,6 +728,15 @@ def _emit_half(cx, eqn, args, dts, out):
         return _half_steps(cx, name, args[0])
     if name in ("max", "min") and dts[0] == _F16:
         return _float_minmax(cx, ">" if name == "max" else "<", *args, tie_first=True)
+
+    if name == "select_n" and out == _F16:
+        # select the half values themselves (exact): selecting their float
+        # extensions let LLVM 22 rewrite select(x > 0, 0, x) followed by neg / mul
+        # and a second select on the same mask into select(x >= 0, -0.0, -x), which
+        # is wrong for x = -0.0 (nn.elu(-0.0) gave +0.0)
+        cases = [b.fptrunc(c, half) for c in args[1:]]
+        v = EMITTERS[name](cx, [args[0]] + cases, [dts[0]] + [_F16] * len(cases), _F16, eqn.params)
+        return b.fpext(v, single)
 
     def as32(dt):
         return _F32 if dt == _F16 else dt

@@ -13,11 +13,10 @@ arithmetic runs in the order NumPy runs it):
 - dynamic_slice / dynamic_update_slice clamp every start index into
   [0, size - window] (signed or unsigned, as `np.clip` on the index's dtype);
 - cumsum / cumprod accumulate sequentially, as `ufunc.accumulate` does (float
-  sums are not reassociated, integers wrap); cummax / cummin take
-  `np.maximum` / `np.minimum`'s choice at every step: the running value if it
-  is NaN or strictly beats the new element, else the new element (so NaN
-  propagates and, on ties, the later of -0.0 / 0.0 is kept; NumPy's float16
-  loop keeps the running value on ties); `reverse` accumulates from the end;
+  sums are not reassociated, integers wrap); cummax / cummin take the
+  maximum / minimum at every step, NaN-propagating and with -0.0 < 0.0 (IEEE
+  754-2019, as the fused max / min; the NumPy impls settle ties of zeros so);
+  `reverse` accumulates from the end;
 - argmax / argmin give the first index of the extremum; the first NaN wins
   (as in NumPy); the index is converted to `index_dtype` with wrap-around
   like `astype`. An empty reduced axis is left to NumPy (it raises).
@@ -281,13 +280,10 @@ def _combine(cx, name, dt, acc, x):
         return b.fadd(acc, x) if dt.kind == "f" else b.add(acc, x)
     if name == "cumprod":
         return b.fmul(acc, x) if dt.kind == "f" else b.mul(acc, x)
+    if dt.kind == "f":   # NaN-propagating, -0 < +0 (IEEE 754-2019), as the fused max/min
+        return cx.call_intr("maximum" if name == "cummax" else "minimum", dt, acc, x)
     op = ">" if name == "cummax" else "<"
-    if dt.kind == "f":   # np.maximum(acc, x): acc if acc is NaN or acc op x, else x
-        if dt.itemsize == 2:
-            op += "="    # NumPy's float16 loop: acc on ties
-        keep = b.or_(b.fcmp_ordered(op, acc, x), b.fcmp_unordered("uno", acc, acc))
-    else:
-        keep = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, acc, x)
+    keep = (b.icmp_signed if dt.kind == "i" else b.icmp_unsigned)(op, acc, x)
     return b.select(keep, acc, x)
 
 

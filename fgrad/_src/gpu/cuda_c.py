@@ -50,6 +50,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jaxpr import Literal
+from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from ..compiler import layout
 
 __all__ = ["can_fuse_gpu", "emit_program", "KernelPlan", "BLOCK", "PRELUDE"]
@@ -305,9 +306,6 @@ def _minmax(fname, op):
     return emit
 
 
-_MAX_UNROLLED_POW = 64
-
-
 def _integer_pow(cx, args, dts, out, params):
     (x,) = args
     dt = dts[0]
@@ -346,9 +344,9 @@ def _round(cx, args, dts, out, params):
     dt = dts[0]
     if params["rounding_method"] == "to_nearest_even":
         return f"{_f(dt, 'rint')}({x})"
-    # exactly the NumPy impl: sign(x) * floor(|x| + 0.5)
-    return (f"({_sign_of(dt, x)} * {_f(dt, 'floor')}({_f(dt, 'fabs')}({x}) + "
-            f"{const(dt, 0.5)}))")
+    # C's round: ties away from zero, exact (floor(|x| + 0.5) rounds the sum up for
+    # the float just below 0.5 and for odd integers of magnitude 2**mantissa_bits)
+    return f"{_f(dt, 'round')}({x})"
 
 
 def _rsqrt(cx, args, dts, out, params):

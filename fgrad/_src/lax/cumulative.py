@@ -12,7 +12,7 @@ from ..batching import unbatched_axis
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds
-from .elementwise import bitwise_or, eq, gt, lt, mul, select_n
+from .elementwise import bitwise_or, eq, gt, lt, mul, select_n, signed_zero, zeros_with_sign
 from .gather_scatter import gather
 from .slicing import iota, pad, rev, slice_in_dim
 
@@ -27,6 +27,20 @@ def _cumulative_rule(name, kinds):
     return rule
 
 
+def _accumulate(ufunc, x, axis, dtype):
+    """ufunc.accumulate in `dtype`; for maximum / minimum with IEEE 754-2019's
+    -0 < +0, as compiled code computes them (NumPy keeps whichever zero its loop
+    prefers)."""
+    out = ufunc.accumulate(x, axis=axis, dtype=dtype)
+    if ufunc in (np.maximum, np.minimum) and x.dtype.kind == "f":
+        zeros = out == 0
+        if zeros.any():
+            pick_max = ufunc is np.maximum
+            seen = np.logical_or.accumulate(zeros_with_sign(x, pick_max), axis=axis)
+            out = np.where(zeros, signed_zero(x.dtype, pick_max, seen), out)
+    return out
+
+
 def _cumulative_impl(ufunc, kinds, widen_half):
     """ufunc.accumulate along `axis`; with widen_half (sums, products) float16 is
     accumulated in float32 and each result rounded once, as reduce_sum does."""
@@ -35,9 +49,9 @@ def _cumulative_impl(ufunc, kinds, widen_half):
             raise TypeError("unsupported dtype")  # the shape rule explains
         acc = np.float32 if widen_half and x.dtype == np.float16 else x.dtype
         if reverse:
-            out = np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=acc), axis)
+            out = np.flip(_accumulate(ufunc, np.flip(x, axis), axis, acc), axis)
         else:
-            out = ufunc.accumulate(x, axis=axis, dtype=acc)
+            out = _accumulate(ufunc, x, axis, acc)
         return out.astype(x.dtype, copy=False)
     return impl
 

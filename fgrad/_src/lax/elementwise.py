@@ -169,6 +169,20 @@ def _full_like(x, value):
     return Array(np.asarray(value, x.dtype), True)
 
 
+def zeros_with_sign(x, positive):
+    """Where x is +0 (positive) or -0 (not positive)."""
+    return (x == 0) & (np.signbit(x) != positive)
+
+
+def signed_zero(dtype, pick_max, seen):
+    """The zero a maximum (pick_max) or minimum over several values ends on with
+    IEEE 754-2019's -0 < +0 (reductions, scans and scatters: compiled code takes
+    LLVM's maximum / minimum): a maximum is +0 where a +0 took part (`seen`), else
+    -0; a minimum is -0 where a -0 took part, else +0."""
+    plus, minus = dtype.type(0.0), dtype.type(-0.0)
+    return np.where(seen, plus, minus) if pick_max else np.where(seen, minus, plus)
+
+
 max_p = _prim("max", np.maximum, NUM)
 max = _binary_op(max_p)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
@@ -193,15 +207,55 @@ def _pow_dx(g, ans, x, y):
                                          _full_like(y, 1)))))
 
 
-pow_p = _prim("pow", np.power, FLOAT, quiet=True)
+def _pow_impl(x, y):
+    """np.power with C99's pow at x = -0 and -inf: NumPy's loop computes x ** 0.5
+    as sqrt(x) when the exponent is one broadcast value (giving -0 and NaN there,
+    where pow and compiled code give +0 and +inf)."""
+    out = np.power(x, y)
+    sqrt_specials = (y == 0.5) & ((x == 0) | (x == -np.inf))
+    if np.any(sqrt_specials):
+        out = np.where(sqrt_specials, np.where(x == 0, x.dtype.type(0), x.dtype.type(np.inf)),
+                       out)
+    return out
+
+
+pow_p = _prim("pow", _pow_impl, FLOAT, quiet=True)
 pow = _binary_op(pow_p)
 defjvp(pow_p, _pow_dx, lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
+
+
+# Float powers up to this magnitude are repeated squarings (as XLA computes them),
+# beyond it pow; the backends emit the same multiplications (cpu/fused.py, gpu/cuda_c.py).
+MAX_UNROLLED_POW = 64
 
 
 def _integer_pow_impl(x, y):
     if y < 0 and x.dtype.kind in "iu":
         raise ValueError("integer_pow of an integer array to a negative power")
-    return np.power(x, y, dtype=x.dtype) if y >= 0 else np.power(x, float(y)).astype(x.dtype)
+    if x.dtype.kind != "f":
+        return np.power(x, y, dtype=x.dtype)
+    if abs(y) > MAX_UNROLLED_POW:
+        return np.power(x, x.dtype.type(y))
+    return _repeated_squaring(x, y)
+
+
+def _repeated_squaring(x, y):
+    """x ** y by squaring, in the order compiled code multiplies (so the bits agree):
+    negative powers take the reciprocal first (x ** -n underflows only where the
+    result does); float16 is computed in float32 and rounded once, as compiled
+    code holds float16 values in float registers."""
+    wide = x.astype(np.float32) if x.dtype == dtypes.float16 else np.asarray(x)
+    base = np.divide(wide.dtype.type(1), wide) if y < 0 else wide
+    acc, n = None, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else acc * base
+        n >>= 1
+        if n:
+            base = base * base
+    if acc is None:
+        acc = np.ones_like(wide)
+    return np.asarray(acc).astype(x.dtype)
 
 
 integer_pow_p = Primitive("integer_pow")
@@ -243,7 +297,10 @@ defjvp_zero(ceil_p)
 def _round_impl(x, *, rounding_method):
     if rounding_method == "to_nearest_even":
         return np.round(x)
-    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(x.dtype)
+    # Not floor(|x| + 0.5): that sum rounds up for the float just below 0.5 and for
+    # odd integers of magnitude 2**mantissa_bits. x - trunc(x) is exact.
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.copysign(x.dtype.type(1), x), t)
 
 
 round_p = Primitive("round")
@@ -433,7 +490,13 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type):
 
 
 def _convert_impl(x, *, new_dtype, weak_type):
-    return np.asarray(x).astype(new_dtype)
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and new_dtype == dtypes.uint32:
+        # Through int64, as compiled code converts: NumPy's own float -> uint32 of NaN
+        # or of values outside [-2**31, 2**32) differs between its small-array and
+        # SIMD loops (0 for 3 elements, 2**31 for 8).
+        return x.astype(dtypes.int64).astype(new_dtype)
+    return x.astype(new_dtype)
 
 
 convert_element_type_p = Primitive("convert_element_type")

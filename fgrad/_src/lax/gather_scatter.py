@@ -19,7 +19,7 @@ from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
 from ._util import check_kinds, shapes_str
 from .elementwise import (add, bitwise_and, convert_element_type, div, eq, ge, lt, max, min,
-                          mul, select_n)
+                          mul, select_n, signed_zero, zeros_with_sign)
 from .shape_ops import broadcast_in_dim
 from .slicing import batch_at, index_dtype, iota
 
@@ -374,10 +374,27 @@ def _scatter_extremum_jvp(p):
     return jvp
 
 
-scatter_min_p = _scatter_primitive("scatter_min", np.minimum.at, "fiu")
+def _extremum_at(pick_max):
+    """np.maximum.at / np.minimum.at with IEEE 754-2019's -0 < +0, as compiled code
+    computes them (NumPy keeps whichever zero its loop prefers)."""
+    ufunc = np.maximum if pick_max else np.minimum
+
+    def combine(target, indices, updates):
+        if target.dtype.kind != "f":
+            ufunc.at(target, indices, updates)
+            return
+        seen = zeros_with_sign(target, pick_max)
+        np.logical_or.at(seen, indices, zeros_with_sign(updates, pick_max))
+        ufunc.at(target, indices, updates)
+        zeros = target == 0
+        target[zeros] = signed_zero(target.dtype, pick_max, seen[zeros])
+    return combine
+
+
+scatter_min_p = _scatter_primitive("scatter_min", _extremum_at(False), "fiu")
 scatter_min_p.jvp = _scatter_extremum_jvp(scatter_min_p)
 scatter_min = _public(scatter_min_p)
 
-scatter_max_p = _scatter_primitive("scatter_max", np.maximum.at, "fiu")
+scatter_max_p = _scatter_primitive("scatter_max", _extremum_at(True), "fiu")
 scatter_max_p.jvp = _scatter_extremum_jvp(scatter_max_p)
 scatter_max = _public(scatter_max_p)

@@ -175,8 +175,25 @@ def _extremum_jvp(g, ans, x, *, axes):
     return div(reduce_sum(mul(g, location), axes), counts)
 
 
+def _extremum_impl(pick_max):
+    """np.max / np.min with IEEE 754-2019's -0 < +0, as compiled code computes them
+    (NumPy's answer for a tie of zeros depends on the order it visits them)."""
+    from .elementwise import signed_zero, zeros_with_sign
+    reduce = np.max if pick_max else np.min
+
+    def impl(x, *, axes):
+        out = reduce(x, axis=axes)
+        if x.dtype.kind == "f":
+            zeros = out == 0
+            if np.any(zeros):
+                seen = np.any(zeros_with_sign(x, pick_max), axis=axes)
+                out = np.where(zeros, signed_zero(x.dtype, pick_max, seen), out)
+        return out
+    return impl
+
+
 reduce_max_p = Primitive("reduce_max")
-reduce_max_p.impl = lambda x, *, axes: np.max(x, axis=axes)
+reduce_max_p.impl = _extremum_impl(True)
 reduce_max_p.abstract_eval = _reduction_rule("reduce_max", "fiub")
 defreduction(reduce_max_p)
 defjvp(reduce_max_p, _extremum_jvp)
@@ -187,7 +204,7 @@ def reduce_max(x, axes):
 
 
 reduce_min_p = Primitive("reduce_min")
-reduce_min_p.impl = lambda x, *, axes: np.min(x, axis=axes)
+reduce_min_p.impl = _extremum_impl(False)
 reduce_min_p.abstract_eval = _reduction_rule("reduce_min", "fiub")
 defreduction(reduce_min_p)
 defjvp(reduce_min_p, _extremum_jvp)

@@ -104,6 +104,10 @@ def _floor_divmod(x1, x2):
     mod = lax.select_n(fix, mod, lax.add(mod, x2))
     if _kind(x1) == "f":
         div = lax.round(div, "to_nearest_even")  # exact integers; zero derivative
+        # zeros carry NumPy's (and Python's) signs: a zero quotient that of x1 / x2,
+        # a zero remainder the divisor's
+        div = lax.select_n(lax.eq(div, zero), div, lax.mul(zero, lax.div(x1, x2)))
+        mod = lax.select_n(lax.eq(mod, zero), mod, lax.select_n(signbit(x2), zero, lax.neg(zero)))
     return div, mod
 
 
@@ -301,9 +305,13 @@ def cbrt(x, /):
     x = _inexact1(x)
     # sign(x) * |x|^(1/3) with a select (not sign * ...) so the derivative is
     # right away from 0.
-    neg = lax.lt(x, _c(x, 0))
+    neg = signbit(x)          # (not x < 0: cbrt(-0.0) is -0.0)
     a = lax.select_n(neg, x, lax.neg(x))
     r = lax.pow(a, _c(x, 1.0 / 3.0))
+    # 1/3 is not exact, so r is off by |log a| * eps (dozens of ulp for huge or tiny
+    # a); one Newton step for r^3 = a corrects it (0 and inf stay as they are)
+    newton = lax.sub(r, lax.div(lax.sub(r, lax.div(a, lax.mul(r, r))), _c(x, 3)))
+    r = lax.select_n(lax.is_finite(lax.div(a, r)), r, newton)
     return lax.select_n(neg, r, lax.neg(r))
 
 
@@ -392,15 +400,22 @@ def cosh(x, /):
 
 
 def _abs_by_select(x):
-    """(|x|, x < 0) with |x| by a select, so d|x|/dx is +-1 even at 0."""
-    neg = lax.lt(x, _c(x, 0))
+    """(|x|, x's sign bit) with |x| by a select, so d|x|/dx is +-1 even at 0 (the
+    sign bit, not x < 0, so that |-0.0| is +0.0)."""
+    neg = signbit(x)
     return lax.select_n(neg, x, lax.neg(x)), neg
+
+
+def _log_asymptote_from(x):
+    """Where arcsinh / arccosh may use log(2|x|): from 1/sqrt(eps) on, the
+    neglected 1/(4x^2) is below the rounding error (and x*x still fits float16)."""
+    return _c(x, 1 / math.sqrt(np.finfo(x.dtype).eps))
 
 
 def arcsinh(x, /):
     x = _inexact1(x)
     a, neg = _abs_by_select(x)
-    big = lax.gt(a, _c(x, 1e8))
+    big = lax.gt(a, _log_asymptote_from(x))
     s = lax.select_n(big, a, _c(x, 1))
     s2 = lax.mul(s, s)
     small_val = lax.log1p(lax.add(s, lax.div(s2, lax.add(_c(x, 1),
@@ -413,13 +428,15 @@ def arcsinh(x, /):
 
 def arccosh(x, /):
     x = _inexact1(x)
-    big = lax.gt(x, _c(x, 1e8))
+    big = lax.gt(x, _log_asymptote_from(x))
     s = lax.select_n(big, x, _c(x, 1))
     t = lax.sub(s, _c(x, 1))
     small_val = lax.log1p(lax.add(t, lax.sqrt(lax.mul(t, lax.add(s, _c(x, 1))))))
     b = lax.select_n(big, _c(x, 2), x)
     big_val = lax.add(lax.log(b), _c(x, _LN2))
-    return lax.select_n(big, small_val, big_val)
+    # below 1 it is NaN (the formula gives -inf or inf for large negative x)
+    return lax.select_n(lax.lt(x, _c(x, 1)), lax.select_n(big, small_val, big_val),
+                        _c(x, np.nan))
 
 
 def arctanh(x, /):
@@ -442,9 +459,7 @@ def hypot(x1, x2, /):
     a = lax.abs(hs)
     r = lax.div(ls, lax.select_n(lax.eq(a, _c(a, 0)), hs, _c(hs, 1)))
     out = lax.mul(a, lax.sqrt(lax.add(_c(a, 1), lax.mul(r, r))))
-    big = lax.abs(hi)
-    big = lax.select_n(lax.eq(big, _c(big, np.inf)), _c(big, np.inf), big)
-    return lax.select_n(inf, out, big)
+    return lax.select_n(inf, out, _c(out, np.inf))
 
 
 def deg2rad(x, /):
@@ -604,7 +619,6 @@ def signbit(x, /):
 def copysign(x1, x2, /):
     x1, x2 = promote_inexact(x1, x2)
     a, _ = _abs_by_select(x1)
-    a = lax.select_n(lax.ne(x1, x1), a, x1)
     return lax.select_n(signbit(x2), a, lax.neg(a))
 
 
