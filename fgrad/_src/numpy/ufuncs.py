@@ -459,7 +459,9 @@ def hypot(x1, x2, /):
     a = lax.abs(hs)
     r = lax.div(ls, lax.select_n(lax.eq(a, _c(a, 0)), hs, _c(hs, 1)))
     out = lax.mul(a, lax.sqrt(lax.add(_c(a, 1), lax.mul(r, r))))
-    return lax.select_n(inf, out, _c(out, np.inf))
+    big = lax.abs(hi)       # inf, or nan when the other operand is the infinite one
+    big = lax.select_n(lax.eq(big, _c(big, np.inf)), _c(big, np.inf), big)
+    return lax.select_n(inf, out, big)
 
 
 def deg2rad(x, /):
