@@ -1,0 +1,1 @@
+"""fgrad.scipy: SciPy's functions written with fgrad (import the submodules)."""
