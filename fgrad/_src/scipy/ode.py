@@ -14,9 +14,9 @@ stored forward value there), adding each time's output cotangent to λ. The
 time cotangents need no integral: moving t_i (i ≥ 1) moves only y(t_i), by
 f(y_i, t_i), and moving t_0 shifts the start of the whole trajectory, by
 -λ(t_0)·f(y_0, t_0), with λ(t_0) leaving out the cotangent of the output at
-t_0 itself (that output is y_0 whatever t_0 is). The backward pass calls `odeint` itself, so reverse mode
-nests (grad of grad). Forward mode (jvp) is not defined: a custom_vjp has no
-JVP rule.
+t_0 itself (that output is y_0 whatever t_0 is). The backward pass calls
+`odeint` itself, so reverse mode nests (grad of grad). Forward mode (jvp) is
+not defined: a custom_vjp has no JVP rule.
 
 `func` may close over traced values: it is traced once into a jaxpr and those
 values become explicit arguments, so they receive gradients too.
