@@ -103,6 +103,18 @@ def test_vmap_over_initial_points_matches_a_loop():
     np.testing.assert_allclose(np.asarray(grads(y0s)), want, rtol=1e-10, atol=1e-12)
 
 
+def test_per_parameter_gradients_under_vmap_and_jit_with_a_closure():
+    def loss(a):
+        return fnp.sum(odeint(lambda y, t: forced_oscillator(y, t, a, B), Y0, TS)[-1] ** 2)
+    a_s = np.array([0.5, 1.3, 2.0])
+    got = fgrad.jit(fgrad.vmap(fgrad.grad(loss)))(a_s)
+    want = [float(fgrad.grad(loss)(a)) for a in a_s]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-9)
+    eps = 1e-6
+    np.testing.assert_allclose(want, [(float(loss(a + eps)) - float(loss(a - eps))) / (2 * eps)
+                                      for a in a_s], rtol=1e-5)
+
+
 def test_step_budget_and_largest_step():
     ys = odeint(lambda y, t: -y, np.ones(2), np.array([0.0, 1.0, 60.0]), mxstep=20)
     np.testing.assert_allclose(np.asarray(ys[1]), np.exp(-1.0), rtol=1e-7)

@@ -208,6 +208,16 @@ def test_vmap_over_starting_points_matches_a_loop(method):
             assert int(getattr(batched, field)[i]) == int(getattr(one, field))
 
 
+def test_vmap_over_bounds_matches_a_loop():
+    uppers = np.array([0.3, 0.8, 2.0])
+    run = lambda ub: minimize(rosen, X0, method="L-BFGS-B", bounds=Bounds(-2.0, ub))  # noqa: E731
+    batched = fgrad.vmap(run)(uppers)
+    for i, ub in enumerate(uppers):
+        np.testing.assert_allclose(np.asarray(batched.x[i]), np.asarray(run(ub).x), rtol=1e-12,
+                                   atol=1e-14)
+        assert np.all(np.asarray(batched.x[i]) <= ub)
+
+
 def test_errors():
     with pytest.raises(ValueError, match="does not take bounds"):
         minimize(rosen, X0, method="BFGS", bounds=[(0, 1)] * 4)

@@ -1,1 +1,1 @@
-"""fgrad.scipy: SciPy's functions written with fgrad (import the submodules)."""
+"""fgrad.scipy: SciPy's API over fgrad's primitives (import fgrad.scipy.special, ...)."""
