@@ -133,6 +133,11 @@ def test_errors():
         odeint(lambda y, t: y[:1], np.ones(2), TS)
     with pytest.raises(TypeError, match="1-D array of times"):
         odeint(lambda y, t: -y, np.ones(2), 1.0)
+    with pytest.raises(ValueError, match="must not decrease"):
+        odeint(lambda y, t: -y, np.ones(2), np.array([0.0, 1.0, 0.5]))
+    traced = fgrad.jit(lambda ts: odeint(lambda y, t: -y, np.ones(2), ts))(
+        np.array([0.0, 1.0, 0.5, 2.0]))
+    assert np.all(np.isnan(np.asarray(traced)[2])) and not np.any(np.isnan(np.asarray(traced)[1]))
     with pytest.raises(ValueError, match="rtol"):
         odeint(lambda y, t: -y, np.ones(2), TS, rtol=-1.0)
 

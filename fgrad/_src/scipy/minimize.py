@@ -10,6 +10,7 @@ import numpy as np
 import fgrad.numpy as fnp
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
+from ..numpy.util import to_inexact
 from . import quasi_newton
 
 _MESSAGES = {
@@ -107,12 +108,10 @@ def minimize(fun, x0, args=(), *, method, tol=None, bounds=None, options=None):
         raise TypeError(f"minimize: fun must be callable, got {type(fun).__name__}")
     if not isinstance(args, tuple):
         args = (args,)
-    x0 = fnp.asarray(x0)
+    x0 = to_inexact(x0)
     if x0.ndim != 1:
         raise FgradTypeError(f"minimize: x0 must be 1-D, got shape {x0.shape}",
                              hint="ravel x0 and reshape inside fun")
-    if x0.dtype.kind != "f":
-        x0 = x0.astype(fnp.float32)
     name = method.upper() if isinstance(method, str) else method
     if name == "BFGS":
         if bounds is not None:

@@ -26,7 +26,7 @@ import numpy as np
 import fgrad.numpy as fnp
 from .. import lax, tree_util
 from ..api import vjp
-from ..core import get_aval
+from ..core import Tracer, get_aval
 from ..custom_derivatives import custom_vjp
 from ..errors import FgradTypeError
 from ..jaxpr import eval_closed
@@ -100,7 +100,8 @@ def _first_step(f, y0, f0, t0, rtol, atol):
 
 def _integrate(f, y0, ts, rtol, atol, mxstep, hmax):
     """The solution of y' = f(y, t), y(ts[0]) = y0 at every time in ts, as a
-    (len(ts), n) array; NaN from a time the step budget `mxstep` did not reach."""
+    (len(ts), n) array; NaN at a time the step budget `mxstep` did not reach or
+    that is earlier than the time before it."""
     dtype = y0.dtype
     t0 = ts[0]
     f0 = f(y0, t0)
@@ -108,7 +109,8 @@ def _integrate(f, y0, ts, rtol, atol, mxstep, hmax):
     zero_coeffs = fnp.stack([y0] + [y0 * 0] * 4)
     init = (y0, f0, t0, h, t0, zero_coeffs)
 
-    def reach(carry, target):
+    def reach(state, target):
+        carry, previous = state
         def more(state):
             n, (y, fy, t, h, last_t, coeffs) = state
             going = (t < target) & (h > 0)
@@ -134,10 +136,12 @@ def _integrate(f, y0, ts, rtol, atol, mxstep, hmax):
         span = t - last_t
         theta = fnp.where(span > 0, (target - last_t) / fnp.where(span > 0, span, 1), 0)
         value = fnp.where(span > 0, _dense(coeffs, theta), y)
-        value = fnp.where(t >= target, value, fnp.full_like(value, np.nan))
-        return carry, value
+        # Unreached (step budget spent) or earlier than the time before: NaN.
+        value = fnp.where((t >= target) & (target >= previous), value,
+                          fnp.full_like(value, np.nan))
+        return (carry, target), value
 
-    _, ys = lax.scan(reach, init, ts[1:])
+    _, ys = lax.scan(reach, (init, t0), ts[1:])
     return fnp.concatenate([y0[None], ys.astype(dtype)], axis=0)
 
 
@@ -290,6 +294,9 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=np.inf, hmax=np.
     if ts.ndim != 1 or ts.shape[0] < 1:
         raise FgradTypeError(f"odeint: t must be a 1-D array of times, got shape {ts.shape}",
                              hint="pass at least the start time, e.g. fnp.array([0.0, 1.0])")
+    if not isinstance(ts, Tracer) and np.any(np.diff(np.asarray(ts)) < 0):
+        raise ValueError("odeint: the times t must not decrease (under jit, a time earlier "
+                         "than the one before it gives NaN)")
     ts = ts.astype(y_flat.dtype)
     f, arg_leaves, hoisted = _flat_dynamics(func, unravel, get_aval(y_flat), get_aval(ts[0]),
                                             args)

@@ -16,6 +16,7 @@ from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from ..numpy import linalg as _linalg
 from ..numpy import shape as _shape
+from ..numpy import ufuncs as _ufuncs
 from ..numpy.util import asarray, promote, shape_str
 
 _MODES = ("full", "same", "valid")
@@ -118,10 +119,10 @@ def convolve(in1, in2, mode="full", method="auto"):
 
 def correlate(in1, in2, mode="full", method="auto"):
     """N-dimensional cross-correlation, as scipy.signal.correlate:
-    z[k] = sum_l in1[l + k - K] * in2[l] (K centring the 'full' result), which is
-    the convolution of in1 with in2 reversed along every axis."""
+    z[k] = sum_l in1[l + k - K] * conj(in2[l]) (K centring the 'full' result),
+    the convolution of in1 with in2 conjugated and reversed along every axis."""
     _check_mode("correlate", mode)
-    b = _value(in2)
+    b = _ufuncs.conj(_value(in2))
     return convolve(in1, _shape.flip(b) if b.ndim else b, mode, method)
 
 
@@ -148,7 +149,7 @@ def _convolve2d(name, in1, in2, mode, boundary, fillvalue, flip_in2):
     if a.size == 0 or b.size == 0:
         return _empty(a)
     if flip_in2:
-        b = _shape.flip(b)
+        b = _shape.flip(_ufuncs.conj(b))
     if mode == "valid":
         x, w = _valid_order(name, a, b)
         windows = [(m - 1, n - m + 1) for n, m in zip(x.shape, w.shape)]
@@ -167,6 +168,6 @@ def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
 
 def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     """2-D cross-correlation, as scipy.signal.correlate2d: the 2-D convolution of
-    in1 with in2 reversed along both axes. Its 'same' window sits half an element
+    in1 with in2 conjugated and reversed along both axes. Its 'same' window sits half an element
     earlier than convolve2d's when the surplus is odd, as SciPy's does."""
     return _convolve2d("correlate2d", in1, in2, mode, boundary, fillvalue, True)
