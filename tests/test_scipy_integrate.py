@@ -77,6 +77,19 @@ def test_gradient_reaches_values_the_function_closes_over():
                 order=1, modes="rev")
 
 
+def test_pytree_and_integer_arguments_and_scalar_states():
+    def decay(y, t, p, n):
+        return -p["k"] * y ** n + p["c"]
+    p = {"k": np.float64(0.7), "c": np.array([0.1, 0.2])}
+    check_grads(lambda p: odeint(decay, np.ones(2), TS, p, 2), (p,), order=1, modes="rev")
+    ys = odeint(lambda y, t: -y * y, np.float64(1.0), TS)
+    assert ys.shape == (4,)
+    np.testing.assert_allclose(np.asarray(ys), 1 / (1 + TS), rtol=1e-7)
+    np.testing.assert_allclose(float(fgrad.grad(lambda y0: odeint(lambda y, t: -y * y, y0,
+                                                                  TS)[-1])(np.float64(1.0))),
+                               1 / (1 + TS[-1]) ** 2, rtol=1e-6)
+
+
 def test_forward_mode_is_refused_clearly():
     with pytest.raises(TypeError, match="forward-mode.*'odeint'"):
         fgrad.jvp(lambda y: odeint(lambda y, t: -y, y, TS), (Y0,), (Y0,))
