@@ -115,8 +115,10 @@ def test_jit_matches_eager():
 def test_errors_name_the_problem():
     with pytest.raises(TypeError, match="same number of dimensions"):
         fsignal.convolve(np.ones(3), np.ones((2, 2)))
-    with pytest.raises(ValueError, match="mode must be one of"):
+    with pytest.raises(ValueError, match="correlate: mode must be one of"):
         fsignal.correlate(np.ones(3), np.ones(2), mode="middle")
+    with pytest.raises(TypeError, match="correlate: in1 and in2"):
+        fsignal.correlate(np.ones(3), np.ones((2, 2)))
     with pytest.raises(ValueError, match="at least as large"):
         fsignal.convolve(np.ones((3, 2)), np.ones((2, 3)), mode="valid")
     with pytest.raises(TypeError, match="must be 2-D"):

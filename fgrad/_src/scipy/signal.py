@@ -95,21 +95,20 @@ def _empty(a):
     return _value(np.zeros((0,), np.dtype(a.dtype)))
 
 
-def convolve(in1, in2, mode="full", method="auto"):
-    """N-dimensional convolution of in1 and in2 (same number of dimensions), as
-    scipy.signal.convolve: 'full' (every overlap), 'same' (in1's shape, centred on
-    'full') or 'valid' (only full overlaps; one input must contain the other).
-    Every method computes directly (see the module docstring)."""
-    _check_mode("convolve", mode)
+def _convolve_nd(name, in1, in2, mode, method, flip_in2):
+    _check_mode(name, mode)
     if method not in _METHODS:
-        raise ValueError(f"convolve: method must be one of {_METHODS}, got {method!r}")
-    a, b = _operands("convolve", in1, in2)
+        raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
+    a, b = _operands(name, in1, in2)
+    if flip_in2:
+        b = _ufuncs.conj(b)
+        b = _shape.flip(b) if b.ndim else b
     if a.ndim == 0:
         return a * b
     if a.size == 0 or b.size == 0:
         return _empty(a)
     if mode == "valid":
-        x, w = _valid_order("convolve", a, b)
+        x, w = _valid_order(name, a, b)
         windows = [(m - 1, n - m + 1) for n, m in zip(x.shape, w.shape)]
         return _convolve_direct(x, w, windows)
     x, w = (a, b) if a.size >= b.size else (b, a)
@@ -117,13 +116,19 @@ def convolve(in1, in2, mode="full", method="auto"):
     return _convolve_direct(x, w, _window(full, a.shape, mode))
 
 
+def convolve(in1, in2, mode="full", method="auto"):
+    """N-dimensional convolution of in1 and in2 (same number of dimensions), as
+    scipy.signal.convolve: 'full' (every overlap), 'same' (in1's shape, centred on
+    'full') or 'valid' (only full overlaps; one input must contain the other).
+    Every method computes directly (see the module docstring)."""
+    return _convolve_nd("convolve", in1, in2, mode, method, False)
+
+
 def correlate(in1, in2, mode="full", method="auto"):
     """N-dimensional cross-correlation, as scipy.signal.correlate:
     z[k] = sum_l in1[l + k - K] * conj(in2[l]) (K centring the 'full' result),
     the convolution of in1 with in2 conjugated and reversed along every axis."""
-    _check_mode("correlate", mode)
-    b = _ufuncs.conj(_value(in2))
-    return convolve(in1, _shape.flip(b) if b.ndim else b, mode, method)
+    return _convolve_nd("correlate", in1, in2, mode, method, True)
 
 
 def _check_2d(name, a, b):
