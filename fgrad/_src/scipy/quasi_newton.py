@@ -13,12 +13,13 @@ restricted to the free variables gives the step -B_FF⁻¹·g_F, with components
 that would leave the box at once removed (steepest descent on the free
 variables if that is no descent direction). The same strong Wolfe search then
 runs along the projected path x(α) = clip(x + α·d, l, u), whose slope counts
-only components not clipped. A
-pair (s, y) with too little curvature (sᵀy ≤ ε·yᵀy) is not stored. It stops
-when the projected gradient clip(x - g, l, u) - x has ∞-norm at most `gtol`, or
-f decreased by at most ftol·max(|f|, |f_new|, 1) in one iteration, as SciPy's
-L-BFGS-B does. It is not the Byrd–Lu–Nocedal–Zhu Cauchy-point/subspace method
-SciPy wraps (no generalized Cauchy point; the active set comes from the
+only components not clipped. A pair (s, y) with too little curvature
+(sᵀy ≤ ε·yᵀy) is not stored. It stops when the projected gradient
+clip(x - g, l, u) - x has ∞-norm at most `gtol`, or f decreased by at most
+ftol·max(|f|, |f_new|, 1) in one iteration, as SciPy's L-BFGS-B does; like it,
+a failed line search first drops the stored pairs and tries again, and ends
+the run only when no pairs were stored. It is not the Byrd–Lu–Nocedal–Zhu
+method SciPy wraps (no generalized Cauchy point: the active set comes from the
 gradient's signs at the bounds): both find the same constrained minimisers
 (KKT points), along other iterate paths and with other counts.
 
@@ -73,7 +74,7 @@ def bfgs(fun, x0, args, *, gtol, norm, maxiter, c1, c2, hess_inv0, maxls):
     H0 = fnp.eye(n, dtype=x0.dtype) if hess_inv0 is None else fnp.asarray(hess_inv0, x0.dtype)
     small = _norm(g0, norm) <= gtol
     status0 = fnp.where(small, CONVERGED, fnp.where(fnp.isfinite(f0), -1, NOT_FINITE))
-    # SciPy's guess of the previous value: makes the first trial step about ‖g‖⁻¹·2%.
+    # SciPy's guess of a previous value: the first trial step is α ≈ 1/‖g‖ (length ≈ 1).
     init = _BFGSState(x0, f0, g0, H0, f0 + fnp.sqrt(fnp.sum(g0 * g0)) / 2, fnp.int32(0),
                       fnp.int32(1), status0.astype(np.int32), status0 != -1)
     if maxiter <= 0:
@@ -214,18 +215,23 @@ def lbfgsb(fun, x0, args, lower, upper, *, maxcor, ftol, gtol, maxiter, maxfun, 
             return f, g, fnp.vdot(g, fnp.where(moving, d, 0.0)), x
 
         ls = strong_wolfe(evaluate, s.f, s.g, s.x, dphi0, alpha0, maxiter=maxls)
+        # A failed search with pairs stored drops them and tries again from steepest
+        # descent (as L-BFGS-B does); only a failure without pairs ends the run.
+        restart = ls.failed & (s.stored > 0)
         step = ls.x - s.x
         y = ls.grad - s.g
         keep = fnp.vdot(step, y) > eps * fnp.vdot(y, y)
         S = fnp.where(keep, fnp.concatenate([s.S[1:], step[None]]), s.S)
         Y = fnp.where(keep, fnp.concatenate([s.Y[1:], y[None]]), s.Y)
         stored = fnp.where(keep, fnp.minimum(s.stored + 1, maxcor), s.stored)
+        S, Y = fnp.where(restart, 0.0, S), fnp.where(restart, 0.0, Y)
+        stored = fnp.where(restart, 0, stored)
         k = s.k + 1
         nfev = s.nfev + ls.nfev
         small_pg = fnp.max(fnp.abs(projected_gradient(ls.x, ls.grad, lower, upper))) <= gtol
         small_df = (s.f - ls.fun) <= ftol * fnp.maximum(fnp.maximum(fnp.abs(s.f),
                                                                       fnp.abs(ls.fun)), 1.0)
-        status, done = _finish(ls.failed, small_pg | small_df,
+        status, done = _finish(ls.failed & ~restart, (small_pg | small_df) & ~ls.failed,
                                (k >= maxiter) | (nfev >= maxfun), fnp.isfinite(ls.fun))
         return _LBFGSBState(ls.x, ls.fun, ls.grad, S, Y, stored.astype(np.int32), k, nfev,
                             status, done)
