@@ -8,6 +8,7 @@ import scipy.signal
 
 import fgrad
 import fgrad.scipy.signal as fsignal
+from fgrad._src.scipy import signal as signal_impl
 from fgrad.test_util import check_grads
 
 MODES = ("full", "same", "valid")
@@ -51,6 +52,37 @@ def test_2d_values_match_scipy(name, mode, boundary, shapes):
     kw = dict(mode=mode, boundary=boundary, fillvalue=1.5 if boundary == "fill" else 0)
     _same_or_both_raise(lambda: getattr(fsignal, name)(a, b, **kw),
                         lambda: getattr(scipy.signal, name)(a, b, **kw))
+
+
+@pytest.fixture
+def tap_loop(monkeypatch):
+    """Every kernel takes the fori_loop-over-taps path (large kernels take it)."""
+    monkeypatch.setattr(signal_impl, "_UNROLL_TAPS", 0)
+
+
+@pytest.mark.parametrize("name,shapes,mode", [("convolve", ((9,), (4,)), "full"),
+                                              ("correlate", ((3, 4, 5), (2, 2, 3)), "same"),
+                                              ("convolve2d", ((2, 3), (5, 6)), "valid"),
+                                              ("correlate2d", ((5, 6), (2, 3)), "same")])
+def test_tap_loop_path_values_gradients_vmap_jit(tap_loop, name, shapes, mode):
+    a, b = _pair(shapes, seed=5)
+    f = lambda x, y: getattr(fsignal, name)(x, y, mode=mode)  # noqa: E731
+    want = getattr(scipy.signal, name)(a, b, mode=mode)
+    np.testing.assert_allclose(np.asarray(f(a, b)), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(fgrad.jit(f)(a, b)), want, rtol=1e-12, atol=1e-12)
+    check_grads(f, (a, b), order=2, modes=("fwd", "rev"))
+    bs = np.stack([b, 2 * b])
+    got = fgrad.vmap(f, in_axes=(None, 0))(a, bs)
+    np.testing.assert_allclose(np.asarray(got), np.stack([want, 2 * want]), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_a_kernel_longer_than_the_unrolled_limit():
+    a, b = _pair(((300,), (150,)), seed=6)
+    for mode in MODES:
+        np.testing.assert_allclose(np.asarray(fsignal.convolve(a, b, mode)),
+                                   scipy.signal.convolve(a, b, mode, method="direct"),
+                                   rtol=1e-11, atol=1e-11)
 
 
 def test_fft_method_gives_the_direct_values():

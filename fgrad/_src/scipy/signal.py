@@ -1,12 +1,13 @@
 """scipy.signal's direct convolutions: convolve, correlate (N-d), convolve2d and
 correlate2d (2-d, with boundary handling), modes 'full', 'same' and 'valid'.
 
-Every result is computed directly: the larger operand is padded, unfolded into
-one shifted window per kernel offset along each axis (slices stacked, so the
-program grows with the sum, not the product, of the kernel's side lengths), and
-the windows are contracted with the flipped kernel in one tensordot. That costs
-prod(output shape) * prod(kernel shape) memory and work, as the direct method
-does; method='fft' and 'auto' compute the same values this way. Everything is
+Every result is computed directly: the larger operand is padded and the result
+is the sum, over the smaller operand's (the kernel's) taps, of the tap times the
+window of the padded operand it meets: work prod(output shape) * (kernel size),
+memory of a few outputs. Kernels of up to 128 taps are unrolled into one
+program of slices, products and sums (which jit fuses into one loop); larger
+ones run as a fori_loop over the taps with dynamic slices. method='fft' and
+'auto' compute the same values this way. Everything is
 built from slices, pads and a dot, so both inputs differentiate to any order,
 batch under vmap and compile under jit.
 """
@@ -14,12 +15,15 @@ import numpy as np
 
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
-from ..numpy import linalg as _linalg
+from .. import lax
+from ..numpy import creation as _creation
+from ..numpy import indexing as _indexing
 from ..numpy import shape as _shape
 from ..numpy import ufuncs as _ufuncs
 from ..numpy.util import asarray, promote, shape_str
 
 _MODES = ("full", "same", "valid")
+_UNROLL_TAPS = 128
 _METHODS = ("auto", "direct", "fft")
 _BOUNDARIES = {"fill": "constant", "pad": "constant", "wrap": "wrap", "circular": "wrap",
                "symm": "symmetric", "symmetric": "symmetric"}
@@ -52,19 +56,26 @@ def _convolve_direct(x, w, windows, pad_mode="constant", fill=0):
         xp = _shape.pad(x, widths, mode="constant", constant_values=fill)
     else:
         xp = _shape.pad(x, widths, mode=pad_mode)
-    # full[k] = sum_r xp[k + r] * flip(w)[r]: unfold axis by axis.
-    u = xp
-    for axis, ((start, length), m) in enumerate(zip(windows, w.shape)):
-        at = 2 * axis
-        slices = []
-        for r in range(m):
-            index = [slice(None)] * u.ndim
-            index[at] = slice(start + r, start + r + length)
-            slices.append(u[tuple(index)])
-        u = _shape.stack(slices, axis=at + 1)
-    kernel = _shape.flip(w) if w.ndim else w
-    return _linalg.tensordot(u, kernel, axes=(list(range(1, 2 * w.ndim, 2)),
-                                              list(range(w.ndim))))
+    # full[k] = sum_r xp[k + r] * flip(w)[r]: one shifted window of xp per tap r.
+    kernel = _shape.flip(w)
+    starts = [start for start, _ in windows]
+    lengths = [length for _, length in windows]
+    if w.size <= _UNROLL_TAPS:
+        total = None
+        for tap in np.ndindex(*w.shape):
+            window = xp[tuple(slice(s + r, s + r + n) for s, r, n in zip(starts, tap, lengths))]
+            term = kernel[tap] * window
+            total = term if total is None else total + term
+        return total
+
+    flat_kernel = kernel.reshape(-1)
+
+    def add_tap(i, total):
+        tap = _indexing.unravel_index(i, w.shape)
+        window = lax.dynamic_slice(xp, [s + r for s, r in zip(starts, tap)], lengths)
+        return total + lax.dynamic_slice(flat_kernel, [i], [1])[0] * window
+
+    return lax.fori_loop(0, w.size, add_tap, _creation.zeros(lengths, xp.dtype))
 
 
 def _operands(name, in1, in2):
