@@ -177,6 +177,15 @@ def test_status_codes_and_messages():
     assert int(done.status) == 0 and int(done.nit) == 0 and int(done.nfev) == 1
 
 
+def test_a_value_computed_in_another_dtype_takes_x0s():
+    def f(x):
+        return fnp.sum((x.astype(np.float32) - 1.5) ** 2)
+    for method in METHODS:
+        got = minimize(f, np.zeros(3), method=method)
+        assert got.fun.dtype == got.x.dtype == np.float64 and int(got.status) == 0
+        np.testing.assert_allclose(np.asarray(got.x), 1.5, rtol=1e-6)
+
+
 def test_float32_stays_float32():
     for method in METHODS:
         got = minimize(rosen, X0[:3].astype(np.float32), method=method)

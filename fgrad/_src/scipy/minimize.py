@@ -112,6 +112,11 @@ def minimize(fun, x0, args=(), *, method, tol=None, bounds=None, options=None):
     if x0.ndim != 1:
         raise FgradTypeError(f"minimize: x0 must be 1-D, got shape {x0.shape}",
                              hint="ravel x0 and reshape inside fun")
+    user_fun = fun
+
+    def fun(x, *args):  # the value in x's dtype, whatever precision fun computed it in
+        return fnp.asarray(user_fun(x, *args)).astype(x.dtype)
+
     name = method.upper() if isinstance(method, str) else method
     if name == "BFGS":
         if bounds is not None:
