@@ -207,7 +207,8 @@ def test_jit_matches_eager_and_takes_traced_args(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_vmap_over_starting_points_matches_a_loop(method):
     x0s = np.array([[-1.2, 1.0, 0.5], [0.0, 0.0, 0.0], [2.0, -1.0, 1.0]])
-    kw = {"bounds": [(-2.0, 2.0)] * 3} if method == "L-BFGS-B" else {}
+    kw = ({"bounds": [(-2.0, 2.0)] * 3, "options": {"maxcor": 4}} if method == "L-BFGS-B"
+          else {})
     batched = fgrad.vmap(lambda x: minimize(rosen, x, method=method, **kw))(x0s)
     for i, x0 in enumerate(x0s):
         one = minimize(rosen, x0, method=method, **kw)
@@ -219,7 +220,9 @@ def test_vmap_over_starting_points_matches_a_loop(method):
 
 def test_vmap_over_bounds_matches_a_loop():
     uppers = np.array([0.3, 0.8, 2.0])
-    run = lambda ub: minimize(rosen, X0, method="L-BFGS-B", bounds=Bounds(-2.0, ub))  # noqa: E731
+    def run(ub):
+        return minimize(rosen, X0, method="L-BFGS-B", bounds=Bounds(-2.0, ub),
+                        options={"maxcor": 4})
     batched = fgrad.vmap(run)(uppers)
     for i, ub in enumerate(uppers):
         np.testing.assert_allclose(np.asarray(batched.x[i]), np.asarray(run(ub).x), rtol=1e-12,
