@@ -1,8 +1,10 @@
 """`minimize(fun, x0, args=(), method=..., tol=None, bounds=None, options=None)`:
 SciPy's interface to the BFGS and L-BFGS-B methods of `quasi_newton`, with
 gradients from fgrad. The whole solve is `lax.while_loop`s, so it runs under jit
-and vmap (say, over starting points); it is not itself differentiable (reverse
-mode through a while_loop is refused)."""
+and vmap (say, over starting points). It is not meant to be differentiated:
+reverse mode through a while_loop is refused, and forward mode differentiates
+the iterations themselves (line-search decisions included), which follows the
+solution's derivative only as far as the iterations have converged."""
 from typing import Any, NamedTuple
 
 import numpy as np
