@@ -278,7 +278,8 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=np.inf, hmax=np.
 
     rtol, atol: the local error tolerances; mxstep: most steps between two
     requested times (a time not reached within them gives NaN); hmax: the largest
-    step. The solve runs in y0's floating dtype (t is converted to it; y0's leaves
+    step. The method is explicit (for non-stiff problems, unlike SciPy's LSODA):
+    on a stiff problem it takes very many small steps, which mxstep can bound. The solve runs in y0's floating dtype (t is converted to it; y0's leaves
     are promoted to one dtype). Reverse-mode gradients with respect to y0, t and args come from the
     adjoint method (see this module's docstring); forward mode is not available.
     """
