@@ -11,6 +11,7 @@ from fgrad._src.numpy import (creation as _creation, indexing as _indexing,  # n
                               linalg as _linalg, reductions as _reductions, shape as _shape,
                               ufuncs as _ufuncs, util as _util)
 from fgrad._src.numpy import sorting as _sorting  # noqa: E402
+from fgrad._src.numpy import statistics as _statistics  # noqa: E402
 
 
 def _export(module):
@@ -24,6 +25,8 @@ def _export(module):
 
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
+    globals().update(_export(_m))
+for _m in (_statistics,):
     globals().update(_export(_m))
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function

