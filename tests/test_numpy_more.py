@@ -148,3 +148,95 @@ def test_device_count():
     assert fgrad.device_count() == fgrad.local_device_count() == len(
         fgrad.devices(fgrad.default_backend()))
     assert fgrad.device_count("cpu") == 1
+
+
+# ----------------------------------------------------------------------------
+# polynomials and convolution
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_convolve_correlate_match_numpy(rng, mode):
+    for n in range(1, 6):
+        for m in range(1, 6):
+            a, v = rng.normal(size=n), rng.normal(size=m)
+            close(fnp.convolve(a, v, mode), np.convolve(a, v, mode))
+            close(fnp.correlate(a, v, mode), np.correlate(a, v, mode))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        fnp.convolve(a, v, "circular")
+    with pytest.raises(ValueError, match="cannot be empty"):
+        fnp.correlate(a, np.ones(0))
+
+
+def test_convolve_correlate_grads_jit_vmap(rng):
+    a, v = rng.normal(size=5), rng.normal(size=3)
+    grads(lambda a, v: fnp.convolve(a, v, "same"), a, v)
+    grads(lambda a, v: fnp.correlate(a, v, "full"), v, a)
+    jit_and_vmap(lambda a, v: fnp.convolve(a, v, "valid"), a, v)
+    jit_and_vmap(lambda a, v: fnp.correlate(a, v, "same"), v, a)
+
+
+def test_polynomial_arithmetic_matches_numpy(rng):
+    p, x = rng.normal(size=4), rng.normal(size=(2, 3))
+    close(fnp.polyval(p, x), np.polyval(p, x))
+    close(fnp.polyval(p, 2.5), np.polyval(p, 2.5))
+    close(fnp.vander(x[0]), np.vander(x[0]))
+    close(fnp.vander(x[0], 5, increasing=True), np.vander(x[0], 5, increasing=True))
+    close(fnp.poly([1.0, 2.0, -3.0]), np.poly([1.0, 2.0, -3.0]))
+    for f in ("polyadd", "polysub", "polymul"):
+        close(getattr(fnp, f)([1.0, 2.0], [3.0, 4.0, 5.0]),
+              getattr(np, f)([1.0, 2.0], [3.0, 4.0, 5.0]))
+    for m in (1, 2, 4):
+        close(fnp.polyder(p, m), np.polyder(p, m))
+        close(fnp.polyint(p, m), np.polyint(p, m))
+        close(fnp.polyint(p, m, k=[1.0, 2.0, 3.0, 4.0][:m]),
+              np.polyint(p, m, k=[1.0, 2.0, 3.0, 4.0][:m]))
+    q, r = fnp.polydiv([1.0, 2.0, 3.0, 4.0], [2.0, 1.0], trim_leading_zeros=True)
+    eq, er = np.polydiv([1.0, 2.0, 3.0, 4.0], [2.0, 1.0])
+    close(q, eq)
+    close(r, er)
+    close(fnp.trim_zeros(np.array([0, 0, 1.0, 2.0, 0])), [1.0, 2.0])
+
+
+def test_polynomial_grads_jit_vmap(rng):
+    p, x = rng.normal(size=4), rng.normal(size=(2, 3))
+    grads(fnp.polyval, p, x)
+    grads(lambda x: fnp.vander(x, 4), np.array([0.0, 1.5, -2.0]))   # powers at 0 too
+    grads(lambda u, v: fnp.polydiv(u, v), p, np.array([2.0, 1.0]))
+    grads(lambda p: fnp.polyint(fnp.polyder(p), k=1.5), p)
+    jit_and_vmap(fnp.polyval, p, x)
+
+
+def test_polyfit_matches_numpy(rng):
+    xs = np.linspace(-1, 2, 20)
+    ys = np.sin(xs) + 0.1 * rng.normal(size=20)
+    ys2 = np.stack([ys, ys ** 2], 1)
+    w = rng.uniform(0.5, 1, 20)
+    for deg in (0, 1, 3, 5):
+        close(fnp.polyfit(xs, ys, deg), np.polyfit(xs, ys, deg), rtol=1e-9, atol=1e-11)
+        close(fnp.polyfit(xs, ys2, deg, w=w), np.polyfit(xs, ys2, deg, w=w), rtol=1e-9,
+              atol=1e-11)
+        for cov in (True, "unscaled"):
+            close(fnp.polyfit(xs, ys, deg, cov=cov)[1], np.polyfit(xs, ys, deg, cov=cov)[1],
+                  rtol=1e-8)
+        close(fnp.polyfit(xs, ys2, deg, cov=True)[1], np.polyfit(xs, ys2, deg, cov=True)[1],
+              rtol=1e-8)
+    with pytest.raises(fgrad.FgradTypeError, match="full=True is not supported"):
+        fnp.polyfit(xs, ys, 2, full=True)
+
+
+def test_polyfit_grads_jit_vmap(rng):
+    xs = np.linspace(-1, 2, 12)
+    ys = np.cos(xs) + 0.1 * rng.normal(size=12)
+    grads(lambda x, y: fnp.polyfit(x, y, 3), xs, ys)
+    check_grads(lambda y: fnp.polyfit(xs, y, 2, cov=True)[1], (ys,), order=1)
+    close(fgrad.jit(lambda x, y: fnp.polyfit(x, y, 3))(xs, ys), fnp.polyfit(xs, ys, 3))
+    batched = fgrad.vmap(lambda y: fnp.polyfit(xs, y, 1))(np.stack([ys, 2 * ys]))
+    close(batched, np.stack([np.polyfit(xs, ys, 1), np.polyfit(xs, 2 * ys, 1)]), rtol=1e-9)
+
+
+def test_roots_concrete_real_only():
+    close(np.sort(np.asarray(fnp.roots([1.0, -3.0, 2.0]))), [1.0, 2.0])
+    close(fnp.roots([0.0, 1.0, -4.0]), [4.0])         # leading zeros stripped
+    with pytest.raises(fgrad.FgradTypeError, match="complex roots"):
+        fnp.roots([1.0, 0.0, 1.0])
+    with pytest.raises(fgrad.ConcretizationError, match="roots of a traced polynomial"):
+        fgrad.jit(fnp.roots)(np.array([1.0, -3.0, 2.0]))

@@ -12,6 +12,7 @@ from fgrad._src.numpy import (creation as _creation, indexing as _indexing,  # n
                               ufuncs as _ufuncs, util as _util)
 from fgrad._src.numpy import sorting as _sorting  # noqa: E402
 from fgrad._src.numpy import statistics as _statistics  # noqa: E402
+from fgrad._src.numpy import polynomial as _polynomial  # noqa: E402
 
 
 def _export(module):
@@ -26,7 +27,7 @@ def _export(module):
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
     globals().update(_export(_m))
-for _m in (_statistics,):
+for _m in (_statistics, _polynomial):
     globals().update(_export(_m))
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function
