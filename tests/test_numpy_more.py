@@ -240,3 +240,125 @@ def test_roots_concrete_real_only():
         fnp.roots([1.0, 0.0, 1.0])
     with pytest.raises(fgrad.ConcretizationError, match="roots of a traced polynomial"):
         fgrad.jit(fnp.roots)(np.array([1.0, -3.0, 2.0]))
+
+
+# ----------------------------------------------------------------------------
+# index tricks
+
+V = np.array([5.0, 6.0, 7.0])
+M = np.array([[1.0, 2.0], [3.0, 4.0]])
+CONCATENATIONS = {
+    "range": lambda m: m.r_[1:4], "linspace": lambda m: m.r_[0:1:5j],
+    "mixed": lambda m: m.r_[V, 0, 2.5, V], "rows": lambda m: m.r_[M, M],
+    "axis1": lambda m: m.r_["1", M, M], "ndmin": lambda m: m.r_["0,2", V, V],
+    "trans1d": lambda m: m.r_["1,2,0", V, V], "c_vectors": lambda m: m.c_[V, V],
+    "c_matrices": lambda m: m.c_[M, M], "c_mixed": lambda m: m.c_[V[:2], M],
+    "3d": lambda m: m.r_["-1,3,1", M, M],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONCATENATIONS))
+def test_r_c_match_numpy(name):
+    build = CONCATENATIONS[name]
+    close(build(fnp), build(np))
+
+
+def test_index_tricks():
+    assert fnp.s_[1:2, ::2] == np.s_[1:2, ::2] and fnp.index_exp[1:2] == (slice(1, 2),)
+    close(fnp.mgrid[0:3, 0:2], np.mgrid[0:3, 0:2])
+    close(fnp.mgrid[0:1:3j], np.mgrid[0:1:3j])
+    for got, want in zip(fnp.ogrid[0:3, 0:2], np.ogrid[0:3, 0:2]):
+        close(got, want)
+    assert fnp.mgrid[0:3].dtype == np.int32
+    b = np.zeros((3, 4))
+    for got, want in zip(fnp.tril_indices_from(b, 1), np.tril_indices_from(b, 1)):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(fnp.triu_indices_from(b), np.triu_indices_from(b)):
+        np.testing.assert_array_equal(got, want)
+    for got, want in zip(fnp.diag_indices_from(np.zeros((3, 3))),
+                         np.diag_indices_from(np.zeros((3, 3)))):
+        np.testing.assert_array_equal(got, want)
+    for wrap in (False, True):
+        want = np.zeros((7, 3))
+        np.fill_diagonal(want, [1.0, 2.0], wrap=wrap)
+        close(fnp.fill_diagonal(np.zeros((7, 3)), np.array([1.0, 2.0]), wrap, inplace=False),
+              want)
+    with pytest.raises(fgrad.FgradTypeError, match="inplace=False"):
+        fnp.fill_diagonal(np.zeros((2, 2)), 1.0)
+    with pytest.raises(fgrad.FgradTypeError, match="numpy.matrix"):
+        fnp.r_["r", V]
+
+
+def test_r_c_differentiate_and_compile():
+    grads(lambda x: fnp.r_[x, 2 * x, 1.0] ** 2, np.array([1.0, 2.0]))
+    grads(lambda x: fnp.c_[x, fnp.sin(x)], np.array([1.0, 2.0]))
+    grads(lambda a, v: fnp.fill_diagonal(a, v, inplace=False), M, np.array([3.0, 4.0]))
+    jit_and_vmap(lambda x: fnp.c_[x, x * x], V)
+
+
+# ----------------------------------------------------------------------------
+# counting: bincount, digitize, histograms
+
+def test_bincount(rng):
+    x = rng.integers(0, 7, size=20)
+    w = rng.normal(size=20)
+    np.testing.assert_array_equal(fnp.bincount(x), np.bincount(x))
+    np.testing.assert_array_equal(fnp.bincount(x, minlength=10), np.bincount(x, minlength=10))
+    close(fnp.bincount(x, w), np.bincount(x, w))
+    np.testing.assert_array_equal(fgrad.jit(lambda x: fnp.bincount(x, length=5))(x),
+                                  np.bincount(x)[:5])      # values >= length dropped
+    with pytest.raises(fgrad.ConcretizationError, match="needs `length=`"):
+        fgrad.jit(fnp.bincount)(x)
+    with pytest.raises(ValueError, match="no negative elements"):
+        fnp.bincount(np.array([1, -1]))
+    grads(lambda w: fnp.bincount(x, w), w)
+    close(fgrad.vmap(lambda w: fnp.bincount(x, w, length=7))(np.stack([w, 2 * w])),
+          np.stack([np.bincount(x, w), np.bincount(x, 2 * w)]))
+
+
+def test_digitize(rng):
+    bins = np.array([0.0, 1.0, 2.5, 4.0])
+    v = rng.uniform(-1, 5, size=30)
+    v[:4] = bins
+    for right in (False, True):
+        for b in (bins, bins[::-1]):
+            np.testing.assert_array_equal(fnp.digitize(v, b, right), np.digitize(v, b, right))
+            np.testing.assert_array_equal(
+                fgrad.jit(fnp.digitize, static_argnums=2)(v, b, right),
+                np.digitize(v, b, right))
+    with pytest.raises(ValueError, match="monotonically"):
+        fnp.digitize(v, np.array([0.0, 2.0, 1.0]))
+
+
+def test_histograms_match_numpy(rng):
+    a = rng.normal(size=100)
+    w = rng.uniform(size=100)
+    for kw in ({}, dict(bins=7), dict(bins=5, range=(-1, 1)),
+               dict(bins=np.array([-1.0, 0.0, 0.5, 2.0])), dict(density=True),
+               dict(weights=w), dict(weights=w, density=True, bins=4), dict(bins="auto")):
+        h, e = fnp.histogram(a, **kw)
+        want_h, want_e = np.histogram(a, **kw)
+        close(e, want_e)
+        close(h, want_h)
+    h, e = fnp.histogram(np.ones(5))         # equal values: range widened by 0.5
+    close(e, np.histogram(np.ones(5))[1])
+    xy = rng.normal(size=(50, 2))
+    for kw in ({}, dict(bins=3), dict(bins=[3, 4], density=True), dict(weights=w[:50])):
+        got = fnp.histogram2d(xy[:, 0], xy[:, 1], **kw)
+        want = np.histogram2d(xy[:, 0], xy[:, 1], **kw)
+        for g, e in zip(got, want):
+            close(g, e)
+    s3 = rng.normal(size=(40, 3))
+    close(fnp.histogramdd(s3, bins=(2, 3, 4), density=True)[0],
+          np.histogramdd(s3, bins=(2, 3, 4), density=True)[0])
+
+
+def test_histogram_grads_jit_vmap(rng):
+    a, w = rng.normal(size=60), rng.uniform(size=60)
+    grads(lambda w: fnp.histogram(a, bins=5, weights=w, density=True)[0], w)
+    np.testing.assert_array_equal(fgrad.jit(lambda a: fnp.histogram(a, 5)[0])(a),
+                                  np.histogram(a, 5)[0])
+    out = fgrad.vmap(lambda a: fnp.histogram(a, 5)[0])(np.stack([a, 2 * a]))
+    np.testing.assert_array_equal(out, [np.histogram(a, 5)[0], np.histogram(2 * a, 5)[0]])
+    with pytest.raises(fgrad.ConcretizationError, match="bins='auto'"):
+        fgrad.jit(lambda a: fnp.histogram(a, "auto")[0])(a)

@@ -13,6 +13,8 @@ from fgrad._src.numpy import (creation as _creation, indexing as _indexing,  # n
 from fgrad._src.numpy import sorting as _sorting  # noqa: E402
 from fgrad._src.numpy import statistics as _statistics  # noqa: E402
 from fgrad._src.numpy import polynomial as _polynomial  # noqa: E402
+from fgrad._src.numpy import index_tricks as _index_tricks  # noqa: E402
+from fgrad._src.numpy import histograms as _histograms  # noqa: E402
 
 
 def _export(module):
@@ -27,8 +29,10 @@ def _export(module):
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
     globals().update(_export(_m))
-for _m in (_statistics, _polynomial):
+for _m in (_statistics, _polynomial, _index_tricks, _histograms):
     globals().update(_export(_m))
+r_, c_, s_, index_exp = _index_tricks.r_, _index_tricks.c_, _index_tricks.s_, _index_tricks.index_exp
+mgrid, ogrid = _index_tricks.mgrid, _index_tricks.ogrid
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function
 
