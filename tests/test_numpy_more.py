@@ -362,3 +362,65 @@ def test_histogram_grads_jit_vmap(rng):
     np.testing.assert_array_equal(out, [np.histogram(a, 5)[0], np.histogram(2 * a, 5)[0]])
     with pytest.raises(fgrad.ConcretizationError, match="bins='auto'"):
         fgrad.jit(lambda a: fnp.histogram(a, "auto")[0])(a)
+
+
+# ----------------------------------------------------------------------------
+# unique and set operations
+
+def test_unique_matches_numpy(rng):
+    a = np.array([[3, 1], [1, 2.0]])
+    got = fnp.unique(a, return_index=True, return_inverse=True, return_counts=True)
+    want = np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    b = np.array([np.nan, 1, np.nan, 0.5, 1])
+    close(fnp.unique(b), np.unique(b))
+    close(fnp.unique(b, equal_nan=False), np.unique(b, equal_nan=False))
+    x = rng.integers(0, 5, size=12)
+    for g, w in zip(fnp.unique_all(x), np.unique_all(x)):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(fnp.unique_counts(x), np.unique_counts(x)):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(fnp.unique_inverse(x), np.unique_inverse(x)):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(fnp.unique_values(x), np.sort(np.unique_values(x)))
+
+
+def test_unique_size_fill_and_jit():
+    b = np.array([np.nan, 1, np.nan, 0.5, 1])
+    close(fnp.unique(b, size=6, fill_value=-1.0), [0.5, 1, np.nan, -1, -1, -1])
+    close(fnp.unique(b, size=2), [0.5, 1.0])           # truncated
+    a = np.array([[3, 1], [1, 2.0]])
+    values, counts = fgrad.jit(lambda x: fnp.unique(x, size=4, return_counts=True))(a)
+    close(values, [1.0, 2.0, 3.0, 1.0])                 # padded with the smallest value
+    np.testing.assert_array_equal(counts, [2, 1, 1, 0])
+    with pytest.raises(fgrad.ConcretizationError, match="needs `size=`"):
+        fgrad.jit(fnp.unique)(a)
+    with pytest.raises(fgrad.FgradTypeError, match="axis=1 is not supported"):
+        fnp.unique(a, axis=1)
+
+
+def test_set_operations_match_numpy(rng):
+    pairs = [([1, 3, 4, 3], [3, 1, 2, 1]), ([1, 2, 3, 2, 4], [2, 3, 5, 7, 5]),
+             ([-1, 0, 1], [-2, 0, 2]), (rng.integers(0, 9, 10), rng.integers(0, 9, 7))]
+    for name in ("union1d", "setdiff1d", "setxor1d", "intersect1d"):
+        for p, q in pairs:
+            np.testing.assert_array_equal(getattr(fnp, name)(np.array(p), np.array(q)),
+                                          getattr(np, name)(p, q))
+    got = fnp.intersect1d(np.array([1, 3, 4, 3]), np.array([3, 1, 2, 1]), return_indices=True)
+    for g, w in zip(got, np.intersect1d([1, 3, 4, 3], [3, 1, 2, 1], return_indices=True)):
+        np.testing.assert_array_equal(g, w)
+    a = np.array([[3, 1], [1, 2.0]])
+    np.testing.assert_array_equal(fnp.isin(a, [1, 7]), np.isin(a, [1, 7]))
+    np.testing.assert_array_equal(fnp.isin(a, [1, 7], invert=True), np.isin(a, [1, 7], invert=True))
+    f = fgrad.jit(lambda p, q: fnp.setdiff1d(p, q, size=5, fill_value=-1))
+    np.testing.assert_array_equal(f(np.array([1, 2, 3, 2, 4]), np.array([2, 3])), [1, 4, -1, -1, -1])
+
+
+def test_unique_grads_and_vmap(rng):
+    v = rng.normal(size=6)      # distinct values: unique is a permutation there
+    grads(fnp.unique, v)
+    grads(lambda v: fnp.unique(v, size=8, fill_value=0.0), v)
+    grads(lambda v: fnp.union1d(v, v[:3] * 2, size=9), v)
+    out = fgrad.vmap(lambda v: fnp.unique(v, size=6))(np.stack([v, v[::-1] * 2]))
+    close(out, np.stack([np.unique(v), np.unique(2 * v)]))
