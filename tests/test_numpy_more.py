@@ -419,8 +419,24 @@ def test_set_operations_match_numpy(rng):
 
 def test_unique_grads_and_vmap(rng):
     v = rng.normal(size=6)      # distinct values: unique is a permutation there
-    grads(fnp.unique, v)
+    grads(lambda v: fnp.unique(v, size=6), v)
     grads(lambda v: fnp.unique(v, size=8, fill_value=0.0), v)
+    # without size=, grad (concrete values inside) works too and agrees
+    weights = np.arange(1.0, 7.0)
+    g = fgrad.grad(lambda v: fnp.sum(fnp.unique(v) ** 2 * weights))(v)
+    close(g, fgrad.grad(lambda v: fnp.sum(fnp.unique(v, size=6) ** 2 * weights))(v))
+    close(g, 2 * v * weights[np.argsort(np.argsort(v))])
     grads(lambda v: fnp.union1d(v, v[:3] * 2, size=9), v)
     out = fgrad.vmap(lambda v: fnp.unique(v, size=6))(np.stack([v, v[::-1] * 2]))
     close(out, np.stack([np.unique(v), np.unique(2 * v)]))
+
+
+def test_value_dependent_lengths_work_under_grad(rng):
+    x = rng.integers(0, 4, size=10)
+    w = rng.normal(size=10)
+    g = fgrad.grad(lambda w: fnp.sum(fnp.bincount(x, w) ** 2))(w)
+    close(g, 2 * np.bincount(x, w)[x])
+    f = np.array([0.0, 0.0, 1.5, 2.0, 0.0])
+    close(fgrad.grad(lambda f: fnp.sum(fnp.trim_zeros(f) ** 2))(f), 2 * f)
+    with pytest.raises(fgrad.ConcretizationError, match="trim_zeros of a traced value"):
+        fgrad.jit(fnp.trim_zeros)(f)

@@ -14,6 +14,7 @@ from .. import dtypes
 from ..core import Array, Tracer
 from ..errors import ConcretizationError, FgradTypeError
 from . import reductions, ufuncs
+from .concrete import concrete_value
 from .creation import linspace, zeros
 from .shape import diff, flip, stack
 from .sorting import searchsorted
@@ -36,16 +37,16 @@ def bincount(x, weights=None, minlength=0, *, length=None):
     if x.ndim != 1:
         raise ValueError(f"bincount: x must be 1-d, got shape {tuple(x.shape)}")
     minlength = static_int("bincount", "minlength", minlength)
-    concrete = not isinstance(x, Tracer)
-    if concrete and x.size and int(np.min(x._value)) < 0:
+    known = concrete_value(x)
+    if known is not None and x.size and int(np.min(known)) < 0:
         raise ValueError("bincount: x must have no negative elements")
     if length is None:
-        if not concrete:
+        if known is None:
             raise ConcretizationError(
                 f"bincount of a traced value ({x.aval.str_short()}) needs `length=`: the "
                 f"result's length (max(x) + 1) is not known while tracing.\n  hint: pass "
                 f"length=N (values >= N are dropped)")
-        length = max(minlength, int(np.max(x._value)) + 1 if x.size else 0)
+        length = max(minlength, int(np.max(known)) + 1 if x.size else 0)
     length = static_int("bincount", "length", length)
     return _scatter_counts(x, weights, length)
 
@@ -79,8 +80,9 @@ def digitize(x, bins, right=False):
     if bins.shape[0] < 2:
         return up
     down = bins.shape[0] - searchsorted(flip(bins, 0), x, side=side)
-    if not isinstance(bins, Tracer):
-        d = np.diff(np.asarray(bins._value))
+    known = concrete_value(bins)
+    if known is not None:
+        d = np.diff(known)
         if np.all(d >= 0):
             return up
         if np.all(d <= 0):
@@ -94,15 +96,16 @@ def _range_of(name, a, value_range):
     side when equal, as NumPy)."""
     if value_range is not None:
         first, last = value_range
-        if not isinstance(first, Tracer) and not isinstance(last, Tracer) and first > last:
+        lo, hi = concrete_value(asarray(first)), concrete_value(asarray(last))
+        if lo is not None and hi is not None and lo > hi:
             raise ValueError(f"{name}: max must be larger than min in range parameter")
         return asarray(first).astype(a.dtype), asarray(last).astype(a.dtype)
     if a.size == 0:
         return asarray(0.0).astype(a.dtype), asarray(1.0).astype(a.dtype)
     first, last = reductions.min(a), reductions.max(a)
-    if not isinstance(a, Tracer) and not np.isfinite(float(first) + float(last)):
-        raise ValueError(f"{name}: autodetected range of [{float(first)}, {float(last)}] "
-                         f"is not finite")
+    lo, hi = concrete_value(first), concrete_value(last)
+    if lo is not None and not np.isfinite(lo + hi):
+        raise ValueError(f"{name}: autodetected range of [{lo}, {hi}] is not finite")
     same = first == last
     return ufuncs.where(same, first - 0.5, first), ufuncs.where(same, last + 0.5, last)
 
@@ -112,12 +115,13 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     `range` (default: a's min to max), or `bins` itself when it is an array."""
     a = to_inexact(asarray(a)).ravel()
     if isinstance(bins, str):
-        if isinstance(a, Tracer):
+        known = concrete_value(a)
+        if known is None:
             raise ConcretizationError(
                 f"histogram bins={bins!r} chooses the number of bins from the values of a "
                 f"traced array ({a.aval.str_short()}).\n  hint: pass an integer number "
                 f"of bins (and range=) under jit/vmap")
-        edges = np.histogram_bin_edges(np.asarray(a._value), bins, range)
+        edges = np.histogram_bin_edges(known, bins, range)  # constants (no derivative)
         return Array(edges.astype(a.dtype), False)
     if np.ndim(bins) == 0 and not isinstance(bins, (Array, Tracer)):
         n = static_int("histogram", "bins", bins)
@@ -128,7 +132,8 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     edges = asarray(bins)
     if edges.ndim != 1:
         raise ValueError("histogram: `bins` must be 1d, when an array")
-    if not isinstance(edges, Tracer) and np.any(np.diff(np.asarray(edges._value)) < 0):
+    known = concrete_value(edges)
+    if known is not None and np.any(np.diff(known) < 0):
         raise ValueError("histogram: `bins` must increase monotonically, when an array")
     return edges
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..core import Array, Tracer
 from ..errors import ConcretizationError, FgradTypeError
 from . import reductions, ufuncs
+from .concrete import concrete_value
 from .creation import ones_like, zeros
 from .shape import concatenate, flip, stack
 from .util import asarray, promote, promote_inexact, static_int, to_inexact
@@ -156,8 +157,8 @@ def roots(p, *, strip_zeros=True):
     if isinstance(p, Tracer):
         raise ConcretizationError(
             f"roots of a traced polynomial ({p.aval.str_short()}): fgrad computes roots "
-            f"with NumPy on concrete coefficients only (no eigenvalue primitive yet).\n"
-            f"  hint: call roots outside jit/grad/vmap")
+            f"with NumPy on concrete coefficients only (no eigenvalue primitive yet, so "
+            f"no derivative either).\n  hint: call roots outside jit/grad/vmap")
     if not strip_zeros:
         raise FgradTypeError("roots: strip_zeros=False is not supported",
                              hint="leading zeros are removed, as NumPy does")
@@ -258,7 +259,7 @@ def polydiv(u, v, *, trim_leading_zeros=False):
         r = r - concatenate([zeros(k, u.dtype), d * v, zeros(n - m - k, u.dtype)])
     q = stack(q_terms) if q_terms else zeros(1, u.dtype)
     if trim_leading_zeros:
-        r = trim_zeros(r, "f") if not isinstance(r, Tracer) else r
+        r = trim_zeros(r, "f")
         r = r if r.shape[0] else zeros(1, u.dtype)
     return q, r
 
@@ -267,12 +268,20 @@ def trim_zeros(filt, trim="fb", axis=None):
     """filt without its leading ('f') and/or trailing ('b') zeros; the result's
     length depends on the values, so filt must be concrete."""
     filt = asarray(filt)
-    if isinstance(filt, Tracer):
+    known = concrete_value(filt)
+    if known is None:
         raise ConcretizationError(
             f"trim_zeros of a traced value ({filt.aval.str_short()}): the result's length "
             f"depends on the values.\n  hint: call it outside jit/vmap, or keep the zeros "
             f"and mask them with where")
-    return Array(np.trim_zeros(np.asarray(filt._value), trim), False)
+    if filt.ndim != 1:
+        raise FgradTypeError("trim_zeros: filt must be 1-d", hint="ravel it first")
+    nonzero = np.flatnonzero(known)
+    if nonzero.size == 0:
+        return filt[:0]
+    lo = nonzero[0] if "f" in trim.lower() else 0
+    hi = nonzero[-1] + 1 if "b" in trim.lower() else filt.shape[0]
+    return filt[int(lo):int(hi)]
 
 
 # ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from .. import dtypes
 from ..core import Array, Tracer
 from ..errors import ConcretizationError, FgradTypeError
 from . import reductions, ufuncs
+from .concrete import concrete_value
 from .creation import zeros
 from .shape import concatenate
 from .sorting import argsort
@@ -51,12 +52,13 @@ def _size(name, count, size, traced_what):
         if size < 0:
             raise ValueError(f"{name}: size must be non-negative, got {size}")
         return size
-    if isinstance(count, Tracer):
+    value = concrete_value(count)
+    if value is None:
         raise ConcretizationError(
             f"{name} of a traced value ({traced_what}) needs `size=`: the number of "
             f"distinct values is not known while tracing.\n  hint: pass size=N (and "
             f"optionally fill_value=) to get exactly N entries")
-    return int(count)
+    return int(value)
 
 
 def _unique_sorted(name, flat, size, fill_value, equal_nan=True, valid=None):
