@@ -440,3 +440,133 @@ def test_value_dependent_lengths_work_under_grad(rng):
     close(fgrad.grad(lambda f: fnp.sum(fnp.trim_zeros(f) ** 2))(f), 2 * f)
     with pytest.raises(fgrad.ConcretizationError, match="trim_zeros of a traced value"):
         fgrad.jit(fnp.trim_zeros)(f)
+
+
+# ----------------------------------------------------------------------------
+# gradient, interp, unwrap, trapezoid, ediff1d
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_gradient_matches_numpy(rng, edge_order):
+    f = rng.normal(size=(5, 6))
+    x0 = np.cumsum(rng.uniform(0.5, 1.5, 5))
+    x1 = np.cumsum(rng.uniform(0.5, 1.5, 6))
+    for spacing in ((), (0.5,), (0.5, 2.0), (x0, x1), (x0, 3.0)):
+        for got, want in zip(fnp.gradient(f, *spacing, edge_order=edge_order),
+                             np.gradient(f, *spacing, edge_order=edge_order)):
+            close(got, want)
+    close(fnp.gradient(f, x1, axis=1, edge_order=edge_order),
+          np.gradient(f, x1, axis=1, edge_order=edge_order))
+    close(fnp.gradient(np.arange(5) ** 2), np.gradient(np.arange(5) ** 2))
+    with pytest.raises(ValueError, match="at least"):
+        fnp.gradient(np.ones(2), edge_order=2)
+    grads(lambda f, x: fnp.gradient(f, x, 2.0, edge_order=edge_order), f, x0)
+    jit_and_vmap(lambda f: fnp.gradient(f, edge_order=edge_order), f[0])
+
+
+def test_interp(rng):
+    xp = np.cumsum(rng.uniform(0.1, 1, 8))
+    fp = rng.normal(size=8)
+    x = rng.uniform(-1, 8, size=(3, 4))
+    x[0, :3] = xp[[0, 4, 7]]         # exactly on sample points
+    close(fnp.interp(x, xp, fp), np.interp(x, xp, fp), rtol=1e-14)
+    close(fnp.interp(x, xp, fp, left=-5, right=9), np.interp(x, xp, fp, left=-5, right=9))
+    close(fnp.interp(x, xp, fp, period=3), np.interp(x, xp, fp, period=3))
+    close(fnp.interp(x, xp[:1], fp[:1]), np.interp(x, xp[:1], fp[:1]))
+    inside = np.array([0.3, 2.2, 4.1])
+    grads(lambda x, fp: fnp.interp(x, xp, fp), inside, fp)
+    grads(lambda xp: fnp.interp(inside, xp, fp), xp)
+    jit_and_vmap(lambda x, fp: fnp.interp(x, xp, fp), inside, fp)
+
+
+def test_unwrap_trapezoid_ediff1d(rng):
+    phase = np.cumsum(rng.uniform(-2, 2, size=(3, 20)), axis=1)
+    w = np.angle(np.exp(1j * phase))
+    close(fnp.unwrap(w), np.unwrap(w))
+    close(fnp.unwrap(w.T, axis=0), np.unwrap(w.T, axis=0))
+    close(fnp.unwrap(w, discont=4.0), np.unwrap(w, discont=4.0))
+    close(fnp.unwrap(np.array([0.0, 5, 10, 1]), period=6),
+          np.unwrap(np.array([0.0, 5, 10, 1]), period=6))
+    f = rng.normal(size=(5, 6))
+    x1 = np.cumsum(rng.uniform(0.5, 1.5, 6))
+    close(fnp.trapezoid(f), np.trapezoid(f))
+    close(fnp.trapezoid(f, x1), np.trapezoid(f, x1))
+    close(fnp.trapezoid(f, dx=0.3, axis=0), np.trapezoid(f, dx=0.3, axis=0))
+    close(fnp.trapezoid(f, f * 2 + 1, axis=0), np.trapezoid(f, f * 2 + 1, axis=0))
+    close(fnp.ediff1d(f, to_end=[1.0, 2], to_begin=3.0),
+          np.ediff1d(f, to_end=[1.0, 2], to_begin=3.0))
+    grads(fnp.unwrap, w)
+    grads(fnp.trapezoid, f, x1)
+    jit_and_vmap(fnp.unwrap, w[0])
+
+
+# ----------------------------------------------------------------------------
+# piecewise, choose, partition
+
+def test_piecewise(rng):
+    x = np.linspace(-2.5, 2.5, 11)
+    close(fnp.piecewise(x, [x < 0, x >= 0], [lambda x: -x, lambda x: x ** 2]),
+          np.piecewise(x, [x < 0, x >= 0], [lambda x: -x, lambda x: x ** 2]))
+    close(fnp.piecewise(x, [x < -1, x > 1], [fnp.sin, 7.0, lambda x: x * 3]),
+          np.piecewise(x, [x < -1, x > 1], [np.sin, 7.0, lambda x: x * 3]))
+    close(fnp.piecewise(x, x > 0, [lambda x: x + 1]), np.piecewise(x, x > 0, [lambda x: x + 1]))
+    close(fnp.piecewise(2.0, [True], [lambda x: x * 3]), 6.0)
+    with pytest.raises(ValueError, match="funclist must have"):
+        fnp.piecewise(x, [x < 0], [1.0, 2.0, 3.0])
+
+    def f(x):
+        return fnp.piecewise(x, [x < 0, x > 1], [lambda x: -x ** 3, fnp.sin, lambda x: x])
+    grads(f, np.array([-1.3, 0.4, 2.2]))
+    jit_and_vmap(f, np.array([-1.3, 0.4, 2.2]))
+
+
+def test_choose_partition(rng):
+    c = [rng.normal(size=(3, 4)) for _ in range(3)]
+    a = rng.integers(0, 3, size=(3, 4))
+    close(fnp.choose(a, c), np.choose(a, c))
+    for mode in ("wrap", "clip"):
+        close(fnp.choose(a + 2, c, mode=mode), np.choose(a + 2, c, mode=mode))
+    mixed = [np.arange(4.0), 5.0, np.ones((3, 4))]
+    close(fnp.choose(np.array([0, 1, 2, 1]), mixed), np.choose(np.array([0, 1, 2, 1]), mixed))
+    with pytest.raises(ValueError, match="invalid entry"):
+        fnp.choose(a + 2, c)
+    grads(lambda c0, c1: fnp.choose(a[0], [c0, c1, c0 * 2]), c[0][0], c[1][0])
+    v = rng.normal(size=(4, 7))
+    for k in (0, 3, -1, [1, 4]):
+        want = np.partition(v, k)
+        kk = np.atleast_1d(k)
+        close(np.asarray(fnp.partition(v, k))[:, kk], want[:, kk])
+        order = np.asarray(fnp.argpartition(v, k, axis=1))
+        close(np.take_along_axis(v, order, 1)[:, kk], want[:, kk])
+    with pytest.raises(ValueError, match="out of bounds"):
+        fnp.partition(v, 7)
+    grads(lambda v: fnp.partition(v, 2), v)
+    jit_and_vmap(lambda v: fnp.partition(v, 2), v[0])
+
+
+# ----------------------------------------------------------------------------
+# floating-point error settings: recorded, never acted on
+
+def test_seterr_geterr_errstate(monkeypatch):
+    from fgrad._src.numpy import errstate as errstate_module
+    monkeypatch.setattr(errstate_module, "_warned", [])    # as in a fresh process
+    assert fnp.geterr() == dict.fromkeys(["divide", "over", "under", "invalid"], "ignore")
+    numpy_before = np.geterr()
+    with pytest.warns(RuntimeWarning, match="does not trap floating-point errors"):
+        old = fnp.seterr(all="ignore", divide="raise")
+    try:
+        assert old["divide"] == "ignore" and fnp.geterr()["divide"] == "raise"
+        with fnp.errstate(over="warn", call=print):
+            assert fnp.geterr()["over"] == "warn" and fnp.geterrcall() is print
+            assert np.isinf(float(fnp.divide(1.0, 0.0)))     # nothing trapped
+        assert fnp.geterr()["over"] == "ignore" and fnp.geterrcall() is None
+    finally:
+        fnp.seterr(**old)
+    assert fnp.geterr()["divide"] == "ignore"
+    assert np.geterr() == numpy_before                       # NumPy's own untouched
+
+    @fnp.errstate(divide="warn")
+    def inside():
+        return fnp.geterr()["divide"]
+    assert inside() == "warn" and fnp.geterr()["divide"] == "ignore"
+    with pytest.raises(ValueError, match="is not one of"):
+        fnp.seterr(divide="loud")

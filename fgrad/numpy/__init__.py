@@ -16,6 +16,9 @@ from fgrad._src.numpy import polynomial as _polynomial  # noqa: E402
 from fgrad._src.numpy import index_tricks as _index_tricks  # noqa: E402
 from fgrad._src.numpy import histograms as _histograms  # noqa: E402
 from fgrad._src.numpy import setops as _setops  # noqa: E402
+from fgrad._src.numpy import calculus as _calculus  # noqa: E402
+from fgrad._src.numpy import selection as _selection  # noqa: E402
+from fgrad._src.numpy import errstate as _errstate  # noqa: E402
 
 
 def _export(module):
@@ -30,10 +33,12 @@ def _export(module):
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
     globals().update(_export(_m))
-for _m in (_statistics, _polynomial, _index_tricks, _histograms, _setops):
+for _m in (_statistics, _polynomial, _index_tricks, _histograms, _setops, _calculus,
+           _selection, _errstate):
     globals().update(_export(_m))
 r_, c_, s_, index_exp = _index_tricks.r_, _index_tricks.c_, _index_tricks.s_, _index_tricks.index_exp
 mgrid, ogrid = _index_tricks.mgrid, _index_tricks.ogrid
+errstate = _errstate.errstate
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function
 
