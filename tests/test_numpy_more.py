@@ -570,3 +570,120 @@ def test_seterr_geterr_errstate(monkeypatch):
     assert inside() == "warn" and fnp.geterr()["divide"] == "ignore"
     with pytest.raises(ValueError, match="is not one of"):
         fnp.seterr(divide="loud")
+
+
+# ----------------------------------------------------------------------------
+# append, insert, delete, resize, block, apply_along_axis & co, lexsort
+
+A34 = np.arange(12.0).reshape(3, 4) / 7.0
+EDITS = {
+    "append": lambda m: m.append(A34, [1.0, 2.0]),
+    "append_axis": lambda m: m.append(A34, A34[:1], axis=0),
+    "delete_int": lambda m: m.delete(A34, -1, axis=1),
+    "delete_list": lambda m: m.delete(A34, [0, 2], axis=1),
+    "delete_slice": lambda m: m.delete(A34, slice(1, 3)),
+    "delete_mask": lambda m: m.delete(A34, np.array([True, False, True]), axis=0),
+    "insert_scalar": lambda m: m.insert(A34, 1, 9.0, axis=1),
+    "insert_column": lambda m: m.insert(A34, 4, [7.0, 8.0, 9.0], axis=1),
+    "insert_one_list": lambda m: m.insert(A34, [1], [7.0, 8.0, 9.0], axis=1),
+    "insert_many": lambda m: m.insert(A34, [0, 2], [7.0, 8.0], axis=1),
+    "insert_repeated": lambda m: m.insert(A34, [2, 0, 2], 5.0, axis=0),
+    "insert_negative": lambda m: m.insert(A34, -1, [1.0, 2.0, 3.0, 4.0], axis=0),
+    "insert_2d_values": lambda m: m.insert(A34, 1, [[1.0], [2.0], [3.0]], axis=1),
+    "insert_flat": lambda m: m.insert(A34, [3, 1], [1.0, 2.0]),
+    "resize": lambda m: m.resize(A34, (5, 3)),
+    "resize_grow": lambda m: m.resize(np.arange(3.0), 7),
+    "block": lambda m: m.block([[np.ones((2, 2)), np.zeros((2, 3))], [np.full((1, 5), 2.0)]]),
+    "block_1d": lambda m: m.block([np.arange(2.0), 5.0, np.arange(3.0)]),
+    "along_axis": lambda m: m.apply_along_axis(lambda v: v * v.sum(), 1, A34),
+    "along_axis_scalar": lambda m: m.apply_along_axis(lambda v: v.sum(), 0, A34),
+    "along_axis_matrix": lambda m: m.apply_along_axis(lambda v: m.outer(v, v), 1,
+                                                      A34.reshape(2, 3, 2)),
+    "over_axes": lambda m: m.apply_over_axes(m.sum, A34.reshape(2, 3, 2), [0, 2]),
+    "vectorize": lambda m: m.vectorize(lambda x, y: x * 2 + y)(A34, np.arange(4.0)),
+    "fromfunction": lambda m: m.fromfunction(lambda i, j: i * 10 + j, (3, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_editing_matches_numpy(name):
+    close(EDITS[name](fnp), EDITS[name](np))
+
+
+def test_editing_grads_and_lexsort(rng):
+    grads(lambda a, v: fnp.insert(a, [0, 2], v, axis=1), A34, np.array([1.0, 2.0]))
+    grads(lambda a: fnp.delete(a, 1, axis=0), A34)
+    grads(lambda a: fnp.apply_along_axis(lambda v: v * fnp.sum(v ** 2), 1, a), A34)
+    grads(lambda a: fnp.block([[a, a], [a * 2, a]]), A34)
+    grads(lambda a: fnp.vectorize(lambda x: fnp.sin(x) * x)(a), A34)
+    jit_and_vmap(lambda a: fnp.insert(a, 1, 0.5, axis=0), A34)
+    k1, k2, k3 = rng.integers(0, 3, 10), rng.integers(0, 3, 10), rng.normal(size=10)
+    np.testing.assert_array_equal(fnp.lexsort((k3, k1, k2)), np.lexsort((k3, k1, k2)))
+    np.testing.assert_array_equal(fnp.lexsort(np.stack([k1, k2])), np.lexsort(np.stack([k1, k2])))
+    with pytest.raises(fgrad.FgradTypeError, match="signature= is not supported"):
+        fnp.vectorize(np.sum, signature="(n)->()")
+
+
+# ----------------------------------------------------------------------------
+# float decomposition, gcd/lcm, geomspace, windows, predicates, printing
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_decomposition_bit_exact(dtype):
+    tiny = np.finfo(dtype).smallest_subnormal * 3
+    x = np.array([0.0, -0.0, 1.0, -1.5, tiny, np.inf, -np.inf, np.nan, 1e30, 7.25], dtype)
+    y = np.array([1.0, -1.0, 0.0, -2.0, 0.0, 0.0, 5.0, 1.0, np.inf, 7.25], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)    # fgrad warns about nothing
+        np.testing.assert_array_equal(fnp.nextafter(x, y), np.nextafter(x, y))
+        np.testing.assert_array_equal(fnp.spacing(x), np.spacing(x))
+        for got, want in zip(fnp.frexp(x), np.frexp(x)):
+            np.testing.assert_array_equal(got, want)
+        m, e = np.frexp(x)
+        np.testing.assert_array_equal(fnp.ldexp(m, e), np.ldexp(m, e))
+        for got, want in zip(fnp.modf(x), np.modf(x)):
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    close(fnp.ldexp(np.float32(1e-30), np.int32(200)), np.ldexp(np.float32(1e-30), 200),
+          rtol=1e-7)
+    x = np.array([0.3, -5.5, 1e3 + 0.25])
+    grads(lambda x: fnp.frexp(x)[0] + fnp.modf(x)[0], x)
+    grads(lambda x: fnp.ldexp(x, np.array([1, -2, 3])), x)
+
+
+def test_gcd_lcm_geomspace_windows(rng):
+    a, b = rng.integers(-50, 50, 20), rng.integers(-50, 50, 20)
+    np.testing.assert_array_equal(fnp.gcd(a, b), np.gcd(a, b))
+    np.testing.assert_array_equal(fnp.lcm(a, b), np.lcm(a, b))
+    np.testing.assert_array_equal(fnp.gcd(np.array([12, 0]), 18), np.gcd([12, 0], 18))
+    np.testing.assert_array_equal(fgrad.jit(fnp.gcd)(a, b), np.gcd(a, b))
+    np.testing.assert_array_equal(fgrad.vmap(fnp.lcm)(a, b), np.lcm(a, b))
+    f64 = np.float64
+    for args in ((f64(1), f64(1000), 4), (f64(-1), f64(-1000), 4, False), (f64(2), f64(3), 1),
+                 (f64(1), f64(256), 9)):
+        close(fnp.geomspace(*args), np.geomspace(*args), rtol=1e-14)
+    with pytest.raises(ValueError, match="cannot include zero"):
+        fnp.geomspace(0.0, 1.0)
+    grads(lambda a, b: fnp.geomspace(a, b, 5), np.array(2.0), np.array(50.0))
+    for name in ("bartlett", "blackman", "hamming", "hanning"):
+        for m in (0, 1, 5):
+            close(getattr(fnp, name)(m), getattr(np, name)(m), atol=1e-7, rtol=1e-6)
+
+
+def test_predicates_conversions_printing():
+    assert fnp.isscalar(3.0) and fnp.isscalar(fnp.ones(())) and not fnp.isscalar([1])
+    assert fnp.iterable([1]) and not fnp.iterable(3)
+    assert fnp.isdtype(fnp.float32, "real floating") and not fnp.isdtype(fnp.int32, "bool")
+    assert fnp.can_cast(fnp.ones(2, fnp.float32), fnp.float64)
+    assert not fnp.can_cast(fnp.ones(2, fnp.float64), fnp.float32)
+    assert bool(fnp.array_equiv([1, 2], [[1, 2], [1, 2]]))
+    assert not bool(fnp.array_equiv([1, 2], [1, 2, 3]))
+    for convert in (fnp.asanyarray, fnp.ascontiguousarray, fnp.asfortranarray,
+                    fnp.asarray_chkfinite):
+        close(convert([1.0, 2.0]), [1.0, 2.0])
+    with pytest.raises(ValueError, match="must not contain infs or NaNs"):
+        fnp.asarray_chkfinite([1.0, np.nan])
+    assert fnp.array2string(fnp.arange(3.0)) == np.array2string(np.arange(3.0))
+    assert fnp.array_str(fnp.arange(3)) == np.array_str(np.arange(3))
+    close(fnp.acos(0.5), np.arccos(np.float32(0.5)), rtol=1e-6)
+    assert fnp.pow is fnp.power and fnp.atan2 is fnp.arctan2
+    assert fnp.double is np.float64 and fnp.int_ is np.int_
