@@ -687,3 +687,26 @@ def test_predicates_conversions_printing():
     close(fnp.acos(0.5), np.arccos(np.float32(0.5)), rtol=1e-6)
     assert fnp.pow is fnp.power and fnp.atan2 is fnp.arctan2
     assert fnp.double is np.float64 and fnp.int_ is np.int_
+
+
+def test_put_and_put_along_axis():
+    a = np.arange(12.0).reshape(3, 4)
+    want = a.copy()
+    np.put(want, [1, 5, -1], [10.0, 20.0])
+    close(fnp.put(a, [1, 5, -1], np.array([10.0, 20.0]), inplace=False), want)
+    want = a.copy()
+    np.put(want, [13, -14], [7.0], mode="wrap")
+    close(fnp.put(a, [13, -14], [7.0], mode="wrap", inplace=False), want)
+    for idx, values, axis in ((np.argmax(a, axis=1)[:, None], 99.0, 1),
+                              (np.array([[0, 2], [1, 1], [2, 0]]),
+                               np.array([[1.0, 2], [3, 4], [5, 6]]), 1),
+                              (np.array([[0, 2, 1, 0]]), -1.0, 0)):
+        want = a.copy()
+        np.put_along_axis(want, idx, values, axis=axis)
+        close(fnp.put_along_axis(a, idx, values, axis, inplace=False), want)
+    with pytest.raises(fgrad.FgradTypeError, match="inplace=False"):
+        fnp.put(a, [0], 1.0)
+    with pytest.raises(IndexError, match="out of range"):
+        fnp.put(a, [12], 1.0, inplace=False)
+    grads(lambda a, v: fnp.put_along_axis(a, np.array([[1], [0], [3]]), v, 1, inplace=False),
+          a, np.array([[1.0], [2.0], [3.0]]))

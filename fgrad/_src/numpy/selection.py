@@ -1,4 +1,5 @@
-"""Choosing elements: piecewise, choose, partition, argpartition.
+"""Choosing elements: piecewise, choose, partition, argpartition, and writing
+them: put, put_along_axis (with inplace=False, as in JAX).
 
 piecewise evaluates every function on the whole input and selects, so it
 compiles and batches (NumPy evaluates each function only where its condition
@@ -15,7 +16,7 @@ from ..errors import FgradTypeError
 from . import ufuncs
 from .concrete import concrete_value
 from .creation import zeros_like
-from .shape import broadcast_arrays, stack, take_along_axis
+from .shape import broadcast_arrays, broadcast_to, stack, take_along_axis
 from .sorting import argsort, sort
 from .util import asarray, canonicalize_axis
 
@@ -99,3 +100,61 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
     axis = canonicalize_axis("argpartition", axis, a.ndim, a.shape)
     _check_kth("argpartition", kth, a.shape[axis])
     return argsort(a, axis=axis, order=order)
+
+
+def _not_in_place(name, inplace):
+    if inplace:
+        raise FgradTypeError(f"{name}: fgrad arrays are immutable and cannot be changed in "
+                             f"place", hint=f"call {name}(..., inplace=False) and use its "
+                                            f"result")
+
+
+def put(a, ind, v, mode=None, *, inplace=True):
+    """a with the flat positions `ind` set to v (repeated cyclically as NumPy does);
+    pass inplace=False and use the result, as in JAX. mode: 'raise' or None (the
+    positions must be in range; checked when concrete), 'wrap' or 'clip'."""
+    _not_in_place("put", inplace)
+    a = asarray(a)
+    ind = asarray(ind).ravel()
+    n = a.size
+    if mode == "wrap":
+        ind = ufuncs.mod(ind, n)
+    elif mode == "clip":
+        ind = ufuncs.clip(ind, 0, n - 1)
+    elif mode in (None, "raise"):
+        known = concrete_value(ind)
+        if known is not None and np.any((known < -n) | (known >= n)):
+            raise IndexError(f"put: index out of range for an array of size {n}")
+    else:
+        raise ValueError(f"put: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    v = asarray(v).ravel().astype(a.dtype)
+    if v.size == 0 or ind.size == 0:
+        return a
+    if v.size != ind.size:
+        from .editing import resize
+        v = resize(v, ind.size)
+    return a.ravel().at[ind].set(v).reshape(a.shape)
+
+
+def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
+    """arr with values written at `indices` along axis (take_along_axis's inverse);
+    pass inplace=False and use the result, as in JAX."""
+    _not_in_place("put_along_axis", inplace)
+    arr, indices = asarray(arr), asarray(indices)
+    if axis is None:
+        arr, axis = arr.ravel(), 0
+    axis = canonicalize_axis("put_along_axis", axis, arr.ndim, arr.shape)
+    if indices.ndim != arr.ndim:
+        raise ValueError("put_along_axis: indices and arr must have the same number of "
+                         "dimensions")
+    shape = broadcast_arrays(indices, asarray(values))[0].shape
+    index = []
+    for d in range(arr.ndim):
+        if d == axis:
+            index.append(broadcast_to(indices, shape))
+        else:
+            iota = np.arange(arr.shape[d] if shape[d] != 1 or arr.shape[d] == 1 else 1)
+            iota = iota.reshape([-1 if k == d else 1 for k in range(arr.ndim)])
+            index.append(broadcast_to(asarray(iota.astype(np.int32)), shape))
+    values = broadcast_to(asarray(values).astype(arr.dtype), shape)
+    return arr.at[tuple(index)].set(values)
