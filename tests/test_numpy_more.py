@@ -710,3 +710,22 @@ def test_put_and_put_along_axis():
         fnp.put(a, [12], 1.0, inplace=False)
     grads(lambda a, v: fnp.put_along_axis(a, np.array([[1], [0], [3]]), v, 1, inplace=False),
           a, np.array([[1.0], [2.0], [3.0]]))
+
+
+# ----------------------------------------------------------------------------
+# the namespace: everything of NumPy's is present or listed as left out
+
+def test_numpy_namespace_coverage():
+    import pathlib
+    import numpy_names
+    gone = numpy_names.missing(np, fnp)
+    assert not gone, (f"NumPy names neither in fgrad.numpy nor listed as left out in "
+                      f"tests/numpy_names.py: {gone}")
+    now_present = sorted(n for n in numpy_names.left_out_names() if hasattr(fnp, n))
+    assert not now_present, (f"fgrad.numpy now has {now_present}: remove them from "
+                             f"tests/numpy_names.py and run `python tests/numpy_names.py` "
+                             f"to update README.md")
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert numpy_names.readme_block() in readme, (
+        "README.md's list of NumPy names left out is stale: run "
+        "`python tests/numpy_names.py`")
