@@ -43,8 +43,9 @@ mgrid, ogrid = _index_tricks.mgrid, _index_tricks.ogrid
 errstate = _errstate.errstate
 vectorize = _editing.vectorize
 # NumPy 2's Array API spellings of existing functions
-acos, acosh, asin, asinh = arccos, arccosh, arcsin, arcsinh  # noqa: F821
-atan, atan2, atanh, pow = arctan, arctan2, arctanh, power  # noqa: F821,A001
+acos, acosh, asin, asinh = _ufuncs.arccos, _ufuncs.arccosh, _ufuncs.arcsin, _ufuncs.arcsinh
+atan, atan2, atanh = _ufuncs.arctan, _ufuncs.arctan2, _ufuncs.arctanh
+pow = _ufuncs.power  # noqa: A001
 # printing goes through NumPy, so NumPy's print options apply to fgrad arrays
 printoptions, set_printoptions = _np.printoptions, _np.set_printoptions
 get_printoptions = _np.get_printoptions

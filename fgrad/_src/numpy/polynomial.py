@@ -7,11 +7,13 @@ differentiates, batches and compiles. polyfit solves its least-squares problem
 with a QR factorisation (modified Gram-Schmidt, applied twice) of the column-
 scaled Vandermonde matrix, as NumPy scales its columns before lstsq; a
 rank-deficient fit gives inf/NaN rather than NumPy's minimum-norm answer.
+convolve/correlate shift and add over the shorter input's taps.
 `roots` (eigenvalues of the companion matrix) runs NumPy on concrete
 coefficients and needs complex results for complex roots: see its docstring.
 """
 import numpy as np
 
+from .. import lax
 from ..core import Array, Tracer
 from ..errors import ConcretizationError, FgradTypeError
 from . import reductions, ufuncs
@@ -290,15 +292,27 @@ def trim_zeros(filt, trim="fb", axis=None):
 _MODES = ("full", "same", "valid")
 
 
+_UNROLL = 128   # kernels up to this many taps: one static slice per tap
+
+
 def _convolve(a, v, mode):
-    """full/same/valid convolution of 1-d a and v with len(a) >= len(v), as a
-    matrix of sliding windows of a (zero-padded) times v reversed: memory
-    O((len(a) + len(v))·len(v))."""
+    """full/same/valid convolution of 1-d a and v with len(a) >= len(v), by shift and
+    add over v's taps (static slices up to _UNROLL taps, a fori_loop of dynamic
+    slices beyond): work O((len(a) + len(v))·len(v)), memory O(len(a) + len(v))."""
     n, m = a.shape[0], v.shape[0]
     pad = zeros(m - 1, a.dtype)
     ap = concatenate([pad, a, pad])
-    idx = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]
-    full = ap[Array(idx.astype(np.int32), False)] @ flip(v, 0)
+    length = n + m - 1
+    taps = flip(v, 0)
+    if m <= _UNROLL:
+        full = taps[0] * ap[:length]
+        for j in range(1, m):
+            full = full + taps[j] * ap[j:j + length]
+    else:
+        def add_tap(j, acc):
+            return acc + lax.dynamic_index_in_dim(taps, j, 0, False) * \
+                lax.dynamic_slice_in_dim(ap, j, length)
+        full = lax.fori_loop(0, m, add_tap, zeros(length, a.dtype))
     if mode == "full":
         return full
     if mode == "same":
