@@ -729,3 +729,13 @@ def test_numpy_namespace_coverage():
     assert numpy_names.readme_block() in readme, (
         "README.md's list of NumPy names left out is stale: run "
         "`python tests/numpy_names.py`")
+
+
+def test_convolve_long_kernels_loop(rng):
+    """Kernels longer than 128 taps run as a fori_loop over the taps."""
+    a, v = rng.normal(size=140), rng.normal(size=130)
+    for mode in ("full", "same", "valid"):
+        close(fnp.convolve(a, v, mode), np.convolve(a, v, mode))
+        close(fnp.correlate(v, a, mode), np.correlate(v, a, mode))
+    grads(lambda a, v: fnp.convolve(a, v, "valid"), a, v)
+    jit_and_vmap(lambda a, v: fnp.correlate(a, v, "same"), a, v)
