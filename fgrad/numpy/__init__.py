@@ -2,7 +2,8 @@
 
 Functions keep NumPy's names, signatures and semantics (broadcasting,
 axis/keepdims, indexing), with JAX's dtype rules: Python scalars are weakly
-typed, float32 stays float32, and creation functions default to float32/int32.
+typed, float32 stays float32, and creation functions default to float32/int32
+(the float default can be float64: fgrad.default_float, config.default_float).
 Arrays are immutable: use `x.at[idx].set(v)` instead of `x[idx] = v`.
 """
 import numpy as _np
@@ -38,8 +39,8 @@ for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting
 for _m in (_statistics, _polynomial, _index_tricks, _histograms, _setops, _calculus,
            _selection, _errstate, _editing, _extras):
     globals().update(_export(_m))
-r_, c_, s_, index_exp = _index_tricks.r_, _index_tricks.c_, _index_tricks.s_, _index_tricks.index_exp
-mgrid, ogrid = _index_tricks.mgrid, _index_tricks.ogrid
+r_, c_, mgrid, ogrid = _index_tricks.r_, _index_tricks.c_, _index_tricks.mgrid, _index_tricks.ogrid
+s_, index_exp = _index_tricks.s_, _index_tricks.index_exp
 errstate = _errstate.errstate
 vectorize = _editing.vectorize
 # NumPy 2's Array API spellings of existing functions
