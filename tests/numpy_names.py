@@ -38,10 +38,6 @@ LEFT_OUT = {
         "isfortran", "little_endian", "may_share_memory", "min_scalar_type", "mintypecode",
         "ndenumerate", "ndindex", "nditer", "nested_iters", "require", "sctypeDict",
         "setbufsize", "shares_memory", "typecodes", "typename", "ufunc"],
-    "Integer bit packing (not implemented yet; no derivative to offer)": [
-        "packbits", "unpackbits"],
-    "Index masks from a function of a matrix (use `tril_indices`/`triu_indices`)": [
-        "mask_indices"],
     "NumPy's own subpackages and tooling (`fgrad.random` has explicit keys instead of "
     "`numpy.random`'s global state)": [
         "core", "ctypeslib", "dtypes", "emath", "exceptions", "f2py", "get_include", "info",

@@ -739,3 +739,19 @@ def test_convolve_long_kernels_loop(rng):
         close(fnp.correlate(v, a, mode), np.correlate(v, a, mode))
     grads(lambda a, v: fnp.convolve(a, v, "valid"), a, v)
     jit_and_vmap(lambda a, v: fnp.correlate(a, v, "same"), a, v)
+
+
+@pytest.mark.parametrize("bitorder", ["big", "little"])
+def test_packbits_unpackbits_mask_indices(rng, bitorder):
+    a = rng.integers(0, 2, size=(3, 11)).astype(bool)
+    for axis in (None, 0, 1):
+        packed = np.packbits(a, axis, bitorder)
+        np.testing.assert_array_equal(fnp.packbits(a, axis, bitorder), packed)
+        for count in (None, 5, -3):
+            np.testing.assert_array_equal(fnp.unpackbits(packed, axis, count, bitorder),
+                                          np.unpackbits(packed, axis, count, bitorder))
+    np.testing.assert_array_equal(fnp.unpackbits(np.packbits(a, 1), 1, 30),
+                                  np.unpackbits(np.packbits(a, 1), 1, 30))
+    np.testing.assert_array_equal(fgrad.jit(fnp.packbits)(a), np.packbits(a))
+    for got, want in zip(fnp.mask_indices(3, fnp.triu, 1), np.mask_indices(3, np.triu, 1)):
+        np.testing.assert_array_equal(got, want)

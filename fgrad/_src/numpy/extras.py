@@ -2,7 +2,8 @@
 nextafter, spacing), gcd and lcm, geomspace, window functions (bartlett,
 blackman, hamming, hanning), predicates and conversions (isscalar, iterable,
 isdtype, can_cast, array_equiv, asanyarray, ascontiguousarray, asfortranarray,
-asarray_chkfinite) and printing (array2string, array_repr, array_str).
+asarray_chkfinite), printing (array2string, array_repr, array_str) and bit packing
+(packbits, unpackbits).
 """
 import numpy as np
 
@@ -13,7 +14,7 @@ from . import reductions, ufuncs
 from .concrete import concrete_value
 from .creation import linspace
 from .shape import broadcast_shapes
-from .util import asarray, promote, promote_inexact, to_inexact
+from .util import asarray, canonicalize_axis, promote, promote_inexact, to_inexact
 
 _UINTS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -252,3 +253,51 @@ def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
 
 def array_str(a, max_line_width=None, precision=None, suppress_small=None):
     return np.array_str(_host(a), max_line_width, precision, suppress_small)
+
+
+def _bit_weights(bitorder, dtype):
+    if bitorder not in ("big", "little"):
+        raise ValueError(f"bitorder must be 'big' or 'little', got {bitorder!r}")
+    weights = 1 << np.arange(8)
+    return Array((weights[::-1] if bitorder == "big" else weights).astype(dtype), False)
+
+
+def packbits(a, axis=None, bitorder="big"):
+    """The truth values of a (nonzero elements) packed 8 to a uint8 along axis
+    (flattened when None), zero-padded to a multiple of 8."""
+    from .shape import moveaxis, pad
+    a = asarray(a)
+    if a.dtype.kind not in "iub":
+        raise FgradTypeError(f"packbits: a must hold integers or booleans, got {a.dtype}")
+    if axis is None:
+        a, axis = a.ravel(), 0
+    axis = canonicalize_axis("packbits", axis, a.ndim, a.shape)
+    bits = moveaxis((a != 0).astype(np.uint8), axis, -1)
+    n = bits.shape[-1]
+    bits = pad(bits, [(0, 0)] * (bits.ndim - 1) + [(0, -n % 8)])
+    groups = bits.reshape(tuple(bits.shape[:-1]) + (-(-n // 8), 8))
+    packed = reductions.sum(groups * _bit_weights(bitorder, np.uint8), axis=-1,
+                            dtype=np.uint8)
+    return moveaxis(packed, -1, axis)
+
+
+def unpackbits(a, axis=None, count=None, bitorder="big"):
+    """The bits of the uint8 array a as uint8 0/1 values, 8 per element along axis
+    (flattened when None); count keeps that many (negative: drops that many)."""
+    from .shape import moveaxis, pad
+    a = asarray(a)
+    if a.dtype != np.uint8:
+        raise FgradTypeError(f"unpackbits: a must be uint8, got {a.dtype}")
+    if axis is None:
+        a, axis = a.ravel(), 0
+    axis = canonicalize_axis("unpackbits", axis, a.ndim, a.shape)
+    moved = moveaxis(a, axis, -1)
+    weights = _bit_weights(bitorder, np.uint8)
+    bits = ((moved[..., None] & weights) != 0).astype(np.uint8)
+    bits = bits.reshape(tuple(moved.shape[:-1]) + (moved.shape[-1] * 8,))
+    if count is not None:
+        total = bits.shape[-1]
+        keep = count if count >= 0 else max(total + count, 0)
+        bits = bits[..., :keep] if keep <= total else pad(
+            bits, [(0, 0)] * (bits.ndim - 1) + [(0, keep - total)])
+    return moveaxis(bits, -1, axis)

@@ -1,5 +1,5 @@
 """Index helpers: r_, c_, s_, index_exp, mgrid, ogrid, diag_indices_from,
-tril_indices_from, triu_indices_from, fill_diagonal.
+tril_indices_from, triu_indices_from, mask_indices, fill_diagonal.
 
 r_ and c_ concatenate fgrad values (traced or not), so they differentiate,
 batch and compile; slices in them are static ranges. s_ and index_exp build
@@ -166,3 +166,13 @@ def fill_diagonal(a, val, wrap=False, *, inplace=True):
     reps = -(-n // val.size)
     val = concatenate([val] * reps)[:n] if reps > 1 or val.size != n else val
     return a.at[tuple(Array(i.astype(np.int32), False) for i in index)].set(val)
+
+
+def mask_indices(n, mask_func, k=0):
+    """The indices where mask_func(ones((n, n)), k) is nonzero (e.g. triu, tril)."""
+    from .concrete import concrete_value
+    mask = concrete_value(asarray(mask_func(Array(np.ones((int(n), int(n)), np.int32),
+                                                  False), k)))
+    if mask is None:
+        raise FgradTypeError("mask_indices: mask_func must give concrete values")
+    return tuple(Array(i.astype(np.int32), False) for i in np.nonzero(mask))
