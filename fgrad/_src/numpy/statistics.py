@@ -98,7 +98,7 @@ def _at_positions(s, q, count, method):
     """Values of the sorted rows s (B.., n) at probabilities q (1.., Q), for rows with
     `count` leading non-NaN values (broadcastable to (B.., 1))."""
     last = count - 1
-    if method in _ALPHA_BETA:
+    if method in _ALPHA_BETA and method != "linear":   # linear: q·(n-1), as NumPy
         alpha, beta = _ALPHA_BETA[method]
         pos = count * q + alpha + q * (1 - alpha - beta) - 1
     else:
@@ -198,11 +198,12 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     """var over the non-NaN values."""
     a = asarray(a)
     keep = _not_nan(a) if where is None else ufuncs.logical_and(_not_nan(a), where)
-    out = reductions.var(_nan_free(a), axis, dtype, ddof=ddof, keepdims=keepdims,
-                         where=keep, mean=mean, correction=correction)
+    _unsupported("nanvar", out, None)
+    result = reductions.var(_nan_free(a), axis, dtype, ddof=ddof, keepdims=keepdims,
+                            where=keep, mean=mean, correction=correction)
     dof = reductions.sum(keep, axis, keepdims=keepdims) - (ddof if correction is None
                                                            else correction)
-    return ufuncs.where(dof <= 0, np.nan, out)   # too few values: NaN, as NumPy
+    return ufuncs.where(dof <= 0, np.nan, result)   # too few values: NaN, as NumPy
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -212,7 +213,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
                               correction=correction))
 
 
-def _nan_arg(name, fn, fill, a, axis, keepdims):
+def _nan_arg(fn, fill, a, axis, keepdims):
     a = asarray(a)
     if a.dtype.kind != "f":
         return fn(a, axis, keepdims=keepdims)
@@ -223,12 +224,12 @@ def _nan_arg(name, fn, fill, a, axis, keepdims):
 
 def nanargmax(a, axis=None, out=None, *, keepdims=False):
     """argmax ignoring NaNs; -1 for an all-NaN slice (NumPy raises there)."""
-    return _nan_arg("nanargmax", reductions.argmax, -np.inf, a, axis, keepdims)
+    return _nan_arg(reductions.argmax, -np.inf, a, axis, keepdims)
 
 
 def nanargmin(a, axis=None, out=None, *, keepdims=False):
     """argmin ignoring NaNs; -1 for an all-NaN slice (NumPy raises there)."""
-    return _nan_arg("nanargmin", reductions.argmin, np.inf, a, axis, keepdims)
+    return _nan_arg(reductions.argmin, np.inf, a, axis, keepdims)
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):
@@ -265,7 +266,6 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         if not rowvar and y.shape[0] != 1:
             y = y.T
         x = concatenate([x, y], axis=0)
-    x, = promote_inexact(x)
     if dtype is not None:
         x = x.astype(dtype)
     if ddof is None:
@@ -292,7 +292,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             norm = w_sum - ddof * reductions.sum(w * aw) / w_sum
         xc = x - avg[:, None]
         c = (xc * w) @ xc.T / norm
-    return c.reshape(()) if c.shape == (1, 1) and m.ndim < 2 and y is None else c
+    return c.reshape(()) if c.shape == (1, 1) else c     # NumPy squeezes one variable
 
 
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):
