@@ -755,3 +755,45 @@ def test_packbits_unpackbits_mask_indices(rng, bitorder):
     np.testing.assert_array_equal(fgrad.jit(fnp.packbits)(a), np.packbits(a))
     for got, want in zip(fnp.mask_indices(3, fnp.triu, 1), np.mask_indices(3, np.triu, 1)):
         np.testing.assert_array_equal(got, want)
+
+
+# ----------------------------------------------------------------------------
+# derivatives, jit and vmap of the remaining differentiable functions
+
+X6 = np.array([0.3, -1.2, 2.5, 0.7, -0.4, 1.9])
+SWEEP = {
+    "nancumsum": lambda x: fnp.nancumsum(fnp.where(x > 2, np.nan, x)),
+    "nancumprod": lambda x: fnp.nancumprod(fnp.where(x > 2, np.nan, x)),
+    "histogram2d_weights": lambda w: fnp.histogram2d(X6, X6[::-1], bins=3, weights=w,
+                                                     density=True)[0],
+    "histogramdd_weights": lambda w: fnp.histogramdd(np.stack([X6, X6 ** 2], 1), bins=2,
+                                                     weights=w)[0],
+    "intersect1d": lambda x: fnp.intersect1d(x, x[:3], size=3),
+    "setdiff1d": lambda x: fnp.setdiff1d(x, x[:2], size=4),
+    "setxor1d": lambda x: fnp.setxor1d(x[:4], x[2:], size=4),
+    "ediff1d": lambda x: fnp.ediff1d(x, to_begin=x[:1]),
+    "append": lambda x: fnp.append(x, x[:2] * 3),
+    "resize": lambda x: fnp.resize(x, (4, 4)),
+    "r_": lambda x: fnp.r_[x[:2], 0.5, x],
+    "polyint": lambda x: fnp.polyint(x, 2, k=[1.0, 2.0]),
+    "polymul": lambda x: fnp.polymul(x[:3], x[3:]),
+    "poly": lambda x: fnp.poly(x[:4]),
+    "percentile": lambda x: fnp.percentile(x, 37.0, method="hazen"),
+    "quantile_weibull": lambda x: fnp.quantile(x, np.array([0.15, 0.6]), method="weibull"),
+    "nanmedian": lambda x: fnp.nanmedian(fnp.where(x > 2, np.nan, x)),
+    "cov_fweights": lambda x: fnp.cov(x.reshape(2, 3), fweights=np.array([1, 2, 1])),
+    "interp_period": lambda x: fnp.interp(x, np.array([0.0, 1.0, 2.0]),
+                                          np.array([1.0, -1.0, 2.0]), period=3.0),
+    "gradient": lambda x: fnp.gradient(x, 0.5, edge_order=2),
+    "unique_counts": lambda x: fnp.unique_counts(x, size=6).values,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWEEP))
+def test_grads_jit_vmap_sweep(name):
+    f = SWEEP[name]
+    grads(f, X6)
+    close(fgrad.jit(f)(X6), f(X6))
+    batch = np.stack([X6, X6 * 0.75 - 0.1])
+    for got, x in zip(fgrad.vmap(f)(batch), batch):
+        close(got, f(x))

@@ -32,7 +32,8 @@ def _vector(name, p):
 
 
 def polyval(p, x, *, unroll=None):
-    """p[0]·x^(n-1) + ... + p[n-1] by Horner's rule (x of any shape)."""
+    """p[0]·x^(n-1) + ... + p[n-1] by Horner's rule (x of any shape; `unroll` is
+    accepted for JAX compatibility: the loop is always unrolled)."""
     p = _vector("polyval", p)
     p, x = promote(p, x)
     y = zeros(tuple(x.shape), p.dtype)
