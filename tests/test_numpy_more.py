@@ -396,8 +396,27 @@ def test_unique_size_fill_and_jit():
     np.testing.assert_array_equal(counts, [2, 1, 1, 0])
     with pytest.raises(fgrad.ConcretizationError, match="needs `size=`"):
         fgrad.jit(fnp.unique)(a)
-    with pytest.raises(fgrad.FgradTypeError, match="axis=1 is not supported"):
-        fnp.unique(a, axis=1)
+
+
+def test_unique_along_an_axis(rng):
+    a = rng.integers(0, 2, size=(7, 3)).astype(float)
+    for axis in (0, 1, -1):
+        got = fnp.unique(a, axis=axis, return_index=True, return_inverse=True,
+                         return_counts=True)
+        want = np.unique(a, axis=axis, return_index=True, return_inverse=True,
+                         return_counts=True)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+    b = rng.integers(0, 2, size=(2, 5, 2))
+    for axis in (0, 1, 2):
+        for g, w in zip(fnp.unique(b, axis=axis, return_inverse=True),
+                        np.unique(b, axis=axis, return_inverse=True)):
+            np.testing.assert_array_equal(g, w)
+    rows = fgrad.jit(lambda a: fnp.unique(a, axis=0, size=6, fill_value=-1.0))(a)
+    close(rows, np.concatenate([np.unique(a, axis=0),
+                                -np.ones((6 - len(np.unique(a, axis=0)), 3))]))
+    x = rng.normal(size=(4, 2))
+    grads(lambda x: fnp.unique(x, axis=0, size=4), x)
 
 
 def test_set_operations_match_numpy(rng):

@@ -6,8 +6,8 @@ How many distinct values there are depends on the data, so under jit (or vmap)
 these functions need `size=`: the result then has exactly `size` entries, the
 missing ones filled with `fill_value` (default: the smallest value found), as in
 JAX. Eagerly, without size=, the size is read from the values. Results are
-gathers of the input, so they differentiate with respect to it.
-Only axis=None (the flattened array) is supported.
+gathers of the input, so they differentiate with respect to it. unique also
+takes axis= (distinct slices); the set operations work on flattened arrays.
 """
 from typing import NamedTuple
 
@@ -19,9 +19,10 @@ from ..errors import ConcretizationError, FgradTypeError
 from . import reductions, ufuncs
 from .concrete import concrete_value
 from .creation import zeros
-from .shape import concatenate
+from .editing import lexsort
+from .shape import concatenate, moveaxis
 from .sorting import argsort
-from .util import asarray
+from .util import asarray, canonicalize_axis
 
 
 class UniqueAllResult(NamedTuple):
@@ -62,11 +63,16 @@ def _size(name, count, size, traced_what):
 
 
 def _unique_sorted(name, flat, size, fill_value, equal_nan=True, valid=None):
-    """The distinct values of the 1-d `flat` (those where `valid`), sorted, padded to
-    `size`; also the permutation, group of each sorted element, first positions and
-    validity masks that the other results are read from."""
+    """The distinct values of the 1-d `flat` (those where `valid`), or the distinct
+    rows of the 2-d `flat` (in lexicographic order), sorted, padded to `size`; also the
+    permutation, group of each sorted element, first positions and validity masks
+    that the other results are read from."""
     n = flat.shape[0]
-    perm = argsort(flat)
+    if flat.ndim == 1:
+        perm = argsort(flat)
+    else:   # rows: the first column is the primary key
+        perm = lexsort([flat[:, j] for j in reversed(range(flat.shape[1]))]) \
+            if flat.shape[1] else _iota(n)
     if valid is not None:          # chosen elements first, each part still sorted
         perm = perm[argsort(ufuncs.logical_not(valid)[perm].astype(dtypes.int32))]
     s = flat[perm]
@@ -76,6 +82,8 @@ def _unique_sorted(name, flat, size, fill_value, equal_nan=True, valid=None):
         if equal_nan and s.dtype.kind == "f":
             both_nan = ufuncs.logical_and(ufuncs.isnan(s[1:]), ufuncs.isnan(s[:-1]))
             differs = ufuncs.logical_and(differs, ufuncs.logical_not(both_nan))
+        if flat.ndim == 2:
+            differs = reductions.any(differs, axis=1)
         is_new = concatenate([Array(np.ones(1, bool), False), differs])
     else:
         is_new = Array(np.zeros(0, bool), False)
@@ -88,36 +96,45 @@ def _unique_sorted(name, flat, size, fill_value, equal_nan=True, valid=None):
     first = zeros(size + 1, dtypes.int32).at[ufuncs.where(is_new, group, size)].set(_iota(n))
     first = first[:size]
     present = _iota(size) < count
-    values = s[first] if n else zeros(size, flat.dtype)
+    values = s[first] if n else zeros((size,) + tuple(flat.shape[1:]), flat.dtype)
     fill = values[0] if fill_value is None and n else (0 if fill_value is None else fill_value)
-    values = ufuncs.where(present, values, asarray(fill).astype(flat.dtype))
+    mask = present if flat.ndim == 1 else present[:, None]
+    values = ufuncs.where(mask, values, asarray(fill).astype(flat.dtype))
     return values, dict(perm=perm, group=group, first=first, present=present, n=n,
                         size=size, chosen=chosen)
 
 
-def _flatten(name, ar, axis):
+def _keys(ar, axis):
+    """ar flattened (axis None), or its slices along axis as the rows of a 2-d array."""
     ar = asarray(ar)
-    if axis is not None and not (ar.ndim == 1 and axis in (0, -1)):
-        raise FgradTypeError(f"{name}: axis={axis!r} is not supported",
-                             hint="only axis=None (the flattened array) is implemented")
-    return ar, ar.ravel()
+    if axis is None:
+        return ar, ar.ravel()
+    if ar.ndim == 0:
+        raise FgradTypeError(f"unique: axis {axis} is out of bounds for a 0-d array")
+    axis = canonicalize_axis("unique", axis, ar.ndim, ar.shape)
+    moved = moveaxis(ar, axis, 0)
+    return moved, moved.reshape((moved.shape[0], -1)) if ar.ndim > 1 else moved
 
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
            *, equal_nan=True, sorted=True, size=None, fill_value=None):
-    """The sorted distinct values of `ar` (flattened); with return_index /
-    return_inverse / return_counts also the first positions, the positions of each
-    element among the distinct values (shaped like `ar`) and the counts. size= (needed
+    """The sorted distinct values of `ar` (flattened; with axis, the distinct slices
+    along that axis, in lexicographic order); with return_index / return_inverse /
+    return_counts also the first positions, the positions of each element among the
+    distinct values (shaped like `ar` for axis=None) and the counts. size= (needed
     under jit) pads with fill_value; padded counts are 0 and padded indices 0."""
-    ar, flat = _flatten("unique", ar, axis)
+    moved, flat = _keys(ar, axis)
     values, info = _unique_sorted("unique", flat, size, fill_value, equal_nan)
+    if axis is not None:
+        values = moveaxis(values.reshape((info["size"],) + tuple(moved.shape[1:])), 0,
+                          canonicalize_axis("unique", axis, asarray(ar).ndim))
     out = [values]
     if return_index:
         out.append(ufuncs.where(info["present"], info["perm"][info["first"]], 0)
                    if info["n"] else zeros(info["size"], dtypes.int32))
     if return_inverse:
         inverse = zeros(info["n"], dtypes.int32).at[info["perm"]].set(info["group"])
-        out.append(inverse.reshape(ar.shape))
+        out.append(inverse.reshape(moved.shape) if axis is None else inverse)
     if return_counts:
         counts = zeros(info["size"] + 1, dtypes.int32).at[info["group"]].add(1)
         out.append(counts[:info["size"]])
