@@ -12,16 +12,6 @@ from fgrad._src.numpy import (creation as _creation, indexing as _indexing,  # n
                               linalg as _linalg, reductions as _reductions, shape as _shape,
                               ufuncs as _ufuncs, util as _util)
 from fgrad._src.numpy import sorting as _sorting  # noqa: E402
-from fgrad._src.numpy import statistics as _statistics  # noqa: E402
-from fgrad._src.numpy import polynomial as _polynomial  # noqa: E402
-from fgrad._src.numpy import index_tricks as _index_tricks  # noqa: E402
-from fgrad._src.numpy import histograms as _histograms  # noqa: E402
-from fgrad._src.numpy import setops as _setops  # noqa: E402
-from fgrad._src.numpy import calculus as _calculus  # noqa: E402
-from fgrad._src.numpy import selection as _selection  # noqa: E402
-from fgrad._src.numpy import errstate as _errstate  # noqa: E402
-from fgrad._src.numpy import editing as _editing  # noqa: E402
-from fgrad._src.numpy import extras as _extras  # noqa: E402
 
 
 def _export(module):
@@ -36,20 +26,6 @@ def _export(module):
 
 for _m in (_ufuncs, _reductions, _shape, _linalg, _indexing, _creation, _sorting):
     globals().update(_export(_m))
-for _m in (_statistics, _polynomial, _index_tricks, _histograms, _setops, _calculus,
-           _selection, _errstate, _editing, _extras):
-    globals().update(_export(_m))
-r_, c_, mgrid, ogrid = _index_tricks.r_, _index_tricks.c_, _index_tricks.mgrid, _index_tricks.ogrid
-s_, index_exp = _index_tricks.s_, _index_tricks.index_exp
-errstate = _errstate.errstate
-vectorize = _editing.vectorize
-# NumPy 2's Array API spellings of existing functions
-acos, acosh, asin, asinh = _ufuncs.arccos, _ufuncs.arccosh, _ufuncs.arcsin, _ufuncs.arcsinh
-atan, atan2, atanh = _ufuncs.arctan, _ufuncs.arctan2, _ufuncs.arctanh
-pow = _ufuncs.power  # noqa: A001
-# printing goes through NumPy, so NumPy's print options apply to fgrad arrays
-printoptions, set_printoptions = _np.printoptions, _np.set_printoptions
-get_printoptions = _np.get_printoptions
 del _m
 globals().pop("getitem")  # x[idx], not a NumPy function
 
@@ -69,6 +45,33 @@ issubdtype = _np.issubdtype
 generic, number, integer, signedinteger, unsignedinteger = (
     _np.generic, _np.number, _np.integer, _np.signedinteger, _np.unsignedinteger)
 inexact, floating = _np.inexact, _np.floating
+
+# constants
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+newaxis = None
+
+# issue 17: more of NumPy's namespace, each module exporting its public functions
+from fgrad._src.numpy import (calculus as _calculus, editing as _editing,  # noqa: E402
+                              errstate as _errstate, extras as _extras,
+                              histograms as _histograms, index_tricks as _index_tricks,
+                              polynomial as _polynomial, selection as _selection,
+                              setops as _setops, statistics as _statistics)
+
+for _module in (_statistics, _polynomial, _index_tricks, _histograms, _setops, _calculus,
+                _selection, _errstate, _editing, _extras):
+    globals().update(_export(_module))
+del _module
+r_, c_, mgrid, ogrid = _index_tricks.r_, _index_tricks.c_, _index_tricks.mgrid, _index_tricks.ogrid
+s_, index_exp = _index_tricks.s_, _index_tricks.index_exp
+errstate = _errstate.errstate
+vectorize = _editing.vectorize
+# NumPy 2's Array API spellings of existing functions
+acos, acosh, asin, asinh = _ufuncs.arccos, _ufuncs.arccosh, _ufuncs.arcsin, _ufuncs.arcsinh
+atan, atan2, atanh = _ufuncs.arctan, _ufuncs.arctan2, _ufuncs.arctanh
+pow = _ufuncs.power  # noqa: A001
+# printing goes through NumPy, so NumPy's print options apply to fgrad arrays
+printoptions, set_printoptions = _np.printoptions, _np.set_printoptions
+get_printoptions = _np.get_printoptions
 # NumPy's C-style names for the same types (a dtype the user passes is kept)
 half, single, double = _np.half, _np.single, _np.double
 byte, short, intc, longlong, long = _np.byte, _np.short, _np.intc, _np.longlong, _np.long
@@ -76,9 +79,5 @@ ubyte, ushort, uintc, ulonglong, ulong = (_np.ubyte, _np.ushort, _np.uintc, _np.
                                           _np.ulong)
 int_, uint, intp, uintp = _np.int_, _np.uint, _np.intp, _np.uintp
 True_, False_ = _np.True_, _np.False_
-
-# constants
-pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
-newaxis = None
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))

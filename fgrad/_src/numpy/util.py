@@ -17,8 +17,7 @@ def is_py_scalar(x):
 
 def asarray(x, dtype=None):
     """An fgrad value for x: tracers and Arrays as they are, Python scalars weakly
-    typed, lists/NumPy arrays converted (Python lists default to the default float
-    and int32).
+    typed, lists/NumPy arrays converted (Python lists default to float32/int32).
     A NumPy array is copied: the Array must not change when its owner writes
     into it later (and a view or a traced constant of it would)."""
     if dtype is not None:
@@ -54,8 +53,7 @@ def _has_traced(e):
 
 
 def _default_for(np_dtype):
-    """NumPy's 64-bit defaults for Python lists become fgrad's defaults (int32 and the
-    default float)."""
+    """NumPy's 64-bit defaults for Python lists become fgrad's 32-bit defaults."""
     if np_dtype == np.float64:
         return dtypes.default_float
     if np_dtype == np.int64:
@@ -132,7 +130,7 @@ def result_dtype(*args):
 
 
 def to_inexact(x):
-    """x as an fgrad value of a floating dtype (ints and bools become the default float)."""
+    """x as an fgrad value of a floating dtype (ints and bools become float32)."""
     x = asarray(x)
     if x.dtype.kind != "f":
         return lax.convert_element_type(x, dtypes.default_float, is_weak(x))
