@@ -259,26 +259,25 @@ def _check_tangents(fname, primals, tangents):
                         f"structure, got {p_tree} and {t_tree}")
     p_leaves = _as_arrays(p_leaves, f"jvp of {fname}")
     t_leaves = _as_arrays(t_leaves, f"jvp of {fname}")
-    ps, ts = [], []
-    for p, t in zip(p_leaves, t_leaves):
+    out = []
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         pa, ta = get_aval(p), get_aval(t)
         if pa.shape != ta.shape:
             raise TypeError(f"jvp of {fname}: a tangent has shape {ta.shape} but its primal "
                             f"has shape {pa.shape}")
         if pa.dtype.kind != "f":
-            ps.append(p)
-            ts.append(None)  # integer inputs have no tangent
+            out.append(None)  # integer inputs have no tangent
             continue
-        if ta.dtype != pa.dtype and not ta.weak_type:
-            if not (pa.weak_type and ta.dtype.kind == "f"):
-                raise TypeError(f"jvp of {fname}: a tangent has dtype {ta.dtype} but its "
-                                f"primal has dtype {pa.dtype}; they must match")
-            p = _convert(p, ta.dtype)
+        widen = ta.dtype != pa.dtype and pa.weak_type and ta.dtype.kind == "f"
+        if ta.dtype != pa.dtype and not ta.weak_type and not widen:
+            raise TypeError(f"jvp of {fname}: a tangent has dtype {ta.dtype} but its primal "
+                            f"has dtype {pa.dtype}; they must match")
+        if widen and not ta.weak_type:
+            p_leaves[i] = _convert(p, ta.dtype)     # a Python float takes its dtype
         elif ta.dtype != pa.dtype:
             t = _convert(t, pa.dtype)
-        ps.append(p)
-        ts.append(t)
-    return ps, ts, p_tree
+        out.append(t)
+    return p_leaves, out, p_tree
 
 
 @api_boundary
