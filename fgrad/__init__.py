@@ -4,9 +4,12 @@ from fgrad._src.api import (ShapeDtypeStruct, grad, jvp, linear_transpose, linea
 from fgrad._src.checkpoint import checkpoint, remat  # noqa: F401
 from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
+from fgrad._src.default_float import default_float  # noqa: F401
 from fgrad._src.cpu.disk_cache import clear as clear_disk_cache  # noqa: F401
 from fgrad._src.cpu.disk_cache import info as disk_cache_info  # noqa: F401
 from fgrad._src.gpu.devices import Device, device_put, devices  # noqa: F401
+from fgrad._src.gpu.devices import (default_backend, device_count,  # noqa: F401
+                                    local_device_count)
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from fgrad._src.jit.api import jit  # noqa: F401

@@ -9,6 +9,7 @@ from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
 from .debug.tracebacks import api_boundary
 from .jaxpr import LocatedClosedJaxpr
+from .lax import convert_element_type as _convert
 from .lax import stop_gradient as _stop_gradient_array, zeros, zeros_like
 from .partial_eval import trace_to_jaxpr
 
@@ -180,21 +181,32 @@ def _check_scalar_output(fname, out):
 
 @api_boundary
 def vjp(fun, *primals, has_aux=False):
-    """(out, pullback) or (out, pullback, aux); pullback(ct) returns one cotangent per primal."""
+    """(out, pullback) or (out, pullback, aux); pullback(ct) returns one cotangent per primal.
+
+    A cotangent may be wider than a weakly typed output (a float64 cotangent for the
+    output of f(5.0)): the pullback then linearizes f again with the weakly typed
+    primals in the cotangent's dtype, so float64 cotangents give float64 precision."""
     what = f"vjp of {_name(fun)}"
     flat, in_tree = tree_util.flatten(list(primals))
     flat = _as_arrays(flat, what)
     flat_fun = _FlatFun(fun, in_tree, what, has_aux)
     outs, lin = linearize_flat(flat_fun, flat, what)
+    widened = {}  # dtype -> (outputs, LinearFunction) with weak primals in that dtype
 
     @api_boundary
     def pullback(ct):
         ct_leaves = flat_fun.cotangent_leaves(ct)
-        for c, o in zip(ct_leaves, outs):
-            if tuple(c.shape) != tuple(o.shape):
-                raise TypeError(f"{what}: cotangent shape {tuple(c.shape)} does not match the "
-                                f"output's shape {tuple(o.shape)}")
-        cts = lin.transpose(ct_leaves)
+        target = _cotangent_dtype(what, ct_leaves, outs)
+        lin_now, outs_now = lin, outs
+        if target is not None and any(_is_weak_float(x) for x in flat):
+            if target not in widened:
+                again = _FlatFun(fun, in_tree, what, has_aux)
+                wide = [_convert(x, target) if _is_weak_float(x) else x for x in flat]
+                widened[target] = linearize_flat(again, wide, what)
+            outs_now, lin_now = widened[target]
+        ct_leaves = [c if c.dtype == o.dtype else _convert(c, o.dtype, get_aval(o).weak_type)
+                     for c, o in zip(ct_leaves, outs_now)]
+        cts = lin_now.transpose(ct_leaves)
         cts = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
         return tuple(tree_util.unflatten(in_tree, cts))
 
@@ -204,10 +216,42 @@ def vjp(fun, *primals, has_aux=False):
     return out, pullback
 
 
+def _is_weak_float(x):
+    aval = get_aval(x)
+    return aval.weak_type and aval.dtype.kind == "f"
+
+
+def _cotangent_dtype(what, cts, outs):
+    """Checks cotangents against outputs; returns the float dtype the weakly typed
+    outputs' cotangents ask for, or None when every dtype already matches."""
+    wanted = []
+    for c, o in zip(cts, outs):
+        if tuple(c.shape) != tuple(o.shape):
+            raise TypeError(f"{what}: cotangent shape {tuple(c.shape)} does not match the "
+                            f"output's shape {tuple(o.shape)}")
+        if c.dtype == o.dtype or o.dtype.kind != "f":
+            continue
+        if c.dtype.kind != "f":
+            raise TypeError(f"{what}: a cotangent has dtype {c.dtype} but its output has "
+                            f"dtype {o.dtype}; cotangents of float outputs must be floats")
+        if get_aval(c).weak_type:
+            continue  # a Python float takes the output's dtype
+        if not get_aval(o).weak_type:
+            raise TypeError(f"{what}: a cotangent has dtype {c.dtype} but its output has "
+                            f"dtype {o.dtype}; they must match.\n  hint: pass "
+                            f"ct.astype({str(o.dtype)!r}), or call f on {c.dtype} inputs")
+        wanted.append(c.dtype)
+    return np.result_type(*wanted) if wanted else None
+
+
 # ----------------------------------------------------------------------------
 # Forward mode
 
 def _check_tangents(fname, primals, tangents):
+    """Flat primals and tangents, checked against each other. A weakly typed float
+    primal (a Python float) takes the dtype of a strongly typed float tangent, so
+    jvp(f, (5.0,), (np.float64(1.0),)) runs in float64; a weakly typed tangent takes
+    its primal's dtype."""
     p_leaves, p_tree = tree_util.flatten(primals)
     t_leaves, t_tree = tree_util.flatten(tangents)
     if p_tree != t_tree:
@@ -216,7 +260,7 @@ def _check_tangents(fname, primals, tangents):
     p_leaves = _as_arrays(p_leaves, f"jvp of {fname}")
     t_leaves = _as_arrays(t_leaves, f"jvp of {fname}")
     out = []
-    for p, t in zip(p_leaves, t_leaves):
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         pa, ta = get_aval(p), get_aval(t)
         if pa.shape != ta.shape:
             raise TypeError(f"jvp of {fname}: a tangent has shape {ta.shape} but its primal "
@@ -224,11 +268,14 @@ def _check_tangents(fname, primals, tangents):
         if pa.dtype.kind != "f":
             out.append(None)  # integer inputs have no tangent
             continue
-        if ta.dtype != pa.dtype and not ta.weak_type:
+        widen = ta.dtype != pa.dtype and pa.weak_type and ta.dtype.kind == "f"
+        if ta.dtype != pa.dtype and not ta.weak_type and not widen:
             raise TypeError(f"jvp of {fname}: a tangent has dtype {ta.dtype} but its primal "
                             f"has dtype {pa.dtype}; they must match")
-        if ta.dtype != pa.dtype:
-            t = Array(np.asarray(t._value, pa.dtype), False)
+        if widen and not ta.weak_type:
+            p_leaves[i] = _convert(p, ta.dtype)     # a Python float takes its dtype
+        elif ta.dtype != pa.dtype:
+            t = _convert(t, pa.dtype)
         out.append(t)
     return p_leaves, out, p_tree
 
@@ -253,18 +300,27 @@ def jvp(fun, primals, tangents, has_aux=False):
 
 @api_boundary
 def linearize(fun, *primals):
-    """(f(*primals), f_jvp) where f_jvp(*tangents) applies the Jacobian at primals."""
+    """(f(*primals), f_jvp) where f_jvp(*tangents) applies the Jacobian at primals.
+
+    Tangents wider than weakly typed primals (float64 tangents for f(5.0)) make
+    f_jvp linearize f again with those primals in the tangents' dtypes."""
     fname = _name(fun)
     what = f"linearize of {fname}"
     flat, in_tree = tree_util.flatten(list(primals))
+    flat = _as_arrays(flat, what)
     flat_fun = _FlatFun(fun, in_tree, what)
-    outs, lin = linearize_flat(flat_fun, _as_arrays(flat, what), what)
+    outs, lin = linearize_flat(flat_fun, flat, what)
+    widened = {tuple(x.dtype for x in flat): (outs, lin)}
 
     @api_boundary
     def f_jvp(*tangents):
-        _, t_flat, _ = _check_tangents(fname, tuple(primals), tuple(tangents))
-        touts = lin.jvp(t_flat)
-        touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs)]
+        p_flat, t_flat, _ = _check_tangents(fname, tuple(primals), tuple(tangents))
+        key = tuple(p.dtype for p in p_flat)
+        if key not in widened:
+            widened[key] = linearize_flat(_FlatFun(fun, in_tree, what), p_flat, what)
+        outs_now, lin_now = widened[key]
+        touts = lin_now.jvp(t_flat)
+        touts = [t if t is not None else zeros_like(o) for t, o in zip(touts, outs_now)]
         return tree_util.unflatten(flat_fun.out_tree, touts)
 
     return tree_util.unflatten(flat_fun.out_tree, outs), f_jvp

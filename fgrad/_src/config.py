@@ -1,6 +1,8 @@
 """Global switches: `fgrad.config.update(name, value)`."""
 import os
 
+import numpy as np
+
 
 def _flag(name):
     return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
@@ -42,6 +44,22 @@ def _positive_int(name, default):
     return number
 
 
+DEFAULT_FLOATS = ("float32", "float64")
+
+
+def as_default_float(value, where):
+    """`value` ('float32', np.float64, ...) as a NumPy dtype among DEFAULT_FLOATS, or
+    a clear error. Always the same dtype object per choice (jit compares with `is`)."""
+    try:
+        d = np.dtype(value)
+    except TypeError:
+        d = None
+    if d is None or d.name not in DEFAULT_FLOATS:
+        raise ValueError(f"{where}: the default float must be 'float32' or 'float64', got "
+                         f"{value!r}")
+    return np.dtype(d.name)
+
+
 class Config:
     """Settings read by the library; change them with `update`."""
 
@@ -69,6 +87,9 @@ class Config:
         # traced program (its executable; its jvp, transpose and vmap programs); the
         # least recently used beyond this many are dropped (and made again if needed).
         self.jit_cache_size = _positive_int("FGRAD_JIT_CACHE_SIZE", 1024)
+        # What Python floats and creation functions become when no dtype is given
+        # (float32 or float64; see default_float.py for the scoped setting).
+        self.default_float = os.environ.get("FGRAD_DEFAULT_FLOAT", "").strip() or "float32"
         self._listeners = {}
 
     def update(self, name, value):
@@ -82,6 +103,10 @@ class Config:
         if name == "jit_cache_size" and (type(value) is not int or value < 1):
             raise ValueError(f"fgrad config jit_cache_size must be a positive int (programs "
                              f"kept per jitted function), got {value!r}")
+        if name == "default_float":
+            where = ("FGRAD_DEFAULT_FLOAT" if "_listeners" not in self.__dict__
+                     else "fgrad config default_float")
+            value = as_default_float(value, where)
         object.__setattr__(self, name, value)
         for fn in self.__dict__.get("_listeners", {}).get(name, ()):
             fn(value)

@@ -7,6 +7,8 @@ bool < integers < floats, and int32 + float32 -> float32.
 """
 import numpy as np
 
+from .default_float import default_float_dtype
+
 float16 = np.dtype("float16")
 float32 = np.dtype("float32")
 float64 = np.dtype("float64")
@@ -14,8 +16,15 @@ int8, int16, int32, int64 = (np.dtype(f"int{b}") for b in (8, 16, 32, 64))
 uint8, uint16, uint32, uint64 = (np.dtype(f"uint{b}") for b in (8, 16, 32, 64))
 bool_ = np.dtype("bool")
 
-default_float = float32
 default_int = int32
+
+
+def __getattr__(name):
+    # `dtypes.default_float` is read at each use: it follows fgrad.default_float(...)
+    # and config.default_float (default_float.py).
+    if name == "default_float":
+        return default_float_dtype()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SUPPORTED = {bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
              float16, float32, float64}
@@ -86,18 +95,18 @@ def result_type(*typed):
             top_weak = max(weak, key=_category)
             if _category(top_weak) > _category(dtype):
                 # A Python float meeting an integer array: the default float.
-                return (default_float if _category(top_weak) == 2 else default_int), False
+                return (default_float_dtype() if _category(top_weak) == 2 else default_int), False
         return dtype, False
     top = max(weak, key=_category)
-    return {0: bool_, 1: default_int, 2: default_float}[_category(top)], True
+    return {0: bool_, 1: default_int, 2: default_float_dtype()}[_category(top)], True
 
 
 def dtype_of_python_scalar(x):
-    """Weak dtype of a Python scalar: bool, int32 or float32."""
+    """Weak dtype of a Python scalar: bool, int32 or the default float."""
     if isinstance(x, bool):
         return bool_
     if isinstance(x, int):
         return default_int
     if isinstance(x, float):
-        return default_float
+        return default_float_dtype()
     raise TypeError(f"fgrad does not support Python values of type {type(x).__name__}")

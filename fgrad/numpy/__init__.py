@@ -2,7 +2,8 @@
 
 Functions keep NumPy's names, signatures and semantics (broadcasting,
 axis/keepdims, indexing), with JAX's dtype rules: Python scalars are weakly
-typed, float32 stays float32, and creation functions default to float32/int32.
+typed, float32 stays float32, and creation functions default to float32/int32
+(the float default can be float64: fgrad.default_float, config.default_float).
 Arrays are immutable: use `x.at[idx].set(v)` instead of `x[idx] = v`.
 """
 import numpy as _np
@@ -48,5 +49,35 @@ inexact, floating = _np.inexact, _np.floating
 # constants
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
+
+# issue 17: more of NumPy's namespace, each module exporting its public functions
+from fgrad._src.numpy import (calculus as _calculus, editing as _editing,  # noqa: E402
+                              errstate as _errstate, extras as _extras,
+                              histograms as _histograms, index_tricks as _index_tricks,
+                              polynomial as _polynomial, selection as _selection,
+                              setops as _setops, statistics as _statistics)
+
+for _module in (_statistics, _polynomial, _index_tricks, _histograms, _setops, _calculus,
+                _selection, _errstate, _editing, _extras):
+    globals().update(_export(_module))
+del _module
+r_, c_, mgrid, ogrid = _index_tricks.r_, _index_tricks.c_, _index_tricks.mgrid, _index_tricks.ogrid
+s_, index_exp = _index_tricks.s_, _index_tricks.index_exp
+errstate = _errstate.errstate
+vectorize = _editing.vectorize
+# NumPy 2's Array API spellings of existing functions
+acos, acosh, asin, asinh = _ufuncs.arccos, _ufuncs.arccosh, _ufuncs.arcsin, _ufuncs.arcsinh
+atan, atan2, atanh = _ufuncs.arctan, _ufuncs.arctan2, _ufuncs.arctanh
+pow = _ufuncs.power  # noqa: A001
+# printing goes through NumPy, so NumPy's print options apply to fgrad arrays
+printoptions, set_printoptions = _np.printoptions, _np.set_printoptions
+get_printoptions = _np.get_printoptions
+# NumPy's C-style names for the same types (a dtype the user passes is kept)
+half, single, double = _np.half, _np.single, _np.double
+byte, short, intc, longlong, long = _np.byte, _np.short, _np.intc, _np.longlong, _np.long
+ubyte, ushort, uintc, ulonglong, ulong = (_np.ubyte, _np.ushort, _np.uintc, _np.ulonglong,
+                                          _np.ulong)
+int_, uint, intp, uintp = _np.int_, _np.uint, _np.intp, _np.uintp
+True_, False_ = _np.True_, _np.False_
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))

@@ -61,6 +61,24 @@ def default_device():
     return devices()[1] if runtime.gpu_count() else CPU
 
 
+def device_count(backend=None):
+    """How many devices the backend has (default: the default device's, as JAX
+    counts): the GPUs when there are any, else 1 for the CPU."""
+    if backend is None:
+        backend = default_device().platform
+    return len(devices(backend))
+
+
+def local_device_count(backend=None):
+    """device_count: fgrad runs in one process, so every device is local."""
+    return device_count(backend)
+
+
+def default_backend():
+    """'gpu' when a GPU is available, else 'cpu' (where arrays go by default)."""
+    return default_device().platform
+
+
 def device_of(value):
     """The Device an array's value lives on."""
     if runtime.is_gpu_array(value):

@@ -2,7 +2,9 @@
 
 The cache key is the tree structure of the dynamic arguments, the static
 argument values (by type and value: 1, 1.0 and True, or 0.0 and -0.0, are
-different programs; see value_keys) and each leaf's (shape, dtype, weak type). Called at the top
+different programs; see value_keys), each leaf's (shape, dtype, weak type) and
+the default float (a program traced with float32 defaults is not run under a
+float64 default: fgrad.default_float). Called at the top
 level, a cache hit runs the compiled program directly; under a transform the
 call binds the `jit` primitive, whose rules transform the traced program.
 """
@@ -21,6 +23,8 @@ from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
 from ..debug.tracebacks import api_boundary, with_filtered_traceback
+from .. import default_float as _default_float
+from ..default_float import default_float_dtype, scoped_or
 from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
@@ -106,6 +110,7 @@ class Jitted:
         self._donate = self._check_donate_spec(set(_as_tuple(donate_argnums)), nums)
         self._cache = {}         # at most config.jit_cache_size entries (see _evict)
         self._fast = None        # the native call path of the entry run last (see _try_fast)
+        self._fast_default = None  # the default float that entry was traced under
         self._tick = 0           # counts runs through Python, for _Entry.used
         self._flat_trees = {}
         self._hits = self._misses = 0
@@ -145,7 +150,8 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         __tracebackhide__ = True  # noqa: F841 -- pytest: do not show this frame
         fast = self._fast
-        if fast is not None and not kwargs:
+        if fast is not None and not kwargs and (
+                _default_float_fixed or scoped_or(config.default_float) is self._fast_default):
             out = fast(*args)     # checks the arguments natively; MISS: not served
             if out is not MISS:
                 return out
@@ -169,7 +175,7 @@ class Jitted:
                 leaves, tree = tree_util.flatten((args, _NO_KWARGS))  # the general path's tree
             raw, key = _raw_leaves(leaves)
             if raw is not None:
-                entry = self._cache.get((tree, (), key))
+                entry = self._cache.get((tree, (), key, default_float_dtype()))
                 if entry is not None:
                     self._hits += 1
                     self._tick += 1
@@ -216,6 +222,7 @@ class Jitted:
                                             finish, as_tuple, exe, self._name) or False
         if entry.fast:
             self._fast = entry.fast
+            self._fast_default = default_float_dtype()
 
     def _flat_tree(self, n):
         """The tree structure of (n arrays, no keywords), as the general path builds it."""
@@ -267,7 +274,7 @@ class Jitted:
         statics, static_nums, dyn_args, dyn_kwargs = self._split(args, kwargs)
         leaves, tree = tree_util.flatten((dyn_args, dyn_kwargs))
         flat = [_as_array(x, self._name) for x in leaves]
-        key = (tree, statics, tuple(_leaf_key(x) for x in flat))
+        key = (tree, statics, tuple(_leaf_key(x) for x in flat), default_float_dtype())
         entry = self._cache.get(key)
         if entry is not None:
             self._hits += 1
@@ -390,7 +397,11 @@ class Jitted:
     def _explain_miss(self, key, dyn_args, dyn_kwargs, static_nums):
         if not self._cache:
             return "first call"
-        tree, statics, avals = key
+        tree, statics, avals, default = key
+        defaults = {k[3] for k in self._cache}
+        if default not in defaults:
+            return (f"the default float changed: {', '.join(sorted(map(str, defaults)))} -> "
+                    f"{default} (fgrad.default_float / config.default_float)")
         same_tree = [k for k in self._cache if k[0] == tree]
         if not same_tree:
             return (f"the arguments' structure changed: {tree} (cached: "
@@ -437,6 +448,15 @@ def _fmt(leaf_key):
 
 
 _SUPPORTED = None
+_default_float_fixed = True  # no one has changed the default float (yet)
+
+
+def _default_float_changes():
+    global _default_float_fixed
+    _default_float_fixed = False
+
+
+_default_float.on_first_change(_default_float_changes)
 _NO_KWARGS = {}
 _MISS_LOG = 1000         # reasons kept by cache_misses (the most recent)
 

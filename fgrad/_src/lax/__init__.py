@@ -26,6 +26,8 @@ from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,
                          cumsum, cumsum_p)
 from .control_flow import (cond, cond_p, fori_loop, map, scan, scan_p, switch,  # noqa: F401
                            while_loop, while_p)
+from .in_dim import (dynamic_index_in_dim, dynamic_slice_in_dim,  # noqa: F401
+                     dynamic_update_index_in_dim, dynamic_update_slice_in_dim, index_in_dim)
 
 
 def full(shape, fill_value, dtype):

@@ -4,7 +4,8 @@ Constant arrays (zeros, arange, eye, ...) are computed with NumPy right away:
 their values depend only on static shapes, so they are constants under every
 transform. Functions that take array values (full with a traced fill value,
 linspace with traced end points, *_like) are built from lax operations.
-Floating-point results default to float32 and integer results to int32; a
+Floating-point results default to the default float (float32 unless changed by
+fgrad.default_float / config.default_float) and integer results to int32; a
 dtype the user passes is kept.
 """
 import numpy as np
@@ -47,8 +48,8 @@ def _copy_array(x):
     return x
 
 
-def _dtype(dtype, default=dtypes.default_float):
-    return default if dtype is None else dtypes.canonicalize(dtype)
+def _dtype(dtype):
+    return dtypes.default_float if dtype is None else dtypes.canonicalize(dtype)
 
 
 def zeros(shape, dtype=None, order="C"):
@@ -129,7 +130,7 @@ def _static_scalar(name, what, v):
 
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop) (static arguments): int32 for integer
-    arguments, float32 when any is a float, unless `dtype` says otherwise."""
+    arguments, the default float when any is a float, unless `dtype` says otherwise."""
     start, stop, step = (None if a is None else _static_scalar("arange", "start/stop/step", a)
                          for a in (start, stop, step))
     if stop is None:
@@ -155,7 +156,7 @@ def arange(start, stop=None, step=None, dtype=None):
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """`num` evenly spaced values from start to stop (which may be arrays, traced
-    or not); float32 unless the inputs or `dtype` say otherwise."""
+    or not); the default float unless the inputs or `dtype` say otherwise."""
     num = static_int("linspace", "num", num)
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")

@@ -30,10 +30,13 @@ _UINTS = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint
 
 
 def _float_dtype(name, dtype):
+    """The float dtype asked for; None: the default float (fgrad.default_float)."""
+    if dtype is None:
+        return dtypes.default_float
     d = np.dtype(dtype)
     if d.kind != "f":
         raise FgradTypeError(f"{name}: dtype must be a floating-point type, got {d}",
-                             hint="use float32 (the default) or float64")
+                             hint="use float32 or float64 (None: the default float)")
     return dtypes.canonicalize(d)
 
 
@@ -71,7 +74,7 @@ def _uniform(key, shape, dtype, minval, maxval):
     return lax.max(minval, lax.add(lax.mul(u, lax.sub(maxval, minval)), minval))
 
 
-def uniform(key, shape=(), dtype=dtypes.float32, minval=0., maxval=1.):
+def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
     """Uniform floats in [minval, maxval)."""
     key = check_key("uniform", key)
     shape = static_shape("uniform", shape)
@@ -105,7 +108,7 @@ def _standard_normal(key, shape, dtype):
     return _in_float64(_sqrt2_erf_inv, u)
 
 
-def normal(key, shape=(), dtype=dtypes.float32):
+def normal(key, shape=(), dtype=None):
     """Standard normal floats (mean 0, variance 1)."""
     key = check_key("normal", key)
     shape = static_shape("normal", shape)
@@ -126,7 +129,7 @@ def _next_toward(x, up):
     return lax.select_n(lax.eq(x, np.inf if up else -np.inf), out, x)
 
 
-def truncated_normal(key, lower, upper, shape=None, dtype=dtypes.float32):
+def truncated_normal(key, lower, upper, shape=None, dtype=None):
     """Standard normal floats conditioned on lower < x < upper (inverse-CDF sampling);
     shape defaults to the broadcast shape of lower and upper."""
     key = check_key("truncated_normal", key)
@@ -149,7 +152,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=dtypes.float32):
 def _probability(name, p):
     p = asarray(p)
     if p.dtype.kind != "f":
-        p = lax.convert_element_type(p, dtypes.float32)
+        p = lax.convert_element_type(p, dtypes.default_float)
     return p
 
 
@@ -162,7 +165,7 @@ def bernoulli(key, p=0.5, shape=None):
     return lax.lt(_unit_interval(key, shape, p.dtype), p)
 
 
-def exponential(key, shape=(), dtype=dtypes.float32):
+def exponential(key, shape=(), dtype=None):
     """Exponential floats with rate 1: -log(1 - u)."""
     key = check_key("exponential", key)
     shape = static_shape("exponential", shape)
@@ -178,7 +181,7 @@ def _gumbel(key, shape, dtype):
     return _in_float64(lambda u: lax.neg(exact_math.log(lax.neg(exact_math.log(u)))), u)
 
 
-def gumbel(key, shape=(), dtype=dtypes.float32):
+def gumbel(key, shape=(), dtype=None):
     """Standard Gumbel floats: -log(-log(u))."""
     key = check_key("gumbel", key)
     shape = static_shape("gumbel", shape)
