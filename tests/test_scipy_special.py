@@ -113,6 +113,14 @@ def test_multigammaln_values_and_errors():
         _close(fs.multigammaln(a, d), ss.multigammaln(a, d), 1e-13, 0, f"d={d}")
     with pytest.raises(ValueError, match="positive"):
         fs.multigammaln(a, 0)
+    assert np.isnan(float(fs.multigammaln(1.0, 3)))        # a <= (d - 1) / 2
+
+
+def test_polygamma_orders():
+    x = np.array([0.3, 2.0, 7.5])
+    for n in range(6):
+        _close(fs.polygamma(n, x), ss.polygamma(n, x), 1e-13)
+    assert np.all(np.isnan(np.asarray(fs.polygamma(np.array([1.5, -1.0]), 2.0))))
 
 
 def test_integers_promote_to_the_default_float():

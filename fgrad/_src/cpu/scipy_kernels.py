@@ -10,7 +10,8 @@ element-wise code around them). float32 operands are widened to double and the
 result rounded once, which is what the primitives' NumPy impls do with the
 ufunc, so jit and eager agree bit for bit. float16 is left to the NumPy impl,
 and so is Hurwitz `zeta` (no capsule) and any kernel the installed SciPy does
-not export.
+not export. The kernels called this way ignore `scipy.special.errstate` (they
+never warn or raise, as with SciPy's default settings); the eager ufuncs honour it.
 """
 import ctypes
 import functools

@@ -123,19 +123,22 @@ def zeta(x, q=None):
 
 def polygamma(n, x):
     """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x), digamma for
-    n = 0. n holds integer orders and is not differentiated."""
+    n = 0, NaN where n is not a non-negative integer. n is not differentiated."""
     n, x = _floats(n, x)
     n = lax.stop_gradient(n)
     np1 = lax.add(n, _c(n, 1.0))
     even = lax.eq(lax.rem(n, _c(n, 2.0)), _c(n, 0.0))
     sign = lax.select_n(even, _c(n, 1.0), _c(n, -1.0))
     higher = lax.mul(lax.mul(sign, sp.gamma(np1)), sp.zeta(np1, x))
-    return lax.select_n(lax.eq(n, _c(n, 0.0)), higher, sp.digamma(x))
+    out = lax.select_n(lax.eq(n, _c(n, 0.0)), higher, sp.digamma(x))
+    order = lax.bitwise_and(lax.eq(lax.floor(n), n), lax.ge(n, _c(n, 0.0)))
+    return lax.select_n(order, _c(out, np.nan), out)
 
 
 def multigammaln(a, d):
     """log of the multivariate gamma function of dimension d (a static int):
-    d(d-1)/4 log(pi) + sum_{j<d} gammaln(a - j/2)."""
+    d(d-1)/4 log(pi) + sum_{j<d} gammaln(a - j/2); NaN where a <= (d-1)/2 (SciPy
+    raises there, which traced values cannot)."""
     d = util.static_int("multigammaln", "d", d)
     if d < 1:
         raise ValueError(f"multigammaln: the dimension d must be a positive integer, got {d}")
@@ -143,7 +146,7 @@ def multigammaln(a, d):
     out = _c(a, d * (d - 1) / 4 * math.log(math.pi))
     for j in range(d):
         out = lax.add(out, sp.gammaln(lax.sub(a, _c(a, j / 2))))
-    return out
+    return lax.select_n(lax.gt(a, _c(a, (d - 1) / 2)), _c(out, np.nan), out)
 
 
 # ----------------------------------------------------------------------------
