@@ -300,7 +300,7 @@ for _name in ("gammaln", "digamma", "gamma", "erfc", "erfcx", "ndtr", "ndtri", "
               "i0", "i0e", "i1", "i1e", "zetac", "entr"):
     UNARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
 for _name in ("beta", "betaln", "gammainc", "gammaincc", "xlogy", "xlog1py", "zeta",
-              "rel_entr", "kl_div"):
+              "rel_entr", "kl_div", "gammaincinv", "gammainccinv"):
     BINARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
 BINARY["xdivy"] = (_special.xdivy, "f", _xdivy_ref)
 
@@ -892,7 +892,7 @@ def test_structural_slow(name, data):
 # ----------------------------------------------------------------------------
 # Coverage: a new primitive must be added to a table above (or exempted here)
 
-FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY) | {"betainc"}
+FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY) | {"betainc", "betaincinv"}
           | set(PARAMETRIZED) - {"clip"} | set(REDUCTIONS) | set(SCANS) - {"sort"}
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
@@ -908,13 +908,15 @@ EXEMPT = {
 }
 
 
+@pytest.mark.parametrize("name", ["betainc", "betaincinv"])
 @pytest.mark.parametrize("dt", FLOATS, ids=str)
-def test_betainc_special_triples(dt):
-    """betainc(a, b, x) over every pair of special values (a, b) against x cycled
-    through them: jit bit for bit, eager against SciPy's float64 kernel."""
+def test_betainc_special_triples(name, dt):
+    """betainc(a, b, x) and betaincinv(a, b, y) over every pair of special values
+    (a, b) against x cycled through them: jit bit for bit, eager against SciPy's
+    float64 kernel."""
     v, a, b = _pairs(dt)
     x = np.resize(v, a.size)
-    _check_elementwise("betainc", _special.betainc, _scipy_ref("betainc"), (a, b, x), dt)
+    _check_elementwise(name, getattr(_special, name), _scipy_ref(name), (a, b, x), dt)
 
 
 def test_every_primitive_is_fuzzed():

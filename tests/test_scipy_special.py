@@ -57,6 +57,8 @@ BINARY = {
     "gammaincc": (fs.gammaincc, ss.gammaincc, (_grid(0.1, 40), _grid(0, 60))),
     "zeta_hurwitz": (fs.zeta, ss.zeta, (_grid(1.5, 30), _grid(0.2, 40))),
     "polygamma": (fs.polygamma, ss.polygamma, (np.arange(41.0) % 6, _grid(0.3, 30))),
+    "gammaincinv": (fs.gammaincinv, ss.gammaincinv, (_grid(0.1, 40), _grid(0, 1))),
+    "gammainccinv": (fs.gammainccinv, ss.gammainccinv, (_grid(0.1, 40), _grid(0, 1))),
 }
 
 
@@ -105,6 +107,14 @@ def test_betainc_values():
     x = rng.uniform(0, 1, 200)
     x[:4] = [0.0, 1.0, -0.1, np.nan]
     _close(fs.betainc(a, b, x), ss.betainc(a, b, x), 1e-13, 1e-300, "betainc")
+
+
+def test_betaincinv_values():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.05, 40, 200), rng.uniform(0.05, 40, 200)
+    y = rng.uniform(0, 1, 200)
+    y[:4] = [0.0, 1.0, -0.1, np.nan]
+    _close(fs.betaincinv(a, b, y), ss.betaincinv(a, b, y), 1e-13, 1e-300, "betaincinv")
 
 
 def test_multigammaln_values_and_errors():
@@ -232,6 +242,26 @@ def test_shape_derivative_edges():
     np.testing.assert_array_equal(got, [0.0, 0.0, np.nan])
 
 
+def test_inverse_derivatives_in_the_shape_parameters():
+    """x(a, y) with P(a, x) = y: dx/da = -P_a / P_x, against mpmath's root."""
+    import mpmath as mp
+    mp.mp.dps = 30
+    a, y = np.array([0.5, 3.0, 20.0]), np.array([0.3, 0.5, 0.9])
+    got = fgrad.grad(lambda a: fs.gammaincinv(a, y).sum())(a)
+    for i in range(3):
+        def x_of(t):
+            return mp.findroot(lambda v: mp.gammainc(t, 0, v, regularized=True) - y[i],
+                               ss.gammaincinv(a[i], y[i]))
+        assert float(got[i]) == pytest.approx(float(mp.diff(x_of, mp.mpf(a[i]))), rel=1e-10)
+    b = np.array([2.0, 1.0, 4.0])
+    ga, gb = fgrad.grad(lambda a, b: fs.betaincinv(a, b, y).sum(), argnums=(0, 1))(a, b)
+    eps = 1e-6       # central differences of SciPy's own inverse
+    for got_, shift in ((ga, (eps, 0)), (gb, (0, eps))):
+        fd = (ss.betaincinv(a + shift[0], b + shift[1], y)
+              - ss.betaincinv(a - shift[0], b - shift[1], y)) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(got_), fd, rtol=1e-6)
+
+
 def test_shape_derivatives_of_the_second_order_quick():
     """d2/da2 P(a, x) and d2/da dx against mpmath, in forward mode."""
     import mpmath as mp
@@ -252,7 +282,9 @@ def test_shape_derivatives_of_the_second_order_quick():
     (fs.gammainc, ([0.5, 3.0, 7.0], [0.3, 5.0, 6.0])),
     (fs.gammaincc, ([0.5, 3.0, 7.0], [0.3, 5.0, 6.0])),
     (fs.betainc, ([0.5, 3.0], [2.0, 1.5], [0.3, 0.8])),
-], ids=["gammainc", "gammaincc", "betainc"])
+    (fs.gammaincinv, ([0.5, 3.0, 7.0], [0.3, 0.5, 0.9])),
+    (fs.betaincinv, ([0.5, 3.0], [2.0, 1.5], [0.3, 0.8])),
+], ids=["gammainc", "gammaincc", "betainc", "gammaincinv", "betaincinv"])
 def test_check_grads_shape_parameters_order_2(f, args):
     check_grads(f, [np.array(a) for a in args], order=2, modes=("fwd", "rev"))
 
@@ -289,6 +321,12 @@ GRADS = [
     ("gammaincc", lambda x: fs.gammaincc(np.array([0.5, 2.0, 7.0]), x), ([0.3, 2.5, 6.0],)),
     ("betainc", lambda x: fs.betainc(np.array([0.5, 2.0, 7.0]), np.array([3.0, 1.0, 0.7]), x),
      ([0.3, 0.5, 0.9],)),
+    ("gammaincinv", lambda y: fs.gammaincinv(np.array([0.5, 2.0, 7.0]), y),
+     ([0.2, 0.5, 0.9],)),
+    ("gammainccinv", lambda y: fs.gammainccinv(np.array([0.5, 2.0, 7.0]), y),
+     ([0.2, 0.5, 0.9],)),
+    ("betaincinv", lambda y: fs.betaincinv(np.array([0.5, 2.0, 7.0]), np.array([3.0, 1.0, 0.7]),
+                                           y), ([0.2, 0.5, 0.9],)),
     ("i0", fs.i0, ([-2.0, 0.3, 5.0],)),
     ("i0e", fs.i0e, ([-2.0, 0.3, 5.0],)),
     ("i1", fs.i1, ([-2.0, 0.0, 0.3, 5.0],)),
@@ -317,7 +355,8 @@ def _bits_equal(a, b, what=""):
 
 JIT_CASES = {**{k: (v[0], (np.concatenate([v[2], EDGES]),)) for k, v in UNARY.items()},
              **{k: (v[0], v[2]) for k, v in BINARY.items()},
-             "betainc": (fs.betainc, (_grid(0.2, 20), _grid(20, 0.3), _grid(-0.1, 1.1)))}
+             "betainc": (fs.betainc, (_grid(0.2, 20), _grid(20, 0.3), _grid(-0.1, 1.1))),
+             "betaincinv": (fs.betaincinv, (_grid(0.2, 20), _grid(20, 0.3), _grid(-0.1, 1.1)))}
 
 
 # compositions over fgrad's own math library (cpu/mathlib.py: exp, log, log1p, erf,
@@ -353,14 +392,15 @@ def test_jit_equals_eager(name, dt):
 # the primitives with a SciPy kernel run inside fused native loops
 NATIVE = ["gammaln", "digamma", "gamma", "erfc", "erfcx", "ndtr", "ndtri", "log_ndtr", "i0",
           "i0e", "i1", "i1e", "zeta", "beta", "betaln", "xlogy", "xlog1py", "gammainc",
-          "gammaincc", "betainc", "rel_entr", "entr"]
+          "gammaincc", "betainc", "rel_entr", "entr", "gammaincinv", "gammainccinv",
+          "betaincinv"]
 
 
 @pytest.mark.parametrize("name", NATIVE)
 def test_kernels_fuse(name):
     f = {**{k: v[0] for k, v in UNARY.items()}, **{k: v[0] for k, v in BINARY.items()},
-         "betainc": fs.betainc}[name]
-    nargs = 3 if name == "betainc" else (2 if name in BINARY else 1)
+         "betainc": fs.betainc, "betaincinv": fs.betaincinv}[name]
+    nargs = 3 if name.startswith("betainc") else (2 if name in BINARY else 1)
     x = np.linspace(0.1, 0.9, 5)
     g = lambda *a: f(*[lax.mul(v, 1.0) for v in a]) * 2.0  # noqa: E731
     exe = compile_jaxpr(fgrad.jit(g).lower(*[x] * nargs).jaxpr, name)

@@ -51,6 +51,9 @@ KERNELS = {
     "xlogy": ("xlogy", "__pyx_fuse_1xlogy"),
     "xlog1py": ("xlog1py", "__pyx_fuse_1xlog1py"),
     "betainc": ("betainc", "__pyx_fuse_0betainc"),
+    "gammaincinv": ("gammaincinv", "gammaincinv"),
+    "gammainccinv": ("gammainccinv", "gammainccinv"),
+    "betaincinv": ("betaincinv", "__pyx_fuse_0betaincinv"),
     "entr": ("entr", "entr"),
     "rel_entr": ("rel_entr", "rel_entr"),
     "kl_div": ("kl_div", "kl_div"),
@@ -223,6 +226,37 @@ defjvp(gammaincc_p, lambda g, ans, a, x: ew.neg(ew.mul(g, shape_derivatives.gamm
 defjvp(betainc_p, lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_da(a, b, x)),
        lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_db(a, b, x)),
        lambda g, ans, a, b, x: ew.mul(g, _beta_density(a, b, x)))
+
+# Their inverses in the last argument (quantile functions), differentiated by the
+# implicit function theorem: F(params, x(params, y)) = y gives dx/dy = 1 / F_x and
+# dx/dparam = -F_param / F_x, with F_x the densities above.
+gammaincinv_p, gammaincinv = _special_prim("gammaincinv", 2)
+gammainccinv_p, gammainccinv = _special_prim("gammainccinv", 2)
+betaincinv_p, betaincinv = _special_prim("betaincinv", 3)
+
+
+def _implicit_param(density, d_param):
+    def rule(g, ans, *params_and_y):
+        params = params_and_y[:-1]
+        return ew.mul(g, ew.neg(ew.div(d_param(*params, ans), density(*params, ans))))
+    return rule
+
+
+def _implicit_y(density, sign=1.0):
+    def rule(g, ans, *params_and_y):
+        slope = density(*params_and_y[:-1], ans)
+        return ew.div(g if sign > 0 else ew.neg(g), slope)
+    return rule
+
+
+defjvp(gammaincinv_p, _implicit_param(_gamma_density, shape_derivatives.gammainc_da),
+       _implicit_y(_gamma_density))
+# Q(a, x) = y: Q_x = -density, Q_a = -P_a
+defjvp(gammainccinv_p, _implicit_param(_gamma_density, shape_derivatives.gammainc_da),
+       _implicit_y(_gamma_density, sign=-1.0))
+defjvp(betaincinv_p, _implicit_param(_beta_density, shape_derivatives.betainc_da),
+       _implicit_param(_beta_density, shape_derivatives.betainc_db),
+       _implicit_y(_beta_density))
 
 # ----------------------------------------------------------------------------
 # Error function and normal distribution

@@ -38,8 +38,8 @@ __all__ = [
     "gammaln", "digamma", "psi", "polygamma", "gamma", "beta", "betaln", "erf", "erfc",
     "erfinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "log_expit",
     "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr", "kl_div",
-    "gammainc", "gammaincc", "betainc", "i0", "i0e", "i1", "i1e", "zeta", "multigammaln",
-    "sinc",
+    "gammainc", "gammaincc", "betainc", "gammaincinv", "gammainccinv", "betaincinv",
+    "i0", "i0e", "i1", "i1e", "zeta", "multigammaln", "sinc",
 ]
 
 
@@ -91,6 +91,9 @@ gammainc = _nary(sp.gammainc, "The regularized lower incomplete gamma function P
 gammaincc = _nary(sp.gammaincc, "The regularized upper incomplete gamma function Q(a, x) "
                                 "= 1 - P(a, x).")
 betainc = _nary(sp.betainc, "The regularized incomplete beta function I_x(a, b).")
+gammaincinv = _nary(sp.gammaincinv, "The x with gammainc(a, x) = y.")
+gammainccinv = _nary(sp.gammainccinv, "The x with gammaincc(a, x) = y.")
+betaincinv = _nary(sp.betaincinv, "The x with betainc(a, b, x) = y.")
 xlogy = _nary(sp.xlogy, "x log(y), and 0 where x == 0 (unless y is NaN).")
 xlog1py = _nary(sp.xlog1py, "x log1p(y), and 0 where x == 0 (unless y is NaN).")
 entr = _unary(sp.entr, "-x log(x) for x >= 0 (0 at 0), -inf for x < 0.")
