@@ -126,6 +126,13 @@ def test_multigammaln_values_and_errors():
     assert np.isnan(float(fs.multigammaln(1.0, 3)))        # a <= (d - 1) / 2
 
 
+def test_riemann_zeta_for_negative_exponents():
+    x = np.linspace(-40, 0.99, 301)
+    _close(fs.zeta(x), ss.zeta(x), 1e-12, 1e-15)      # absolute near the trivial zeros
+    x = np.array([-2.0, -4.0, -300.0, -301.0, 0.0, 1.0, np.inf, np.nan])
+    _close(fs.zeta(x), ss.zeta(x), 1e-15)
+
+
 def test_polygamma_orders():
     x = np.array([0.3, 2.0, 7.5])
     for n in range(6):

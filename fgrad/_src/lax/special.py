@@ -6,7 +6,9 @@ and rounds the result to the operands' dtype once; under jit the CPU backend
 calls the same double-precision kernel through the function pointer that
 scipy.special.cython_special exports (`cpu/scipy_kernels.py`), then rounds the
 same way, so jit equals eager bit for bit. Hurwitz `zeta` has no exported
-kernel: it runs as a NumPy step under jit too.
+kernel: it runs as a NumPy step under jit too. One primitive is fgrad's own:
+`xdivy` (x / y, 0 where x = 0), which the derivatives of xlogy and the
+entropies need.
 
 Derivatives are closed forms in these primitives and fgrad's element-wise ones,
 so they differentiate again to any order (gammaln -> digamma -> zeta(2, x) ->
@@ -86,13 +88,13 @@ def _special_prim(name, nargs):
             raise TypeError(f"{name} takes {nargs} operand(s), got {len(args)}")
         args = lift_scalars(args)
         if len({a.dtype for a in args}) > 1:
-            args = _match_weak(name, args)
+            args = _match_weak(args)
         return p.bind(*args)
     op.__name__ = name
     return p, op
 
 
-def _match_weak(name, args):
+def _match_weak(args):
     """Weakly typed operands take the dtype of the strongly typed ones."""
     strong = [a for a in args if not is_weak(a)]
     if strong and len({a.dtype for a in strong}) == 1:

@@ -4,8 +4,7 @@ Names, signatures and values follow scipy.special; dtypes follow JAX (float32
 stays float32, integers and bools become the default float, Python scalars are
 weak). The functions SciPy computes with a kernel of its own are primitives
 (`lax/special.py`: SciPy's kernels, the same bits eagerly and under jit); the
-rest are compositions written here, with care at the edges so that values and
-derivatives of every order hold there too:
+rest are compositions written here. At the edges:
 
 * xlogy(0, y) = 0 for any y but NaN, with d/dx = log(y) and d/dy = 0 there;
   likewise entr, rel_entr and kl_div are 0 (kl_div: y) at x = 0 with the
@@ -73,7 +72,6 @@ def _nary(prim_fn, doc):
 
 gammaln = _unary(sp.gammaln, "log|Gamma(x)|.")
 digamma = _unary(sp.digamma, "psi(x) = d/dx log Gamma(x).")
-digamma.__name__ = "digamma"
 psi = digamma
 gamma = _unary(sp.gamma, "Gamma(x).")
 erfc = _unary(sp.erfc, "1 - erf(x), accurate where erf(x) is near 1.")
@@ -115,8 +113,9 @@ def erfinv(y):
 
 
 def zeta(x, q=None):
-    """The Hurwitz zeta function sum_k (k + q)^-x, or Riemann's (q=None).
-    Differentiable in q only."""
+    """The Hurwitz zeta function sum_k (k + q)^-x, or Riemann's (q=None), which is
+    1 + zetac(x): next to its zeros at negative even x its error is ~1e-16 absolute,
+    not relative. Differentiable in q only."""
     if q is None:
         (x,) = _floats(x)
         return lax.add(sp.zetac(x), _c(x, 1.0))
