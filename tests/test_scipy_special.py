@@ -138,6 +138,12 @@ def test_polygamma_orders():
     for n in range(6):
         _close(fs.polygamma(n, x), ss.polygamma(n, x), 1e-13)
     assert np.all(np.isnan(np.asarray(fs.polygamma(np.array([1.5, -1.0]), 2.0))))
+    with pytest.raises(NotImplementedError, match="order n"):
+        fgrad.grad(lambda n: fs.polygamma(n, 2.0))(1.0)
+    # n traced but not differentiated: fine under jit and vmap
+    f = fgrad.jit(fgrad.vmap(fgrad.grad(fs.polygamma, argnums=1)))
+    n = np.array([0.0, 1.0, 2.0])
+    _close(f(n, x), ss.polygamma(n + 1, x), 1e-13)
 
 
 def test_integers_promote_to_the_default_float():

@@ -19,9 +19,9 @@ Derivatives with respect to the shape parameters `a` (gammainc, gammaincc,
 betainc) and `b` (betainc) are computed by the series and continued fractions
 of `lax/special_shape_derivatives.py` (about 1e-13 relative error for moderate
 parameters; NaN where the fixed number of terms does not converge, for shape
-parameters beyond about 5000 near x ~ a); that with respect to the exponent
-of zeta is not implemented and raises NotImplementedError naming `x`; the
-integer order n of polygamma is not differentiated.
+parameters beyond about 5000 near x ~ a); those with respect to the exponent
+of zeta and the integer order n of polygamma are not implemented and raise
+NotImplementedError naming the argument.
 """
 import math
 
@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import lax
 from ..core import Array
+from ..custom_derivatives import custom_jvp
 from ..lax import special as sp
 from ..numpy import util
 from ..numpy.ufuncs import sinc  # noqa: F401  (scipy.special.sinc is NumPy's)
@@ -123,11 +124,24 @@ def zeta(x, q=None):
     return sp.zeta(x, q)
 
 
+@custom_jvp
+def _integer_order(n):
+    return n
+
+
+@_integer_order.defjvp
+def _integer_order_jvp(primals, tangents):
+    raise NotImplementedError(
+        "polygamma: the order n takes integer values only, so there is no derivative "
+        "with respect to it; wrap n in fgrad.lax.stop_gradient")
+
+
 def polygamma(n, x):
     """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x), digamma for
-    n = 0, NaN where n is not a non-negative integer. n is not differentiated."""
+    n = 0, NaN where n is not a non-negative integer. Differentiable in x (asking
+    for a derivative in n raises NotImplementedError)."""
     n, x = _floats(n, x)
-    n = lax.stop_gradient(n)
+    n = _integer_order(n)
     np1 = lax.add(n, _c(n, 1.0))
     even = lax.eq(lax.rem(n, _c(n, 2.0)), _c(n, 0.0))
     sign = lax.select_n(even, _c(n, 1.0), _c(n, -1.0))
