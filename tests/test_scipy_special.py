@@ -479,3 +479,14 @@ def test_float16_is_computed_in_float64_and_rounded():
     want = ss.gammaln(x.astype(F64)).astype(np.float16)
     _bits_equal(fs.gammaln(x), want)
     _bits_equal(fgrad.jit(fs.gammaln)(x), want)
+
+
+def test_vmap_of_shape_derivatives_matches_a_loop():
+    a, x = np.array([0.5, 3.0, 40.0]), np.array([15.0, 2.5, 30.0])
+    g = fgrad.grad(fs.gammainc)
+    np.testing.assert_array_equal(np.asarray(fgrad.vmap(g)(a, x)),
+                                  [float(g(a[i], x[i])) for i in range(3)])
+    gb = fgrad.grad(fs.betainc, argnums=1)
+    b, y = np.array([2.0, 9.0]), np.array([0.4, 0.7])
+    np.testing.assert_array_equal(np.asarray(fgrad.vmap(gb, in_axes=(None, 0, 0))(2.0, b, y)),
+                                  [float(gb(2.0, b[i], y[i])) for i in range(2)])

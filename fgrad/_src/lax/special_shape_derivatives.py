@@ -21,6 +21,9 @@ never a silently truncated value; so do operands outside the functions'
 domains. Accuracy against mpmath: about 1e-13 relative for moderate
 parameters, 1e-11 at a ~ 1e4 (where log x - digamma(a) cancels). All terms
 always run (a few hundred loop steps per derivative, whatever the operands).
+First derivatives and forward-over-reverse second derivatives need no memory
+per term; reverse-over-reverse stores each term's values (TERMS x the operands'
+size).
 """
 import numpy as np
 
