@@ -65,12 +65,15 @@ KERNELS = {
 def _scipy_impl(ufunc_name):
     """The scipy.special ufunc computed in float64 and rounded once to the
     operands' dtype (what compiled code does with the double kernel)."""
+    ufunc = []        # looked up on first use: importing scipy.special takes a while
+
     def impl(*args):
-        import scipy.special
-        fn = getattr(scipy.special, ufunc_name)
+        if not ufunc:
+            import scipy.special
+            ufunc.append(getattr(scipy.special, ufunc_name))
         dtype = args[0].dtype
         with np.errstate(all="ignore"):
-            out = fn(*[np.asarray(a, np.float64) for a in args])
+            out = ufunc[0](*[np.asarray(a, np.float64) for a in args])
         return np.asarray(out).astype(dtype, copy=False)
     impl.__name__ = f"scipy_{ufunc_name}"
     return impl
