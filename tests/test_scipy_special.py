@@ -490,3 +490,32 @@ def test_vmap_of_shape_derivatives_matches_a_loop():
     b, y = np.array([2.0, 9.0]), np.array([0.4, 0.7])
     np.testing.assert_array_equal(np.asarray(fgrad.vmap(gb, in_axes=(None, 0, 0))(2.0, b, y)),
                                   [float(gb(2.0, b[i], y[i])) for i in range(2)])
+
+
+CACHED_PROGRAM = """
+import numpy as np, scipy.special as ss, fgrad, fgrad.scipy.special as fs
+f = fgrad.jit(lambda x: fs.gammaln(x) * 2.0 + fs.betainc(x, 2.0, x / 6))
+x = np.linspace(0.5, 5, 6)
+lowered = f.lower(x)
+lowered.compile()
+same = np.array_equal(np.asarray(f(x)), ss.gammaln(x) * 2.0 + ss.betainc(x, 2.0, x / 6))
+print(same, lowered._entry.executable.compile_stats.cache_hit)
+"""
+
+
+@pytest.mark.slow
+def test_a_new_process_runs_cached_kernel_calls(tmp_path):
+    """The compiled code names SciPy's kernels by symbol: a process that loads it
+    from the disk cache resolves them to its own SciPy's addresses."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
+    runs = [subprocess.run([sys.executable, "-c", CACHED_PROGRAM], capture_output=True,
+                           text=True, env=env, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert [r.stdout.split() for r in runs] == [["True", "False"], ["True", "True"]]
