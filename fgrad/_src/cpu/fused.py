@@ -94,10 +94,10 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import scipy_kernels
 from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
                sorting, structural, summation, threads)
 from .dispatch import NativeEntry
+from . import scipy_kernels  # the special functions' emitters
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
