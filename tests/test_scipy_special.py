@@ -146,6 +146,16 @@ def test_polygamma_orders():
     _close(f(n, x), ss.polygamma(n + 1, x), 1e-13)
 
 
+def test_the_public_names():
+    assert all(callable(getattr(fs, name)) for name in fs.__all__)
+    assert fs.psi is fs.digamma
+    assert set(fs.__all__) >= {
+        "gammaln", "digamma", "polygamma", "gamma", "beta", "betaln", "erf", "erfc", "erfinv",
+        "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "log_expit", "logsumexp",
+        "softmax", "xlogy", "xlog1py", "entr", "rel_entr", "kl_div", "gammainc", "gammaincc",
+        "i0", "i0e", "i1", "i1e", "zeta", "multigammaln", "sinc", "betainc"}
+
+
 def test_integers_promote_to_the_default_float():
     assert fs.gammaln(np.arange(1, 5)).dtype == fnp.zeros(1).dtype
     assert fs.gammainc(2, np.float64(1.5)).dtype == F64
@@ -325,6 +335,7 @@ GRADS = [
     ("logsumexp", lambda a: fs.logsumexp(a, axis=0), ([[0.3, -1.0], [2.0, 0.5]],)),
     ("logsumexp_b", lambda a, b: fs.logsumexp(a, b=b), ([0.3, -1.0, 2.0], [1.0, 0.5, 2.0])),
     ("softmax", lambda x: fs.softmax(x, axis=1), ([[0.3, -1.0, 2.0]],)),
+    ("log_softmax", fs.log_softmax, ([[0.3, -1.0], [2.0, 0.5]],)),
     ("xlogy", fs.xlogy, ([0.0, 1.5, -2.0], [0.7, 2.0, 3.0])),
     ("xlog1py", fs.xlog1py, ([0.0, 1.5, -2.0], [-0.3, 2.0, 3.0])),
     ("entr", fs.entr, ([0.3, 1.5, 4.0],)),
