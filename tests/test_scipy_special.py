@@ -306,8 +306,9 @@ def test_shape_derivatives_of_the_second_order_quick():
     (fs.gammaincc, ([0.5, 3.0, 7.0], [0.3, 5.0, 6.0])),
     (fs.betainc, ([0.5, 3.0], [2.0, 1.5], [0.3, 0.8])),
     (fs.gammaincinv, ([0.5, 3.0, 7.0], [0.3, 0.5, 0.9])),
+    (fs.gammainccinv, ([0.5, 3.0, 7.0], [0.3, 0.5, 0.9])),
     (fs.betaincinv, ([0.5, 3.0], [2.0, 1.5], [0.3, 0.8])),
-], ids=["gammainc", "gammaincc", "betainc", "gammaincinv", "betaincinv"])
+], ids=["gammainc", "gammaincc", "betainc", "gammaincinv", "gammainccinv", "betaincinv"])
 def test_check_grads_shape_parameters_order_2(f, args):
     check_grads(f, [np.array(a) for a in args], order=2, modes=("fwd", "rev"))
 
@@ -334,6 +335,8 @@ GRADS = [
     ("log_expit", fs.log_expit, ([-30.0, -1.0, 0.0, 2.0, 40.0],)),
     ("logsumexp", lambda a: fs.logsumexp(a, axis=0), ([[0.3, -1.0], [2.0, 0.5]],)),
     ("logsumexp_b", lambda a, b: fs.logsumexp(a, b=b), ([0.3, -1.0, 2.0], [1.0, 0.5, 2.0])),
+    ("logsumexp_sign", lambda a, b: fs.logsumexp(a, b=b, return_sign=True)[0],
+     ([0.3, -1.0, 2.0], [1.0, 0.5, -2.0])),
     ("softmax", lambda x: fs.softmax(x, axis=1), ([[0.3, -1.0, 2.0]],)),
     ("log_softmax", fs.log_softmax, ([[0.3, -1.0], [2.0, 0.5]],)),
     ("xlogy", fs.xlogy, ([0.0, 1.5, -2.0], [0.7, 2.0, 3.0])),
