@@ -201,14 +201,20 @@ def test_log_ndtr_tail_and_its_derivative():
     assert np.all(np.isfinite(np.asarray(g)))
 
 
-def test_zeta_exponent_derivative_raises():
-    with pytest.raises(NotImplementedError, match="`x`"):
-        fgrad.grad(lambda s: fs.zeta(s, 2.0))(3.0)
-    with pytest.raises(NotImplementedError, match="`x`"):
-        fgrad.grad(lambda s: fs.zeta(s))(3.0)
-    # q still differentiates with the exponent traced
-    g = fgrad.grad(lambda q, s: fs.zeta(lax.stop_gradient(s), q))(np.float64(2.0), 3.0)
-    assert float(g) == pytest.approx(-3 * ss.zeta(4.0, 2.0), rel=1e-12)
+def test_zeta_exponent_derivative_against_mpmath():
+    import mpmath as mp
+    mp.mp.dps = 30
+    x = np.array([1.01, 1.5, 2.0, 3.5, 10.0, 50.0, 160.0])
+    q = np.array([0.1, 1.0, 2.0, 0.5, 3.0, 1.0, 1.0])
+    got = np.asarray(fgrad.grad(lambda x: fs.zeta(x, q).sum())(x))
+    want = [float(mp.zeta(a, b, 1)) for a, b in zip(x, q)]
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    # Riemann's zeta for x > 1; NaN below, and for q <= 0 (outside the expansion)
+    got = np.asarray(fgrad.vmap(fgrad.grad(fs.zeta))(np.array([3.0, 1.5, 0.5, -2.0])))
+    np.testing.assert_allclose(got[:2], [float(mp.zeta(3, 1, 1)), float(mp.zeta(1.5, 1, 1))],
+                               rtol=1e-14)
+    assert np.all(np.isnan(got[2:]))
+    assert np.isnan(float(fgrad.grad(fs.zeta)(np.float64(3.0), -0.5)))
 
 
 # ----------------------------------------------------------------------------
@@ -358,7 +364,8 @@ GRADS = [
     ("i0e", fs.i0e, ([-2.0, 0.3, 5.0],)),
     ("i1", fs.i1, ([-2.0, 0.0, 0.3, 5.0],)),
     ("i1e", fs.i1e, ([-2.0, 0.3, 5.0],)),
-    ("zeta", lambda q: fs.zeta(np.array([2.0, 3.5, 6.0]), q), ([0.5, 2.0, 7.0],)),
+    ("zeta", fs.zeta, ([2.0, 3.5, 6.0], [0.5, 2.0, 7.0])),
+    ("zeta_riemann", fs.zeta, ([1.5, 3.5, 6.0],)),
     ("multigammaln", lambda a: fs.multigammaln(a, 3), ([2.1, 4.0],)),
     ("sinc", fs.sinc, ([-1.3, 0.0, 0.4],)),
 ]

@@ -14,7 +14,7 @@ Derivatives are closed forms in these primitives and fgrad's element-wise ones,
 so they differentiate again to any order (gammaln -> digamma -> zeta(2, x) ->
 zeta(3, x) ...). The incomplete gamma and beta functions' derivatives with
 respect to their shape parameters have no closed form: they come from the
-expansions in `special_shape_derivatives.py` (NaN where those do not converge).
+expansions in `special_expansions.py` (NaN where those do not converge).
 The derivative of zeta with respect to its exponent `x` is not implemented:
 asking for it raises NotImplementedError naming the argument (never a silent
 zero).
@@ -27,7 +27,7 @@ from ..ad import defjvp
 from ..batching import defbroadcasting
 from ..core import Array, Primitive, is_weak
 from . import elementwise as ew
-from . import special_shape_derivatives as shape_derivatives
+from . import special_expansions as expansions
 from ._util import lift_scalars, nary_rule
 
 __all__ = ["KERNELS"]
@@ -110,15 +110,6 @@ def _c(x, value):
     return Array(np.asarray(value, x.dtype), True)
 
 
-def _not_implemented(prim, arg):
-    def rule(g, ans, *primals):
-        raise NotImplementedError(
-            f"{prim}: the derivative with respect to `{arg}` is not implemented "
-            f"(only the other operand(s) can be differentiated); wrap `{arg}` in "
-            f"fgrad.lax.stop_gradient if its derivative is not needed")
-    return rule
-
-
 _SQRT_2PI = math.sqrt(2 * math.pi)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 
@@ -135,10 +126,10 @@ defjvp(gammaln_p, lambda g, ans, x: ew.mul(g, digamma(x)))
 # digamma' = polygamma(1, x) = zeta(2, x)
 defjvp(digamma_p, lambda g, ans, x: ew.mul(g, zeta(_c(x, 2.0), x)))
 defjvp(gamma_p, lambda g, ans, x: ew.mul(g, ew.mul(ans, digamma(x))))
-# d/dq zeta(s, q) = -s zeta(s + 1, q)
-defjvp(zeta_p, _not_implemented("zeta", "x"),
+# d/dq zeta(s, q) = -s zeta(s + 1, q); d/ds by Euler-Maclaurin (special_expansions)
+defjvp(zeta_p, lambda g, ans, s, q: ew.mul(g, expansions.zeta_ds(s, q)),
        lambda g, ans, s, q: ew.mul(g, ew.neg(ew.mul(s, zeta(ew.add(s, _c(s, 1.0)), q)))))
-defjvp(zetac_p, _not_implemented("zeta", "x"))
+defjvp(zetac_p, lambda g, ans, s: ew.mul(g, expansions.zeta_ds(s, _c(s, 1.0))))
 
 beta_p, beta = _special_prim("beta", 2)
 betaln_p, betaln = _special_prim("betaln", 2)
@@ -224,12 +215,12 @@ def _beta_density(a, b, x):
     return ew.exp(ew.sub(log_density, betaln(a, b)))
 
 
-defjvp(gammainc_p, lambda g, ans, a, x: ew.mul(g, shape_derivatives.gammainc_da(a, x)),
+defjvp(gammainc_p, lambda g, ans, a, x: ew.mul(g, expansions.gammainc_da(a, x)),
        lambda g, ans, a, x: ew.mul(g, _gamma_density(a, x)))
-defjvp(gammaincc_p, lambda g, ans, a, x: ew.neg(ew.mul(g, shape_derivatives.gammainc_da(a, x))),
+defjvp(gammaincc_p, lambda g, ans, a, x: ew.neg(ew.mul(g, expansions.gammainc_da(a, x))),
        lambda g, ans, a, x: ew.neg(ew.mul(g, _gamma_density(a, x))))
-defjvp(betainc_p, lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_da(a, b, x)),
-       lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_db(a, b, x)),
+defjvp(betainc_p, lambda g, ans, a, b, x: ew.mul(g, expansions.betainc_da(a, b, x)),
+       lambda g, ans, a, b, x: ew.mul(g, expansions.betainc_db(a, b, x)),
        lambda g, ans, a, b, x: ew.mul(g, _beta_density(a, b, x)))
 
 # Their inverses in the last argument (quantile functions), differentiated by the
@@ -254,13 +245,13 @@ def _implicit_y(density, sign=1.0):
     return rule
 
 
-defjvp(gammaincinv_p, _implicit_param(_gamma_density, shape_derivatives.gammainc_da),
+defjvp(gammaincinv_p, _implicit_param(_gamma_density, expansions.gammainc_da),
        _implicit_y(_gamma_density))
 # Q(a, x) = y: Q_x = -density, Q_a = -P_a
-defjvp(gammainccinv_p, _implicit_param(_gamma_density, shape_derivatives.gammainc_da),
+defjvp(gammainccinv_p, _implicit_param(_gamma_density, expansions.gammainc_da),
        _implicit_y(_gamma_density, sign=-1.0))
-defjvp(betaincinv_p, _implicit_param(_beta_density, shape_derivatives.betainc_da),
-       _implicit_param(_beta_density, shape_derivatives.betainc_db),
+defjvp(betaincinv_p, _implicit_param(_beta_density, expansions.betainc_da),
+       _implicit_param(_beta_density, expansions.betainc_db),
        _implicit_y(_beta_density))
 
 # ----------------------------------------------------------------------------

@@ -16,12 +16,12 @@ rest are compositions written here. At the edges:
   by an underflowed ndtr.
 
 Derivatives with respect to the shape parameters `a` (gammainc, gammaincc,
-betainc) and `b` (betainc) are computed by the series and continued fractions
-of `lax/special_shape_derivatives.py` (about 1e-13 relative error for moderate
+betainc) and `b` (betainc) and to the exponent of zeta come from series,
+continued fractions and the Euler-Maclaurin formula in
+`lax/special_expansions.py` (about 1e-13 relative error for moderate
 parameters; NaN where the fixed number of terms does not converge, for shape
-parameters beyond about 5000 near x ~ a); those with respect to the exponent
-of zeta and the integer order n of polygamma are not implemented and raise
-NotImplementedError naming the argument.
+parameters beyond about 5000 near x ~ a, and for zeta's exponent below 1); a
+derivative in the integer order n of polygamma raises NotImplementedError.
 """
 import math
 
@@ -116,7 +116,7 @@ def erfinv(y):
 def zeta(x, q=None):
     """The Hurwitz zeta function sum_k (k + q)^-x, or Riemann's (q=None), which is
     1 + zetac(x): next to its zeros at negative even x its error is ~1e-16 absolute,
-    not relative. Differentiable in q only."""
+    not relative. The derivative in x is NaN for x <= 1 (and q <= 0)."""
     if q is None:
         (x,) = _floats(x)
         return lax.add(sp.zetac(x), _c(x, 1.0))

@@ -1,6 +1,7 @@
-"""Derivatives of the regularized incomplete gamma and beta functions with
-respect to their shape parameters (the JVP rules of `special.gammainc`,
-`gammaincc` and `betainc` for `a` and `b`).
+"""Derivatives that have no closed form, for the JVP rules of `special.py`: the
+regularized incomplete gamma and beta functions with respect to their shape
+parameters (`gammainc`, `gammaincc`, `betainc` in `a` and `b`) and the zeta
+function with respect to its exponent.
 
 No closed form exists, so the functions are computed once more here by their
 classic expansions, in fgrad's element-wise ops and loops of a fixed number of
@@ -18,7 +19,14 @@ derivatives of their own (second order and beyond come the same way). An
 element whose expansion has not converged after `TERMS` terms (for the
 incomplete gamma function: a beyond about 5000 with x just below a) gets NaN,
 never a silently truncated value; so do operands outside the functions'
-domains. Accuracy against mpmath: about 1e-13 relative for moderate
+domains.
+
+* zeta(s, q) = sum_{k<N} (q+k)^-s + (q+N)^(1-s) / (s-1) + (q+N)^-s / 2
+  + sum_j B_2j / (2j)! s (s+1)...(s+2j-2) (q+N)^(-s-2j+1) (Euler-Maclaurin, N = 24
+  direct terms, 12 Bernoulli terms), for s > 1 and q > 0 (NaN elsewhere, also
+  for Riemann's zeta at s < 1 where the value comes from the reflection formula).
+
+Accuracy against mpmath: about 1e-13 relative for moderate
 parameters, 1e-11 at a ~ 1e4 (where log x - digamma(a) cancels). All terms
 always run (a few hundred loop steps per derivative, whatever the operands).
 First derivatives and forward-over-reverse second derivatives need no memory
@@ -29,7 +37,7 @@ import numpy as np
 
 from . import elementwise as ew
 
-__all__ = ["TERMS", "gammainc_da", "betainc_da", "betainc_db"]
+__all__ = ["TERMS", "gammainc_da", "betainc_da", "betainc_db", "zeta_ds"]
 
 TERMS = 600
 _TINY = 1e-30      # the modified Lentz method's stand-in for a zero denominator
@@ -220,3 +228,49 @@ def betainc_da(a, b, x):
 
 def betainc_db(a, b, x):
     return _betainc_d(a, b, x, 1)
+
+
+# ----------------------------------------------------------------------------
+# Hurwitz zeta
+
+_ZETA_DIRECT = 24
+# B_2j / (2j)! for j = 1 .. 12 (Bernoulli numbers over factorials, exact fractions)
+_BERNOULLI = [(1, 6), (-1, 30), (1, 42), (-1, 30), (5, 66), (-691, 2730), (7, 6),
+              (-3617, 510), (43867, 798), (-174611, 330), (854513, 138),
+              (-236364091, 2730)]
+
+
+def _euler_maclaurin(s, q):
+    """(zeta(s, q), converged) for s > 1, q > 0."""
+    import math
+    one = _c(s, 1.0)
+    total = _full(s, 0.0)
+    for k in range(_ZETA_DIRECT):
+        total = ew.add(total, ew.pow(ew.add(q, _c(q, float(k))), ew.neg(s)))
+    w = ew.add(q, _c(q, float(_ZETA_DIRECT)))
+    w_s = ew.pow(w, ew.neg(s))
+    total = ew.add(total, ew.div(ew.mul(w, w_s), ew.sub(s, one)))
+    total = ew.add(total, ew.mul(_c(s, 0.5), w_s))
+    factor = ew.div(ew.mul(s, w_s), w)                 # s (q+N)^(-s-1)
+    inv_w2 = ew.div(one, ew.mul(w, w))
+    term = factor
+    for j, (num, den) in enumerate(_BERNOULLI, start=1):
+        coeff = num / den / math.factorial(2 * j)
+        term = ew.mul(_c(s, coeff), factor)
+        total = ew.add(total, term)
+        rising = ew.mul(ew.add(s, _c(s, 2 * j - 1.0)), ew.add(s, _c(s, 2.0 * j)))
+        factor = ew.mul(factor, ew.mul(rising, inv_w2))
+    converged = ew.le(ew.abs(term), ew.mul(ew.abs(total), _c(s, _eps(s))))
+    return total, converged
+
+
+def zeta_ds(s, q):
+    """d/ds zeta(s, q) for s > 1 and q > 0; NaN elsewhere or where the expansion's
+    last term is not negligible (s beyond about 150)."""
+    s, q = _broadcast(s, q)
+    one = _c(s, 1.0)
+    valid = ew.bitwise_and(ew.gt(s, one), ew.gt(q, _c(q, 0.0)))
+    s_ok = _where(valid, s, _c(s, 2.0))
+    q_ok = _where(valid, q, one)
+    d, ok = _d_da(_euler_maclaurin, s_ok, q_ok)
+    return _where(ew.bitwise_and(valid, ok), d, _c(s, np.nan))
