@@ -3,32 +3,30 @@ regularized incomplete gamma and beta functions with respect to their shape
 parameters (`gammainc`, `gammaincc`, `betainc` in `a` and `b`) and the zeta
 function with respect to its exponent.
 
-No closed form exists, so the functions are computed once more here by their
-classic expansions, in fgrad's element-wise ops and loops of a fixed number of
-terms (`fori_loop`, so reverse mode works too), and differentiated in forward
-mode:
+The functions are computed once more here by classic expansions, in fgrad's
+element-wise ops (and loops of a fixed number of terms: `fori_loop`, so reverse
+mode works too), and differentiated in forward mode:
 
 * P(a, x) = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a+1)...(a+n)) for x < a + 1,
   Q(a, x) = x^a e^-x / Gamma(a) * (Legendre's continued fraction) beyond;
 * I_x(a, b) = x^a (1-x)^b / (a B(a, b)) * (the even/odd continued fraction
   for the incomplete beta function, evaluated by the modified Lentz method)
-  for x < (a + 1) / (a + b + 2), 1 - I_(1-x)(b, a) beyond.
-
-Both pieces are differentiable compositions, so these derivatives have
-derivatives of their own (second order and beyond come the same way). An
-element whose expansion has not converged after `TERMS` terms (for the
-incomplete gamma function: a beyond about 5000 with x just below a) gets NaN,
-never a silently truncated value; so do operands outside the functions'
-domains.
-
+  for x < (a + 1) / (a + b + 2), 1 - I_(1-x)(b, a) beyond;
 * zeta(s, q) = sum_{k<N} (q+k)^-s + (q+N)^(1-s) / (s-1) + (q+N)^-s / 2
   + sum_j B_2j / (2j)! s (s+1)...(s+2j-2) (q+N)^(-s-2j+1) (Euler-Maclaurin, N = 24
-  direct terms, 12 Bernoulli terms), for s > 1 and q > 0 (NaN elsewhere, also
-  for Riemann's zeta at s < 1 where the value comes from the reflection formula).
+  direct terms, 12 Bernoulli terms) for s > 1 and q > 0.
 
-Accuracy against mpmath: about 1e-13 relative for moderate
-parameters, 1e-11 at a ~ 1e4 (where log x - digamma(a) cancels). All terms
-always run (a few hundred loop steps per derivative, whatever the operands).
+These are differentiable compositions, so the derivatives have derivatives of
+their own (second order and beyond come the same way). An element whose
+expansion has not converged (for the incomplete gamma function: a beyond about
+5000 with x just below a, after `TERMS` terms) gets NaN, never a silently
+truncated value; so do operands outside the functions' domains, and zeta's
+exponent s <= 1 (Riemann's zeta there comes from the reflection formula, not
+from this expansion).
+
+Accuracy against mpmath: about 1e-13 relative for moderate parameters, 1e-11
+at a ~ 1e4 (where log x - digamma(a) cancels), 1e-15 for zeta. The loops always
+run all their terms (a few hundred steps per derivative, whatever the operands).
 First derivatives and forward-over-reverse second derivatives need no memory
 per term; reverse-over-reverse stores each term's values (TERMS x the operands'
 size).
