@@ -276,6 +276,35 @@ BINARY = {
     "shift_right_arithmetic": (lax.shift_right_arithmetic, "iu", _shift_ref("arithmetic")),
 }
 
+# Special functions (lax/special.py): SciPy's float64 kernel rounded once, eagerly
+# (the ufunc) and under jit (the same kernel through cython_special): bit for bit.
+from fgrad._src.lax import special as _special  # noqa: E402
+
+
+def _scipy_ref(prim):
+    def ref(*args):
+        import scipy.special
+        with np.errstate(all="ignore"):
+            out = getattr(scipy.special, _special.KERNELS[prim][0])(
+                *[np.asarray(a, np.float64) for a in args])
+        return np.asarray(out).astype(args[0].dtype)
+    return ref
+
+
+def _xdivy_ref(x, y):
+    with np.errstate(all="ignore"):
+        return np.where(x == 0, x.dtype.type(0), x / y).astype(x.dtype)
+
+
+for _name in ("gammaln", "digamma", "gamma", "erfc", "erfcx", "ndtr", "ndtri", "log_ndtr",
+              "i0", "i0e", "i1", "i1e", "zetac", "entr"):
+    UNARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
+for _name in ("beta", "betaln", "gammainc", "gammaincc", "xlogy", "xlog1py", "zeta",
+              "rel_entr", "kl_div", "gammaincinv", "gammainccinv"):
+    BINARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
+BINARY["xdivy"] = (_special.xdivy, "f", _xdivy_ref)
+
+
 # jit against eager, in ulp, for what fgrad's own math library computes (all
 # else is bit for bit). cpu/mathlib.py documents at most 2 ulp for every
 # function against NumPy (float64) or the correctly rounded value (float32,
@@ -509,6 +538,31 @@ def _clip(data):
 
 PARAMETRIZED = {"integer_pow": _integer_pow, "convert_element_type": _convert,
                 "bitcast_convert_type": _bitcast, "select_n": _select_n, "clip": _clip}
+
+
+# Special functions of three operands (lax/special.py): SciPy's kernel eagerly and
+# under jit, bit for bit
+def _ternary_special(name):
+    def run(data):
+        dt = data.draw(st.sampled_from(FLOATS))
+        shape = data.draw(st.sampled_from(SHAPES))
+        args = [data.draw(arrays(dt, shape)) for _ in range(3)]
+        _check_elementwise(name, getattr(_special, name), _scipy_ref(name), args, dt)
+    return run
+
+
+PARAMETRIZED.update({name: _ternary_special(name) for name in ("betainc", "betaincinv")})
+
+
+@pytest.mark.parametrize("name", ["betainc", "betaincinv"])
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_betainc_special_triples(name, dt):
+    """betainc(a, b, x) and betaincinv(a, b, y) over every pair of special values
+    (a, b) against x cycled through them: jit bit for bit, eager against SciPy's
+    float64 kernel."""
+    v, a, b = _pairs(dt)
+    x = np.resize(v, a.size)
+    _check_elementwise(name, getattr(_special, name), _scipy_ref(name), (a, b, x), dt)
 
 
 @pytest.mark.parametrize("name", sorted(PARAMETRIZED))

@@ -7,6 +7,9 @@ import numpy as _np
 
 from ..core import Array as _Array, Primitive as _Primitive
 from . import elementwise as _elementwise
+from .special import (digamma, erfc, zeta, gammaln as lgamma,  # noqa: F401  (JAX's names)
+                      gammainc as igamma, gammaincc as igammac, i0e as bessel_i0e,
+                      i1e as bessel_i1e, betainc as regularized_incomplete_beta)
 from .shape_ops import (broadcast_in_dim, broadcast_in_dim_p, broadcast_to, expand_dims,  # noqa: F401
                         expand_dims_p, reshape, reshape_p, squeeze, squeeze_p, transpose,
                         transpose_p)
