@@ -6,7 +6,8 @@ from fgrad._src.config import config  # noqa: F401
 from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.cpu.disk_cache import clear as clear_disk_cache  # noqa: F401
 from fgrad._src.cpu.disk_cache import info as disk_cache_info  # noqa: F401
-from fgrad._src.gpu.devices import Device, device_put, devices  # noqa: F401
+from fgrad._src.devices import Device, device_put, devices  # noqa: F401
+from fgrad._src.gpu import platform as _gpu_platform  # noqa: F401  (registers the GPU backend)
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from fgrad._src.jit.api import jit  # noqa: F401
@@ -18,4 +19,4 @@ from fgrad import debug  # noqa: F401,E402
 from fgrad._src.errors import (ArrayTooLargeError, ConcretizationError,  # noqa: F401
                                EscapedTracerError, FgradTypeError)
 
-__version__ = "0.1.0"
+from fgrad._version import __version__  # noqa: F401,E402

@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 
-from . import dtypes
-from .gpu import runtime as _gpu
+from . import dtypes, placement
 from .errors import (ArrayTooLargeError, ConcretizationError, EscapedTracerError,
                      FgradTypeError, user_frame)
 
@@ -273,8 +272,9 @@ class EvalTrace(Trace):
                 weak = False
             i += 1
         try:
-            if _gpu.ndarray is not None and _gpu.any_on_gpu(vals):
-                out = _gpu.run_eager(prim, vals, params)   # CuPy values: run on their GPU
+            device = placement.on_device(vals) if placement.array_types else None
+            if device is not None:
+                out = device.run_eager(prim, vals, params)   # e.g. CuPy values: on their GPU
             else:
                 out = prim.impl(*vals, **params)
         except Exception as e:
@@ -570,11 +570,10 @@ class Array(ArrayMethods):
     @property
     def device(self):
         """The Device this array lives on (see fgrad.devices)."""
-        from .gpu.devices import device_of
-        return device_of(self._value)
+        return placement.device_of(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        if _gpu.is_gpu_array(self._value):
+        if placement.platform_of(self._value) is not None:
             raise TypeError(
                 f"Cannot convert an array on {self.device!r} ({self.aval.str_short()}) to a "
                 f"NumPy array implicitly: moving data off the GPU is explicit in fgrad.\n"
@@ -635,8 +634,8 @@ class Array(ArrayMethods):
 
 
 def _host(value):
-    """A NumPy copy of a GPU value, for printing and pickling; NumPy values as they are."""
-    return value.get() if _gpu.is_gpu_array(value) else np.asarray(value)
+    """A NumPy copy of a device value, for printing and pickling; NumPy values as they are."""
+    return placement.to_host(value)
 
 
 # ----------------------------------------------------------------------------
