@@ -7,6 +7,7 @@ from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.cpu.disk_cache import clear as clear_disk_cache  # noqa: F401
 from fgrad._src.cpu.disk_cache import info as disk_cache_info  # noqa: F401
 from fgrad._src.devices import Device, device_put, devices  # noqa: F401
+from fgrad._src.dlpack import from_dlpack  # noqa: F401
 from fgrad._src.gpu import platform as _gpu_platform  # noqa: F401  (registers the GPU backend)
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401

@@ -587,6 +587,16 @@ class Array(ArrayMethods):
         v.flags.writeable = False  # Arrays are immutable: NumPy gets a read-only view
         return v
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """This array's buffer as a DLPack capsule, shared (read-only where the
+        consumer's protocol can say so); see fgrad/_src/dlpack.py."""
+        from .dlpack import export
+        return export(self._value, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        from .dlpack import device
+        return device(self._value)
+
     def __bool__(self):
         return bool(self._value)
 
@@ -686,6 +696,14 @@ class Tracer(ArrayMethods):
             f"transform is tracking.\n  hint: use fgrad.numpy instead of numpy inside "
             f"transformed functions, or wrap the value in fgrad.stop_gradient and convert "
             f"after the transform returns.")
+
+    def __dlpack__(self, **kwargs):
+        raise ConcretizationError(
+            f"Cannot export a traced value ({self.aval.str_short()}) inside "
+            f"{self._trace.description} through DLPack: its value is not known while "
+            f"tracing.\n  hint: call it outside jit/grad/vmap, on the result")
+
+    __dlpack_device__ = __dlpack__
 
     def __repr__(self):
         return f"Traced<{self.aval.str_short()}> in {self._trace.description}"

@@ -19,6 +19,7 @@ class Platform:
     `aliases` the other names `fgrad.devices(backend)` accepts for it, and
     `missing_hint` says what to install when it has no device."""
     name = aliases = missing_hint = None
+    dlpack_device_type = None    # DLPack's number for the platform's devices (kDLCUDA = 2)
 
     def count(self):
         """How many devices it sees (0 without its library or hardware)."""
@@ -43,6 +44,11 @@ class Platform:
         """Run `prim` eagerly on values of which at least one is this platform's."""
         raise NotImplementedError
 
+    def from_dlpack(self, x, copy):
+        """An array of this platform sharing the memory of DLPack producer `x`
+        (a copy when `copy`)."""
+        raise NotImplementedError
+
     def compile(self, closed_jaxpr, name):
         """A callable running `closed_jaxpr` on this platform's arrays (for `jit`)."""
         raise NotImplementedError
@@ -65,6 +71,14 @@ def platform(name):
     """The registered platform called `name` (or one of its aliases), or None."""
     for p in _platforms.values():
         if name == p.name or name in p.aliases:
+            return p
+    return None
+
+
+def platform_for_dlpack(device_type):
+    """The registered platform whose devices have DLPack device type `device_type`."""
+    for p in _platforms.values():
+        if p.dlpack_device_type == device_type:
             return p
     return None
 

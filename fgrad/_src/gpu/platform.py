@@ -10,6 +10,7 @@ from . import runtime
 class GpuPlatform(placement.Platform):
     name = "gpu"
     aliases = ("cuda",)
+    dlpack_device_type = 2      # kDLCUDA
     missing_hint = ("fgrad's GPU backend needs CuPy and an NVIDIA GPU; "
                     "pip install 'fgrad[gpu]'")
 
@@ -32,6 +33,10 @@ class GpuPlatform(placement.Platform):
             return value
         with cp.cuda.Device(device_id):
             return cp.asarray(value)
+
+    def from_dlpack(self, x, copy):
+        value = runtime.cupy().from_dlpack(x)
+        return value.copy() if copy else value
 
     def run_eager(self, prim, vals, params):
         from . import eager
