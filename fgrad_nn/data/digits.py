@@ -12,7 +12,7 @@ def load_digits():
     """(images, labels): float32 (1797, 1, 8, 8) scaled to [0, 1] (NCHW, one
     channel), int64 labels (1797,) in 0..9."""
     datasets = require("sklearn.datasets", "load_digits (scikit-learn ships the data set)",
-                       "examples")
+                       "examples", package="scikit-learn")
     bunch = datasets.load_digits()
     images = (bunch.images.astype(np.float32) / np.float32(16.0))[:, None, :, :]
     return images, bunch.target.astype(np.int64)
