@@ -43,6 +43,12 @@ def test_from_dlpack_shares_numpy_memory(dtype):
     np.testing.assert_array_equal(_host(x), a)
 
 
+def test_fgrad_numpy_has_from_dlpack_as_numpy_does():
+    a = np.arange(3.0)
+    assert fnp.from_dlpack is fgrad.from_dlpack
+    assert np.shares_memory(_host(fnp.from_dlpack(a)), a)
+
+
 def test_from_dlpack_keeps_strides_and_copy_true_makes_contiguous():
     a = np.arange(12.0).reshape(3, 4)
     x = fgrad.from_dlpack(a.T)

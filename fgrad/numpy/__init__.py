@@ -49,4 +49,6 @@ inexact, floating = _np.inexact, _np.floating
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
 
+from fgrad._src.dlpack import from_dlpack  # noqa: E402,F401  (numpy.from_dlpack's counterpart)
+
 __all__ = sorted(n for n in globals() if not n.startswith("_"))
