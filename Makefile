@@ -8,7 +8,7 @@ PEERS_STAMP := $(PEERS)/.installed
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-slow demo tour bench peers clean
+.PHONY: install test test-slow demo tour dist bench peers clean
 
 install: $(STAMP)
 
@@ -31,6 +31,26 @@ demo: $(STAMP)
 
 tour: $(STAMP)
 	$(VENV)/bin/python examples/tour.py
+
+# A wheel and an sdist in dist/, built with `build` in a throwaway venv; each is
+# installed into a fresh venv (no extras) that runs tests/install_smoke.py.
+DIST_CHECK := build/dist-check
+
+dist:
+	rm -rf dist $(DIST_CHECK)
+	$(PY) -m venv $(DIST_CHECK)/build
+	$(DIST_CHECK)/build/bin/pip install -q build
+	$(DIST_CHECK)/build/bin/python -m build --outdir dist .
+	for f in LICENSE README.md CHANGELOG.md; do \
+	  tar tzf dist/fgrad-*.tar.gz | grep -qx "fgrad-[^/]*/$$f" || { echo "sdist lacks $$f"; exit 1; }; \
+	done
+	! tar tzf dist/fgrad-*.tar.gz | grep -E '__pycache__|\.py[cod]$$|venv|\.hypothesis|bench/|runs/'
+	for kind in whl tar.gz; do \
+	  $(PY) -m venv $(DIST_CHECK)/$$kind && \
+	  $(DIST_CHECK)/$$kind/bin/pip install -q dist/*.$$kind && \
+	  (cd $(DIST_CHECK) && $$kind/bin/python -I $(CURDIR)/tests/install_smoke.py \
+	    $(CURDIR)/README.md $(CURDIR)/examples/tour.py) || exit 1; \
+	done
 
 # The benchmarks run in their own environment holding fgrad and its peers
 # (PyTorch, JAX, autograd, Optax) so that all are timed in one process.

@@ -7,9 +7,10 @@ from fgrad._src.core import Array  # noqa: F401
 from fgrad._src.default_float import default_float  # noqa: F401
 from fgrad._src.cpu.disk_cache import clear as clear_disk_cache  # noqa: F401
 from fgrad._src.cpu.disk_cache import info as disk_cache_info  # noqa: F401
-from fgrad._src.gpu.devices import Device, device_put, devices  # noqa: F401
-from fgrad._src.gpu.devices import (default_backend, device_count,  # noqa: F401
-                                    local_device_count)
+from fgrad._src.devices import Device, device_put, devices  # noqa: F401
+from fgrad._src.devices import default_backend, device_count, local_device_count  # noqa: F401
+from fgrad._src.dlpack import from_dlpack  # noqa: F401
+from fgrad._src.gpu import platform as _gpu_platform  # noqa: F401  (registers the GPU backend)
 from fgrad._src.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from fgrad._src.jacobians import hessian, jacfwd, jacrev  # noqa: F401
 from fgrad._src.jit.api import jit  # noqa: F401
@@ -21,4 +22,4 @@ from fgrad import debug  # noqa: F401,E402
 from fgrad._src.errors import (ArrayTooLargeError, ConcretizationError,  # noqa: F401
                                EscapedTracerError, FgradTypeError)
 
-__version__ = "0.1.0"
+from fgrad._version import __version__  # noqa: F401,E402

@@ -14,6 +14,12 @@ Nothing is pickled or evaluated: the file is data only, readable by any
 safetensors reader. Files of format version 1 (before the header checksum)
 still load.
 
+Saving and loading need the `safetensors` package (`pip install 'fgrad[nn]'`):
+its reader checks every tensor's offsets and sizes against the file before a
+byte is used, and a checkpoint is the one file format fgrad_nn reads from
+elsewhere, so there is deliberately no second, home-made reader to fall back
+on. `load_metadata` reads only the JSON header and works without it.
+
 Leaves come back as NumPy arrays (every fgrad function accepts them), with the
 exact bits, dtype and shape saved: bool, int8-int64, uint8-uint64, float16,
 float32, float64; 0-d and empty arrays included. Python scalars are saved as
@@ -28,6 +34,7 @@ import optree
 
 import fgrad
 from fgrad_nn._atomic import write_atomically
+from fgrad_nn._extras import require
 
 __all__ = ["CheckpointError", "save", "load", "load_metadata"]
 
@@ -137,8 +144,12 @@ def _crc(array):
     return zlib.crc32(np.require(array, requirements="C").reshape(-1).view(np.uint8))
 
 
+def _safetensors():
+    return require("safetensors.numpy", "checkpoints (fgrad_nn.checkpoint.save/load)", "nn")
+
+
 def _serialize(tree, metadata):
-    import safetensors.numpy
+    safetensors_numpy = _safetensors()
 
     leaves, _, names, description = _flatten(tree)
     seen = set()
@@ -160,7 +171,7 @@ def _serialize(tree, metadata):
     layout = {n: [_SAFETENSORS_DTYPES[a.dtype.newbyteorder("=")], list(a.shape)]
               for n, a in tensors.items()}
     header["header_crc32"] = _header_crc(header, layout)
-    return safetensors.numpy.save(tensors, metadata=header)
+    return safetensors_numpy.save(tensors, metadata=header)
 
 
 def _header_crc(meta, layout):
@@ -293,15 +304,14 @@ def _parse_structure(meta):
 
 
 def _read(path):
-    import safetensors.numpy
-
+    safetensors_numpy = _safetensors()
     path = os.fspath(path)
     with open(path, "rb") as f:
         head = _read_head(f)
         meta = _read_header(path, head)   # checked before the rest is read
         data = head + f.read()
     try:
-        tensors = safetensors.numpy.load(data)
+        tensors = safetensors_numpy.load(data)
         description, names, crcs = _parse_structure(meta)
     except Exception as e:   # safetensors raises its own SafetensorError
         raise CheckpointError(f"{path}: corrupt or truncated checkpoint: {e}") from None

@@ -22,6 +22,7 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad import nn
 from fgrad_nn._atomic import write_atomically
+from fgrad_nn._extras import require
 
 __all__ = ["Progress", "History", "plot_curves", "evaluate"]
 
@@ -52,7 +53,7 @@ class Progress:
         self._sums, self._count = {}, 0
 
     def _bar(self, iterable, **kwargs):
-        from tqdm.auto import tqdm
+        tqdm = require("tqdm.auto", "fgrad_nn.training.Progress (progress bars)", "nn").tqdm
         return tqdm(iterable, disable=self.disable, file=self.file, dynamic_ncols=True, **kwargs)
 
     def epochs(self, start=0):
@@ -157,8 +158,9 @@ def plot_curves(history, path, *, x=None, title=None):
     "acc" the right one. x: the metric on the horizontal axis ("epoch" or
     "step" when present, else the row number). Returns `path`.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    FigureCanvasAgg = require("matplotlib.backends.backend_agg", "plot_curves",
+                              "examples").FigureCanvasAgg
+    Figure = require("matplotlib.figure", "plot_curves", "examples").Figure
 
     columns = history.as_dict() if isinstance(history, History) else dict(history)
     if x is None:

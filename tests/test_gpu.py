@@ -144,3 +144,22 @@ def test_big_reductions_and_launch_sizes():
         np.testing.assert_allclose(_to_host(jit(lambda y: fnp.sum(y, axis=axis))(gy)),
                                    y.sum(axis=axis, dtype=np.float64), rtol=1e-4, atol=1e-3)
     assert math.isfinite(float(fnp.sum(gy)))
+
+
+def test_dlpack_shares_gpu_memory_with_cupy_both_ways():
+    import cupy as cp
+    x = fgrad.device_put(np.arange(6.0).reshape(2, 3), GPU) * 2.0
+    assert x.__dlpack_device__() == (2, GPU.id)                      # kDLCUDA
+    c = cp.from_dlpack(x)
+    assert c.data.ptr == cp.from_dlpack(x).data.ptr                  # no copy per export
+    np.testing.assert_array_equal(c.get(), [[0, 2, 4], [6, 8, 10]])
+    a = cp.arange(12, dtype=cp.float32).reshape(3, 4)
+    y = fgrad.from_dlpack(a.T)
+    assert y.device == GPU and y.dtype == np.float32
+    assert cp.from_dlpack(y).data.ptr == a.data.ptr
+    np.testing.assert_array_equal(_to_host(fnp.sum(y, axis=0)), a.get().sum(axis=1))
+    on_host = fgrad.from_dlpack(a, device=CPU)                       # moved: a copy
+    assert on_host.device == CPU
+    np.testing.assert_array_equal(np.asarray(on_host), a.get())
+    with pytest.raises(BufferError, match="needs a copy"):
+        fgrad.from_dlpack(a, device=CPU, copy=False)

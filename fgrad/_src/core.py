@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 
-from . import dtypes
-from .gpu import runtime as _gpu
+from . import dtypes, placement
 from .errors import (ArrayTooLargeError, ConcretizationError, EscapedTracerError,
                      FgradTypeError, user_frame)
 
@@ -273,8 +272,9 @@ class EvalTrace(Trace):
                 weak = False
             i += 1
         try:
-            if _gpu.ndarray is not None and _gpu.any_on_gpu(vals):
-                out = _gpu.run_eager(prim, vals, params)   # CuPy values: run on their GPU
+            device = placement.on_device(vals) if placement.array_types else None
+            if device is not None:
+                out = device.run_eager(prim, vals, params)   # e.g. CuPy values: on their GPU
             else:
                 out = prim.impl(*vals, **params)
         except Exception as e:
@@ -570,11 +570,10 @@ class Array(ArrayMethods):
     @property
     def device(self):
         """The Device this array lives on (see fgrad.devices)."""
-        from .gpu.devices import device_of
-        return device_of(self._value)
+        return placement.device_of(self._value)
 
     def __array__(self, dtype=None, copy=None):
-        if _gpu.is_gpu_array(self._value):
+        if placement.platform_of(self._value) is not None:
             raise TypeError(
                 f"Cannot convert an array on {self.device!r} ({self.aval.str_short()}) to a "
                 f"NumPy array implicitly: moving data off the GPU is explicit in fgrad.\n"
@@ -587,6 +586,16 @@ class Array(ArrayMethods):
         v = v.view()
         v.flags.writeable = False  # Arrays are immutable: NumPy gets a read-only view
         return v
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """This array's buffer as a DLPack capsule, shared (read-only where the
+        consumer's protocol can say so); see fgrad/_src/dlpack.py."""
+        from .dlpack import export
+        return export(self._value, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self):
+        from .dlpack import device
+        return device(self._value)
 
     def __bool__(self):
         return bool(self._value)
@@ -635,8 +644,8 @@ class Array(ArrayMethods):
 
 
 def _host(value):
-    """A NumPy copy of a GPU value, for printing and pickling; NumPy values as they are."""
-    return value.get() if _gpu.is_gpu_array(value) else np.asarray(value)
+    """A NumPy copy of a device value, for printing and pickling; NumPy values as they are."""
+    return placement.to_host(value)
 
 
 # ----------------------------------------------------------------------------
@@ -687,6 +696,14 @@ class Tracer(ArrayMethods):
             f"transform is tracking.\n  hint: use fgrad.numpy instead of numpy inside "
             f"transformed functions, or wrap the value in fgrad.stop_gradient and convert "
             f"after the transform returns.")
+
+    def __dlpack__(self, **kwargs):
+        raise ConcretizationError(
+            f"Cannot export a traced value ({self.aval.str_short()}) inside "
+            f"{self._trace.description} through DLPack: its value is not known while "
+            f"tracing.\n  hint: call it outside jit/grad/vmap, on the result")
+
+    __dlpack_device__ = __dlpack__
 
     def __repr__(self):
         return f"Traced<{self.aval.str_short()}> in {self._trace.description}"

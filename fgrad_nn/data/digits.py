@@ -2,6 +2,7 @@
 (1797 real 8x8 images of the digits 0-9, pixel values 0-16; UCI ML data set)."""
 import numpy as np
 
+from .._extras import require
 from .dataset import train_test_split
 
 __all__ = ["load_digits", "load_digits_split"]
@@ -10,12 +11,9 @@ __all__ = ["load_digits", "load_digits_split"]
 def load_digits():
     """(images, labels): float32 (1797, 1, 8, 8) scaled to [0, 1] (NCHW, one
     channel), int64 labels (1797,) in 0..9."""
-    try:
-        from sklearn.datasets import load_digits as sklearn_digits
-    except ImportError:
-        raise ImportError("load_digits needs scikit-learn, which ships the data set: "
-                          "pip install scikit-learn") from None
-    bunch = sklearn_digits()
+    datasets = require("sklearn.datasets", "load_digits (scikit-learn ships the data set)",
+                       "examples", package="scikit-learn")
+    bunch = datasets.load_digits()
     images = (bunch.images.astype(np.float32) / np.float32(16.0))[:, None, :, :]
     return images, bunch.target.astype(np.int64)
 

@@ -10,5 +10,5 @@ kernel is compiled (see `runtime`). The pieces, bottom up:
   ops         -- the steps that are not fused kernels (cuBLAS, CuPy, host)
   executable  -- a jaxpr as a plan of GPU steps (what `jit` runs on GPU inputs)
   eager       -- eager primitives on GPU arrays
-  devices     -- `fgrad.devices()`, `fgrad.device_put`
+  platform    -- the backend's entry in the device registry (`placement`)
 """

@@ -2,7 +2,8 @@
 
 `ndarray` stays None until fgrad loads CuPy (the first `device_put` to a GPU
 or `devices()` call): while it is None no GPU array can exist inside fgrad,
-so the CPU paths test a single module attribute and never import CuPy.
+so the CPU paths never import CuPy. Loading CuPy registers its array type with
+the device registry (`placement`), which is how the core tells GPU values apart.
 """
 ndarray = None      # cupy.ndarray once CuPy is loaded
 _cupy = None
@@ -24,6 +25,8 @@ def cupy():
                 f"  hint: pip install 'fgrad[gpu]' (CuPy for CUDA 12) on a machine with an "
                 f"NVIDIA GPU") from e
         _cupy, ndarray = cp, cp.ndarray
+        from .. import placement
+        placement.register_array_type(cp.ndarray, "gpu")
     return _cupy
 
 
@@ -50,16 +53,3 @@ def is_gpu_array(x):
     return ndarray is not None and isinstance(x, ndarray)
 
 
-def any_on_gpu(values):
-    """Whether any of `values` is a CuPy array (call only when `ndarray` is set)."""
-    nd = ndarray
-    for v in values:
-        if isinstance(v, nd):
-            return True
-    return False
-
-
-def run_eager(prim, vals, params):
-    """Run `prim` on values of which at least one lives on a GPU (see `eager`)."""
-    from . import eager
-    return eager.run(prim, vals, params)

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import optree
 
-from .. import core, tree_util
+from .. import core, placement, tree_util
 from ..config import config
 from ..cpu import dispatch, interrupts
 from ..cpu.dispatch import MISS
@@ -25,7 +25,6 @@ from ..debug.nans import check_program
 from ..debug.tracebacks import api_boundary, with_filtered_traceback
 from .. import default_float as _default_float
 from ..default_float import default_float_dtype, scoped_or
-from ..gpu import runtime as _gpu
 from ..jaxpr import ClosedJaxpr, Jaxpr
 from ..partial_eval import trace_to_jaxpr
 from ..value_keys import StaticValue
@@ -232,8 +231,9 @@ class Jitted:
         return tree
 
     def _run(self, entry, raw, leaves):
-        if _gpu.ndarray is not None and _gpu.any_on_gpu(raw):
-            return self._run_gpu(entry, raw, leaves)
+        device = placement.on_device(raw) if placement.array_types else None
+        if device is not None:
+            return self._run_on_device(device, entry, raw, leaves)
         exe = entry.executable
         if exe is None:
             exe = entry.executable = _compile(entry, self._name)
@@ -247,10 +247,9 @@ class Jitted:
         outs = [Array(o, w) for o, w in zip(raw_outs, exe.out_weak)]
         return tree_util.unflatten(entry.out_tree, outs)
 
-    def _run_gpu(self, entry, raw, leaves):
-        """Run on the GPU that holds the inputs (see fgrad._src.gpu)."""
-        from ..gpu.executable import compile_gpu
-        exe = compile_gpu(entry.jaxpr, self._name)
+    def _run_on_device(self, device, entry, raw, leaves):
+        """Run on the device backend that holds the inputs (e.g. fgrad._src.gpu)."""
+        exe = device.compile(entry.jaxpr, self._name)
         raw_outs = exe(*raw)
         if entry.donated and not config.debug_nans:
             invalidate(leaves, entry.donated, self._donated_marker)
@@ -347,9 +346,8 @@ class Jitted:
     def lower(self, *args, **kwargs):
         """Trace (without running) for these arguments; see Lowered."""
         entry, flat = self._lookup(args, kwargs)
-        on_gpu = _gpu.ndarray is not None and _gpu.any_on_gpu(
-            [x._value for x in flat if type(x) is Array])
-        return Lowered(self, entry, on_gpu)
+        device = placement.on_device([x._value for x in flat if type(x) is Array])
+        return Lowered(self, entry, device)
 
     def cache_info(self):
         """Hits, misses and cached programs of this function."""
@@ -424,10 +422,10 @@ class Lowered:
     """A traced jitted function: `.jaxpr`, `.as_text()` (the compiled program) and
     `.compile()`."""
 
-    def __init__(self, jitted, entry, on_gpu=False):
+    def __init__(self, jitted, entry, device=None):
         self._jitted, self._entry = jitted, entry
         self.jaxpr = entry.jaxpr
-        self._on_gpu = on_gpu   # the inputs live on a GPU: as_text shows the CUDA program
+        self._device = device   # the inputs' backend, None on the host (as_text shows its program)
 
     def compile(self):
         if self._entry.executable is None:
@@ -435,9 +433,8 @@ class Lowered:
         return self._jitted
 
     def as_text(self):
-        if self._on_gpu:
-            from ..gpu.executable import compile_gpu
-            return compile_gpu(self._entry.jaxpr, self._jitted._name).as_text()
+        if self._device is not None:
+            return self._device.compile(self._entry.jaxpr, self._jitted._name).as_text()
         return _compile(self._entry, self._jitted._name).as_text()
 
 
@@ -520,7 +517,7 @@ def _as_array(x, fname):
         return Array(x)
     if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
         return full_lower(x)
-    if _gpu.is_gpu_array(x):
+    if placement.platform_of(x) is not None:
         return Array(x)
     raise TypeError(
         f"jit of {fname}: an argument holds a {type(x).__name__} ({x!r:.60}), which is "
