@@ -29,7 +29,7 @@ LEFT_OUT = {
         "recarray", "record", "str_", "strings", "timedelta64", "void"],
     "Files and buffers (read or write with NumPy, then `fnp.asarray`; "
     "fgrad_nn has safetensors checkpoints)": [
-        "from_dlpack", "frombuffer", "fromfile", "fromiter", "fromregex", "fromstring",
+        "frombuffer", "fromfile", "fromiter", "fromregex", "fromstring",
         "genfromtxt", "load", "loadtxt", "memmap", "save", "savetxt", "savez",
         "savez_compressed"],
     "Memory layout, iteration and type-code internals of NumPy's own arrays": [
