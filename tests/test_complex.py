@@ -440,3 +440,67 @@ def test_jit_lowers_complex_arithmetic_natively():
     steps = _steps(fgrad.jit(lambda z, w: fnp.power(z, w) + fnp.log1p(z)), z, z)
     assert "numpy:pow" in steps and "numpy:log1p" in steps, steps
     assert any(s.startswith("native:") for s in steps), steps
+
+
+# ----------------------------------------------------------------------------
+# The convention in general: JAX's documented VJP of a map C -> C
+
+def test_vjp_of_a_general_map_follows_jax_documented_formula():
+    # f(x + iy) = u + iv with u = a x + b y, v = c x + d y (not holomorphic): the VJP
+    # of a cotangent p + qi is (p du/dx - q dv/dx) - i (p du/dy - q dv/dy)
+    a, b, c, d = 0.3, -1.2, 2.0, 0.7
+
+    def f(z):
+        x, y = fnp.real(z), fnp.imag(z)
+        return lax.complex(a * x + b * y, c * x + d * y)
+
+    p, q = 0.4, -1.5
+    _, pullback = fgrad.vjp(f, np.array(0.2 + 0.9j))
+    (ct,) = pullback(np.array(p + 1j * q))
+    np.testing.assert_allclose(np.asarray(ct), (p * a - q * c) - 1j * (p * b - q * d))
+    # and its JVP is the real Jacobian applied to (dx, dy)
+    _, t = fgrad.jvp(f, (np.array(0.2 + 0.9j),), (np.array(0.5 - 2.0j),))
+    np.testing.assert_allclose(np.asarray(t), (a * 0.5 + b * -2.0) + 1j * (c * 0.5 + d * -2.0))
+
+
+def test_holomorphic_grad_of_a_non_holomorphic_function_keeps_the_real_part():
+    # as JAX documents: grad(conj, holomorphic=True) differentiates Re(conj z) = x
+    g = fgrad.grad(fnp.conj, holomorphic=True)(np.array(3.0 + 4.0j))
+    np.testing.assert_allclose(np.asarray(g), 1.0)
+
+
+def test_linear_transpose_of_a_complex_linear_map():
+    w = _z((3, 2), c128, 21)
+
+    def f(z):
+        return w @ z
+
+    t = fgrad.linear_transpose(f, np.zeros(2, c128))
+    ct = _z((3,), c128, 22)
+    (got,) = t(ct)
+    np.testing.assert_allclose(np.asarray(got), w.T @ ct, rtol=1e-13)   # no conjugation
+
+
+# ----------------------------------------------------------------------------
+# Control flow carries complex values
+
+def test_scan_and_fori_loop_with_complex_carries():
+    rot = np.exp(0.3j)
+
+    def spin(z):
+        return lax.fori_loop(0, 5, lambda i, c: c * rot + 0.1j * c * c, z)
+
+    z = np.array([0.4 + 0.1j, -0.2 + 0.3j])
+    expected = z.copy()
+    for _ in range(5):
+        expected = expected * rot + 0.1j * expected * expected
+    np.testing.assert_allclose(np.asarray(spin(z)), expected, rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(fgrad.jit(spin)(z)), expected, rtol=1e-13)
+    check_grads(lambda z: fnp.abs(spin(z)) ** 2, (z,), order=2)
+
+    def cumulative(z):
+        return lax.scan(lambda c, x: (c * x, c + x), np.complex128(1.0), z)
+
+    check_grads(lambda z: cumulative(z)[1], (_z((4,), c128, 23),), order=2)
+    check_grads(lambda z: lax.cond(fnp.real(z[0]) > 0, fnp.exp, fnp.sin, z),
+                (_z((2,), c128, 24),), order=2)

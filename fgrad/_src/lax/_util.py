@@ -70,12 +70,13 @@ def check_kinds(name, avals, kinds):
 
 
 def reject_complex(impl):
-    """An eager impl that refuses complex operands (NumPy would order them
-    lexicographically, or take a real part): the shape rule then names the op."""
-    def checked(x, *rest, **params):
+    """An eager impl (positional operands only) that refuses complex operands
+    (NumPy would order them lexicographically, or take a real part): the shape
+    rule then names the op."""
+    def checked(x, *rest):
         if x.dtype.kind == "c":
             raise TypeError("complex operand")
-        return impl(x, *rest, **params)
+        return impl(x, *rest)
     checked.__name__ = getattr(impl, "__name__", "impl")
     return checked
 

@@ -50,6 +50,8 @@ def _cumulative_impl(ufunc, kinds, widen_half):
         acc = np.float32 if widen_half and x.dtype == np.float16 else x.dtype
         if reverse:
             out = np.flip(_accumulate(ufunc, np.flip(x, axis), axis, acc), axis)
+            if out.dtype.kind == "c":
+                out = out.copy()   # forwards (see slicing.rev's impl)
         else:
             out = _accumulate(ufunc, x, axis, acc)
         return out.astype(x.dtype, copy=False)

@@ -79,20 +79,6 @@ def _match_weak_dtype(p, x, y):
     return x, y
 
 
-def _forward_complex(fn):
-    """`fn` with complex operands laid out forwards: NumPy multiplies (and takes
-    abs of) complex arrays with fused multiply-adds in its vectorised loops but
-    without them in the scalar loop it uses for negative strides (reversed
-    views), so the result's last bit would depend on the layout; compiled code
-    always rounds as the vectorised loops do."""
-    def impl(*args):
-        if args[0].dtype.kind == "c":
-            args = [a.copy() if any(s < 0 for s in a.strides) else a
-                    for a in args]
-        return fn(*args)
-    return impl
-
-
 def _int_quiet(fn):
     """Integer arithmetic wraps around silently (as in C and XLA)."""
     def impl(x, y):
@@ -135,7 +121,7 @@ def _sub_transpose(ct, x, y):
 
 sub_p.transpose = _sub_transpose
 
-mul_p = _prim("mul", _forward_complex(_int_quiet(np.multiply)), FIELD)
+mul_p = _prim("mul", _int_quiet(np.multiply), FIELD)
 mul = _binary_op(mul_p)
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
 
@@ -280,8 +266,6 @@ def _repeated_squaring(x, y):
     result does); float16 is computed in float32 and rounded once, as compiled
     code holds float16 values in float registers."""
     wide = x.astype(np.float32) if x.dtype == dtypes.float16 else np.asarray(x)
-    if wide.dtype.kind == "c" and any(s < 0 for s in wide.strides):
-        wide = wide.copy()       # laid out forwards (see _forward_complex)
     base = np.divide(wide.dtype.type(1), wide) if y < 0 else wide
     acc, n = None, abs(y)
     while n:
@@ -314,7 +298,7 @@ def _integer_pow_jvp(g, ans, x, *, y):
 
 defjvp(integer_pow_p, _integer_pow_jvp)
 
-abs_p = _prim("abs", _forward_complex(np.abs), SIGNED + "c")
+abs_p = _prim("abs", np.abs, SIGNED + "c")
 abs_p.abstract_eval = _real_part_rule("abs", SIGNED + "c")
 abs = _unary_op(abs_p)
 

@@ -14,7 +14,7 @@ from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
 from ..batching import defreduction
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
-from ._util import check_kinds, reject_complex
+from ._util import check_kinds
 
 
 def _check_axes(name, x, axes):
@@ -182,6 +182,7 @@ def _extremum_impl(pick_max):
     reduce = np.max if pick_max else np.min
 
     def impl(x, *, axes):
+        _unordered(x)
         out = reduce(x, axis=axes)
         if x.dtype.kind == "f":
             zeros = out == 0
@@ -193,7 +194,7 @@ def _extremum_impl(pick_max):
 
 
 reduce_max_p = Primitive("reduce_max")
-reduce_max_p.impl = reject_complex(_extremum_impl(True))
+reduce_max_p.impl = _extremum_impl(True)
 reduce_max_p.abstract_eval = _reduction_rule("reduce_max", "fiub")
 defreduction(reduce_max_p)
 defjvp(reduce_max_p, _extremum_jvp)
@@ -204,7 +205,7 @@ def reduce_max(x, axes):
 
 
 reduce_min_p = Primitive("reduce_min")
-reduce_min_p.impl = reject_complex(_extremum_impl(False))
+reduce_min_p.impl = _extremum_impl(False)
 reduce_min_p.abstract_eval = _reduction_rule("reduce_min", "fiub")
 defreduction(reduce_min_p)
 defjvp(reduce_min_p, _extremum_jvp)
@@ -227,22 +228,31 @@ def _arg_rule(name):
     return rule
 
 
+def _unordered(x):
+    """Refuse complex operands (NumPy would order them lexicographically): the
+    shape rule then explains."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex operand")
+
+
 def _argmax_impl(x, *, axes, index_dtype):
+    _unordered(x)
     return np.argmax(x, axis=axes[0]).astype(index_dtype)
 
 
 def _argmin_impl(x, *, axes, index_dtype):
+    _unordered(x)
     return np.argmin(x, axis=axes[0]).astype(index_dtype)
 
 
 argmax_p = Primitive("argmax")
-argmax_p.impl = reject_complex(_argmax_impl)
+argmax_p.impl = _argmax_impl
 argmax_p.abstract_eval = _arg_rule("argmax")
 defreduction(argmax_p)
 defjvp_zero(argmax_p)
 
 argmin_p = Primitive("argmin")
-argmin_p.impl = reject_complex(_argmin_impl)
+argmin_p.impl = _argmin_impl
 argmin_p.abstract_eval = _arg_rule("argmin")
 defreduction(argmin_p)
 defjvp_zero(argmin_p)
