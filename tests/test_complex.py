@@ -504,3 +504,32 @@ def test_scan_and_fori_loop_with_complex_carries():
     check_grads(lambda z: cumulative(z)[1], (_z((4,), c128, 23),), order=2)
     check_grads(lambda z: lax.cond(fnp.real(z[0]) > 0, fnp.exp, fnp.sin, z),
                 (_z((2,), c128, 24),), order=2)
+
+
+def test_astype_to_real_warns_as_numpy():
+    z = fnp.asarray(np.array([1 + 2j, -3j], c64))
+    with pytest.warns(np.exceptions.ComplexWarning):
+        x = z.astype(f32)
+    np.testing.assert_array_equal(np.asarray(x), [1.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(z.astype(bool)), [True, True])
+
+
+def test_check_grads_catches_a_wrongly_conjugated_rule():
+    z = _z((2,), c128, 25)
+
+    @fgrad.custom_jvp
+    def sin_wrong(z):
+        return fnp.sin(z)
+
+    sin_wrong.defjvp(lambda p, t: (sin_wrong(p[0]), fnp.cos(p[0]) * fnp.conj(t[0])))
+    with pytest.raises(AssertionError, match="jvp does not match"):
+        check_grads(sin_wrong, (z,), order=1, modes="fwd")
+
+    @fgrad.custom_jvp
+    def real_square_wrong(z):
+        return fnp.real(z * z)
+
+    real_square_wrong.defjvp(lambda p, t: (real_square_wrong(p[0]),
+                                           fnp.real(2 * p[0] * fnp.conj(t[0]))))
+    with pytest.raises(AssertionError, match="vjp"):
+        check_grads(real_square_wrong, (z,), order=1, modes="rev")

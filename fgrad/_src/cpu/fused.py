@@ -64,6 +64,10 @@ exponents other than 0, 1, 2). `can_fuse(eqn)` says
 which (primitive, dtypes) pairs have an emitter here; the rest run as NumPy
 steps.
 
+Complex operands and results (complex64, complex128) are pairs of registers
+loaded from and stored to interleaved memory; `complex_emit` emits their
+equations (NumPy's formulas, libm's complex functions) and says which it can.
+
 float16 values are loaded as half, held in float registers and stored as
 half; every operation on them is computed in float32 and its result rounded
 to half (`_emit_half`), which is what NumPy's float16 loops do, so arithmetic,

@@ -834,13 +834,18 @@ def where(condition, x=None, y=None, /):
 
 
 def astype(x, dtype, /, *, copy=True):
-    """x converted to `dtype` (a strongly typed result)."""
+    """x converted to `dtype` (a strongly typed result; a complex array becomes
+    real through its real part, with NumPy's ComplexWarning)."""
     x = _value1(x)
     dtype = dtypes.canonicalize(dtype)
     if x.dtype == dtype and not is_weak(x):
         return x
     if dtype.kind == "b" and _kind(x) != "b":
         return lax.ne(x, _c(x, 0))
+    if _kind(x) == "c" and dtype.kind != "c":
+        import warnings
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      np.exceptions.ComplexWarning, stacklevel=2)
     return lax.convert_element_type(x, dtype)
 
 
