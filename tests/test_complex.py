@@ -533,3 +533,20 @@ def test_check_grads_catches_a_wrongly_conjugated_rule():
                                            fnp.real(2 * p[0] * fnp.conj(t[0]))))
     with pytest.raises(AssertionError, match="vjp"):
         check_grads(real_square_wrong, (z,), order=1, modes="rev")
+
+
+def test_jvp_tangents_of_complex_primals():
+    z = np.array([0.5 + 1j, -2.0 + 0.25j])
+    _, t = fgrad.jvp(fnp.exp, (z,), (np.ones(2, c128) * 1j,))
+    np.testing.assert_allclose(np.asarray(t), 1j * np.exp(z))
+    _, t = fgrad.jvp(lambda z: z * z, (np.array(1.5 - 1j),), (1j,))   # a weak Python complex
+    np.testing.assert_allclose(np.asarray(t), 2j * (1.5 - 1j))
+    with pytest.raises(TypeError, match="tangent is complex"):
+        fgrad.jvp(fnp.sin, (np.array(1.0),), (1j,))
+
+
+def test_complex64_check_grads_and_holomorphic_hessian():
+    check_grads(lambda z: fnp.exp(z) * fnp.conj(z), (_away_from_cuts((3,), c64, 26),), order=2)
+    z = _z((2,), c128, 27)
+    h = fgrad.hessian(lambda z: fnp.sum(z ** 3), holomorphic=True)(z)
+    np.testing.assert_allclose(np.asarray(h), np.diag(6 * z), rtol=1e-12)

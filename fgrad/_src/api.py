@@ -270,6 +270,9 @@ def _check_tangents(fname, primals, tangents):
         if pa.dtype.kind not in "fc":
             out.append(None)  # integer inputs have no tangent
             continue
+        if ta.dtype.kind == "c" and pa.dtype.kind != "c":
+            raise TypeError(f"jvp of {fname}: a tangent is complex ({ta.str_short()}) but its "
+                            f"primal is real ({pa.str_short()}); make the primal complex")
         if ta.dtype != pa.dtype and not ta.weak_type:
             raise TypeError(f"jvp of {fname}: a tangent has dtype {ta.dtype} but its primal "
                             f"has dtype {pa.dtype}; they must match")

@@ -64,6 +64,9 @@ def can_fuse(eqn, real_dtypes):
     if any(a.aval.dtype not in COMPLEX and a.aval.dtype not in real_dtypes
            for a in list(eqn.invars) + list(eqn.outvars)):
         return False
+    if name in ("abs", "sign"):
+        # registered while planning, so code found in the disk cache links too
+        return _register("hypot") and _register("hypotf")
     if name in _LIBM:
         return _complex_abi()
     if name == "integer_pow":
@@ -269,14 +272,14 @@ def _hypot(cx, re, im, dt):
 def _declare(cx, name, ret, args):
     fn = cx.module.globals.get(name)
     if fn is None:
-        _register(name)
         fn = cx.ir.Function(cx.module, cx.ir.FunctionType(ret, args), name)
     return fn
 
 
 @functools.lru_cache(maxsize=None)
 def _register(name):
-    """Tell the engine where the C library's `name` is (for MCJIT's loader)."""
+    """Tell the engine where the C library's `name` is (for MCJIT's loader);
+    False where the process has no such function."""
     import ctypes
     from . import engine
     try:
