@@ -550,3 +550,36 @@ def test_complex64_check_grads_and_holomorphic_hessian():
     z = _z((2,), c128, 27)
     h = fgrad.hessian(lambda z: fnp.sum(z ** 3), holomorphic=True)(z)
     np.testing.assert_allclose(np.asarray(h), np.diag(6 * z), rtol=1e-12)
+
+
+def test_eager_and_traced_agree_on_which_primitives_take_complex():
+    """Each element-wise primitive either accepts complex operands both eagerly and
+    when traced, or refuses them both ways (eager NumPy must not order them)."""
+    from fgrad._src.core import Primitive, ShapedArray
+    from fgrad._src.lax import elementwise as ew
+    z = np.array([1 + 1j, 2 - 1j], c128)
+    params = {"integer_pow": {"y": 2}, "round": {"rounding_method": "to_nearest_even"},
+              "convert_element_type": {"new_dtype": f64, "weak_type": False},
+              "bitcast_convert_type": {"new_dtype": np.dtype("int64")}}
+    checked = 0
+    for p in vars(ew).values():
+        if not isinstance(p, Primitive) or not p.elementwise or p.name == "select_n":
+            continue
+        kw = params.get(p.name, {})
+        for n in (1, 2):
+            try:
+                p.bind(*[z] * n, **kw)
+                eager_ok = True
+            except TypeError as e:
+                if "positional argument" in str(e):
+                    continue       # the other arity
+                eager_ok = False
+            try:
+                p.abstract_eval(*[ShapedArray((2,), c128)] * n, **kw)
+                traced_ok = True
+            except TypeError:
+                traced_ok = False
+            assert eager_ok == traced_ok, (p.name, eager_ok, traced_ok)
+            checked += 1
+            break
+    assert checked > 40

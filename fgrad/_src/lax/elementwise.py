@@ -38,11 +38,14 @@ def _quiet(fn):
     return impl
 
 
-def _prim(name, impl, kinds, out_dtype=None, quiet=False):
-    """An element-wise primitive: NumPy impl, broadcasting shape and batching rules."""
+def _prim(name, impl, kinds, out_dtype=None, quiet=False, refuse_complex=False):
+    """An element-wise primitive: NumPy impl, broadcasting shape and batching rules.
+    refuse_complex: its NumPy function would accept complex operands (ordering them
+    lexicographically, say), so the eager impl refuses them (NumPy raises by
+    itself for the other real-only functions)."""
     p = Primitive(name)
     p.impl = _quiet(impl) if quiet else impl
-    if "c" not in kinds:
+    if refuse_complex:
         p.impl = reject_complex(p.impl)
     p.abstract_eval = nary_rule(name, kinds, out_dtype)
     p.elementwise = True
@@ -202,12 +205,12 @@ def signed_zero(dtype, pick_max, seen):
     return np.where(seen, plus, minus) if pick_max else np.where(seen, minus, plus)
 
 
-max_p = _prim("max", np.maximum, NUM)
+max_p = _prim("max", np.maximum, NUM, refuse_complex=True)
 max = _binary_op(max_p)
 defjvp(max_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 
-min_p = _prim("min", np.minimum, NUM)
+min_p = _prim("min", np.minimum, NUM, refuse_complex=True)
 min = _binary_op(min_p)
 defjvp(min_p, lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
@@ -346,7 +349,13 @@ def _round_impl(x, *, rounding_method):
 
 
 round_p = Primitive("round")
-round_p.impl = _round_impl
+def _round_real_only(x, *, rounding_method):
+    if x.dtype.kind == "c":   # np.round would round the parts; the shape rule explains
+        raise TypeError("complex operand")
+    return _round_impl(x, rounding_method=rounding_method)
+
+
+round_p.impl = _round_real_only
 round_p.abstract_eval = nary_rule("round", FLOAT)
 defvectorized(round_p)
 round_p.elementwise = True
@@ -416,7 +425,7 @@ def _logistic_impl(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
 
-logistic_p = _prim("logistic", _logistic_impl, FLOAT, quiet=True)
+logistic_p = _prim("logistic", _logistic_impl, FLOAT, quiet=True, refuse_complex=True)
 logistic = _unary_op(logistic_p)
 defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_full_like(ans, 1), ans))))
 
@@ -426,12 +435,14 @@ def _scipy_special():
     return scipy.special
 
 
-erf_p = _prim("erf", lambda x: _scipy_special().erf(x).astype(x.dtype), FLOAT)
+erf_p = _prim("erf", lambda x: _scipy_special().erf(x).astype(x.dtype), FLOAT,
+               refuse_complex=True)
 erf = _unary_op(erf_p)
 defjvp(erf_p, lambda g, ans, x: mul(g, mul(_full_like(x, 2 / math.sqrt(math.pi)),
                                           exp(neg(mul(x, x))))))
 
-erf_inv_p = _prim("erf_inv", lambda x: _scipy_special().erfinv(x).astype(x.dtype), FLOAT)
+erf_inv_p = _prim("erf_inv", lambda x: _scipy_special().erfinv(x).astype(x.dtype), FLOAT,
+                   refuse_complex=True)
 erf_inv = _unary_op(erf_inv_p)
 defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_full_like(x, math.sqrt(math.pi) / 2),
                                               exp(mul(ans, ans)))))
@@ -470,7 +481,7 @@ atanh_p, atanh = _inverse_function(
 # Comparisons and predicates (no derivative)
 
 def _comparison(name, fn, kinds=ANY):
-    p = _prim(name, fn, kinds, out_dtype=dtypes.bool_)
+    p = _prim(name, fn, kinds, out_dtype=dtypes.bool_, refuse_complex="c" not in kinds)
     defjvp_zero(p)
     return p, _binary_op(p)
 
@@ -482,7 +493,8 @@ le_p, le = _comparison("le", np.less_equal)
 gt_p, gt = _comparison("gt", np.greater)
 ge_p, ge = _comparison("ge", np.greater_equal)
 
-is_finite_p = _prim("is_finite", np.isfinite, FLOAT, out_dtype=dtypes.bool_)
+is_finite_p = _prim("is_finite", np.isfinite, FLOAT, out_dtype=dtypes.bool_,
+                    refuse_complex=True)
 is_finite = _unary_op(is_finite_p)
 defjvp_zero(is_finite_p)
 
@@ -611,7 +623,13 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 
 
 bitcast_convert_type_p = Primitive("bitcast_convert_type")
-bitcast_convert_type_p.impl = lambda x, *, new_dtype: np.asarray(x).view(new_dtype)
+def _bitcast_impl(x, *, new_dtype):
+    if x.dtype.itemsize != new_dtype.itemsize:   # a view would change the shape
+        raise TypeError("widths differ")           # the shape rule explains
+    return np.asarray(x).view(new_dtype)
+
+
+bitcast_convert_type_p.impl = _bitcast_impl
 bitcast_convert_type_p.abstract_eval = _bitcast_abstract_eval
 defvectorized(bitcast_convert_type_p)
 bitcast_convert_type_p.elementwise = True
