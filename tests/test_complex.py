@@ -583,3 +583,16 @@ def test_eager_and_traced_agree_on_which_primitives_take_complex():
             checked += 1
             break
     assert checked > 40
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+def test_jit_matmul_calls_complex_blas_bit_for_bit(dtype):
+    cases = [((5, 7), (7, 3), lambda a, b: a @ b), ((6, 4), (4,), lambda a, b: a @ b),
+             ((4,), (4, 6), lambda a, b: a @ b), ((7, 5), (7, 3), lambda a, b: a.T @ b),
+             ((5, 7), (3, 7), lambda a, b: a @ b.T), ((2, 5, 7), (2, 7, 3), lambda a, b: a @ b),
+             ((8, 8), (8, 8), lambda a, b: fnp.exp(a) @ (b * 2j) + a)]
+    for k, (sa, sb, f) in enumerate(cases):
+        a, b = _z(sa, dtype, 30 + k), _z(sb, dtype, 40 + k)
+        jf = fgrad.jit(f)
+        assert _bits_equal(jf(a, b), f(fnp.asarray(a), fnp.asarray(b))), (sa, sb)
+        assert "native:dot_general" in " ".join(_steps(jf, a, b))

@@ -29,8 +29,8 @@ Each formula is the one the NumPy impl runs, so jit equals eager bit for bit:
 
 Not lowered (NumPy steps, labelled `numpy:` in as_text): pow, log1p, expm1,
 rsqrt (NumPy's own complex formulas), integer_pow beyond MAX_UNROLLED_POW, and
-the complex reductions and matmuls (dot_general runs NumPy's matmul, which
-calls BLAS's cgemm / zgemm).
+the complex reductions (their pairwise sums). Complex matmuls are native calls
+of BLAS's cgemm / zgemm (`blas`), as NumPy's matmul makes them.
 """
 import functools
 
