@@ -596,3 +596,14 @@ def test_jit_matmul_calls_complex_blas_bit_for_bit(dtype):
         jf = fgrad.jit(f)
         assert _bits_equal(jf(a, b), f(fnp.asarray(a), fnp.asarray(b))), (sa, sb)
         assert "native:dot_general" in " ".join(_steps(jf, a, b))
+
+
+def test_real_if_close_and_dtype_aliases():
+    z = np.array([1 + 1e-15j, 2 - 1e-16j])
+    out = fnp.real_if_close(z)
+    assert out.dtype == f64 and np.array_equal(np.asarray(out), np.real_if_close(z))
+    w = np.array([1 + 1e-3j])
+    assert fnp.real_if_close(w).dtype == c128
+    assert fnp.csingle is np.csingle and fnp.cdouble is np.cdouble
+    with pytest.raises(TypeError, match="depends on the values"):
+        fgrad.jit(fnp.real_if_close)(z)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes, lax
 from ..core import Array, Tracer
+from ..errors import FgradTypeError
 from .util import asarray
 
 _ARRAYS = (Array, Tracer)
@@ -74,6 +75,22 @@ def _dtype_of(x):
     if isinstance(x, _ARRAYS) or isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
     return asarray(x).dtype
+
+
+def real_if_close(a, tol=100):
+    """The real part when every imaginary part is within `tol` machine epsilons
+    of zero (tol < 1: an absolute bound), else `a`. The result's dtype depends on
+    the values, so `a` must be concrete."""
+    a = _value(a)
+    if not _is_complex(a):
+        return a
+    if isinstance(a, Tracer):
+        raise FgradTypeError(
+            "real_if_close: whether the result is real depends on the values, which are "
+            f"not known while tracing ({a.aval.str_short()})",
+            hint="use fgrad.numpy.real(a) where the imaginary parts are known to vanish")
+    bound = tol * np.finfo(dtypes.real_dtype(a.dtype)).eps if tol > 1 else tol
+    return lax.real(a) if np.all(np.abs(np.imag(np.asarray(a))) < bound) else a
 
 
 def iscomplex(x):
