@@ -15,7 +15,8 @@ made them 10-100x slower (the thread count is restored right after). In a
 segment shared with fgrad's own workers (`program.Parallel`) they split by
 the rows of their matrix instead (`split_extent`).
 
-`gemm_spec(eqn)` maps a float32/float64 dot_general onto one gemm (gemv when
+`gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
+cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
 one side is a vector) per batch element when its layout allows it without
 copies: batch dims leading on both operands, each operand's other dims
 either (free, contracting) or (contracting, free) in order (a transposed
@@ -47,7 +48,13 @@ _GEMV = {np.dtype(np.float32): "scipy_cblas_sgemv64_",
          np.dtype(np.float64): "scipy_cblas_dgemv64_"}
 _GET_THREADS, _SET_THREADS = "scipy_openblas_get_num_threads64_", \
     "scipy_openblas_set_num_threads64_"
+# complex products: the same calls with alpha and beta passed by pointer
+_COMPLEX_GEMM = {np.dtype(np.complex64): "scipy_cblas_cgemm64_",
+                 np.dtype(np.complex128): "scipy_cblas_zgemm64_"}
+_COMPLEX_GEMV = {np.dtype(np.complex64): "scipy_cblas_cgemv64_",
+                 np.dtype(np.complex128): "scipy_cblas_zgemv64_"}
 _registered = None
+_complex_registered = None
 
 SMALL_GEMM = 1 << 22
 
@@ -82,6 +89,25 @@ def available():
                     engine.add_symbol(name, address)
                 _registered = True
     return _registered
+
+
+def complex_available():
+    """Whether the complex gemm/gemv can be called too (registered once)."""
+    global _complex_registered
+    if _complex_registered is None:
+        _complex_registered = False
+        lib = _numpy_openblas() if available() else None
+        if lib is not None:
+            try:
+                addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                             for name in [*_COMPLEX_GEMM.values(), *_COMPLEX_GEMV.values()]}
+            except AttributeError:
+                return False
+            from . import engine
+            for name, address in addresses.items():
+                engine.add_symbol(name, address)
+            _complex_registered = True
+    return _complex_registered
 
 
 class GemmSpec(NamedTuple):
@@ -120,7 +146,8 @@ def gemm_spec(eqn):
         return None
     lhs, rhs = (a.aval for a in eqn.invars)
     if rhs.dtype != lhs.dtype or not (lhs.dtype.kind in "iu" or (lhs.dtype in _SYMBOLS
-                                                                 and available())):
+                                                                 and available())
+                                      or (lhs.dtype in _COMPLEX_GEMM and complex_available())):
         return None
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     nb = len(lb)
@@ -154,13 +181,16 @@ def emit_dot(ir, module, fname, eqn, spec):
     if dt.kind in "iu":
         return _emit_integer_dot(ir, module, fname, dt, spec)
     ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
-    real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
-    symbol = _SYMBOLS[dt]
+    cplx = dt.kind == "c"
+    real = ir.FloatType() if dt.itemsize == (8 if cplx else 4) else ir.DoubleType()
+    elem = ir.ArrayType(real, 2) if cplx else real     # one element, for pointer shifts
+    scalar = ptr if cplx else real                     # how alpha and beta are passed
+    symbol = (_COMPLEX_GEMM if cplx else _SYMBOLS)[dt]
     gemm = module.globals.get(symbol)
     if gemm is None:
         gemm = ir.Function(module, ir.FunctionType(
-            ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
-                            i64]), symbol)
+            ir.VoidType(), [i32, i32, i32, i64, i64, i64, scalar, ptr, i64, ptr, i64, scalar,
+                            ptr, i64]), symbol)
     body = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, ptr, i64, i64]),
                        fname + "_body")
     body.linkage = "internal"
@@ -173,8 +203,14 @@ def emit_dot(ir, module, fname, eqn, spec):
     lda = m if spec.trans_a else k
     ldb = k if spec.trans_b else n
 
-    gemv = loops.declare(ir, module, _GEMV[dt], ir.VoidType(),
-                    [i32, i32, i64, i64, real, ptr, i64, ptr, i64, real, ptr, i64])
+    gemv = loops.declare(ir, module, (_COMPLEX_GEMV if cplx else _GEMV)[dt], ir.VoidType(),
+                         [i32, i32, i64, i64, scalar, ptr, i64, ptr, i64, scalar, ptr, i64])
+    if cplx:     # 1 + 0i and 0 + 0i in memory
+        one, zero = (b.alloca(elem, name=n) for n in ("one", "zero"))
+        b.store(ir.Constant(elem, [ir.Constant(real, 1.0), ir.Constant(real, 0.0)]), one)
+        b.store(ir.Constant(elem, [ir.Constant(real, 0.0), ir.Constant(real, 0.0)]), zero)
+    else:
+        one, zero = ir.Constant(real, 1.0), ir.Constant(real, 0.0)
 
     def const(v):
         return v if isinstance(v, ir.Value) else ir.Constant(i64, v)
@@ -184,17 +220,19 @@ def emit_dot(ir, module, fname, eqn, spec):
         several times faster than gemm with one column)."""
         b.call(gemv, [ir.Constant(i32, _ROW_MAJOR),
                       ir.Constant(i32, _TRANS if trans else _NO_TRANS),
-                      const(rows), const(cols), ir.Constant(real, 1.0),
+                      const(rows), const(cols), one,
                       matrix, const(max(ld, 1)), vector, const(1),
-                      ir.Constant(real, 0.0), c, const(1)])
+                      zero, c, const(1)])
 
     def shift(p, elements):
-        return b.gep(p, [elements], inbounds=True, source_etype=real)
+        return b.gep(p, [elements], inbounds=True, source_etype=elem)
 
     # without batch dims, [lo, hi) is a range of the rows of the stored matrix
     # (see split_extent), so threads can share one product
-    first = body.args[3] if not spec.batch else const(0)
-    count = b.sub(body.args[4], first) if not spec.batch else None
+    # (a complex product always runs whole: split_extent gives it no range)
+    whole = bool(spec.batch) or cplx
+    first = body.args[3] if not whole else const(0)
+    count = b.sub(body.args[4], first) if not whole else None
 
     def call(offsets):
         lo, ro, oo = offsets
@@ -224,8 +262,8 @@ def emit_dot(ir, module, fname, eqn, spec):
                       ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
                       ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
                       const(rows), const(n), const(k),
-                      ir.Constant(real, 1.0), a, const(max(lda, 1)), bb,
-                      const(max(ldb, 1)), ir.Constant(real, 0.0), c,
+                      one, a, const(max(lda, 1)), bb,
+                      const(max(ldb, 1)), zero, c,
                       const(max(n, 1))])
 
     restore = one_thread(ir, module, b) if is_small(spec) else (lambda: None)
@@ -247,7 +285,7 @@ def split_extent(spec, dtype):
     rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
     partial product (the caller adds the parts). A gemm splits the rows of its
     output. (0, 0) otherwise: the body runs the whole product."""
-    if spec.batch or np.dtype(dtype).kind in "iu":
+    if spec.batch or np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)

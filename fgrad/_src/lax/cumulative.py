@@ -50,6 +50,8 @@ def _cumulative_impl(ufunc, kinds, widen_half):
         acc = np.float32 if widen_half and x.dtype == np.float16 else x.dtype
         if reverse:
             out = np.flip(_accumulate(ufunc, np.flip(x, axis), axis, acc), axis)
+            if out.dtype.kind == "c":
+                out = out.copy()   # forwards (see slicing.rev's impl)
         else:
             out = _accumulate(ufunc, x, axis, acc)
         return out.astype(x.dtype, copy=False)
@@ -87,7 +89,7 @@ def _shift_in(x, axis, fill):
 # ----------------------------------------------------------------------------
 # cumsum: linear; its transpose accumulates in the other direction
 
-cumsum_p, cumsum = _cumulative_primitive("cumsum", np.add, "fiu")
+cumsum_p, cumsum = _cumulative_primitive("cumsum", np.add, "fiuc")
 deflinear(cumsum_p, lambda ct, x, *, axis, reverse: [cumsum(ct, axis, not reverse)])
 
 
@@ -119,7 +121,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     return ans, rev(t_out, (axis,)) if reverse else t_out
 
 
-cumprod_p, cumprod = _cumulative_primitive("cumprod", np.multiply, "fiu")
+cumprod_p, cumprod = _cumulative_primitive("cumprod", np.multiply, "fiuc")
 cumprod_p.jvp = _cumprod_jvp
 
 

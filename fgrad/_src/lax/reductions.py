@@ -68,7 +68,7 @@ def _accumulated(reduce):
 
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.impl = _accumulated(np.sum)
-reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiu")
+reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiuc")
 defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 
@@ -121,7 +121,7 @@ def _reduce_prod_impl(x, *, axes):
 
 reduce_prod_p = Primitive("reduce_prod")
 reduce_prod_p.impl = _reduce_prod_impl
-reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiu")
+reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiuc")
 defreduction(reduce_prod_p)
 reduce_prod_p.jvp = _reduce_prod_jvp
 
@@ -182,6 +182,7 @@ def _extremum_impl(pick_max):
     reduce = np.max if pick_max else np.min
 
     def impl(x, *, axes):
+        _unordered(x)
         out = reduce(x, axis=axes)
         if x.dtype.kind == "f":
             zeros = out == 0
@@ -222,15 +223,25 @@ def _arg_rule(name):
         _check_axes(name, x, axes)
         if len(axes) != 1:
             raise FgradTypeError(f"{name} reduces exactly one axis, got {axes}")
+        check_kinds(name, [x], "fiub")
         return ShapedArray(_reduced_shape(x.shape, axes), index_dtype, False)
     return rule
 
 
+def _unordered(x):
+    """Refuse complex operands (NumPy would order them lexicographically): the
+    shape rule then explains."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex operand")
+
+
 def _argmax_impl(x, *, axes, index_dtype):
+    _unordered(x)
     return np.argmax(x, axis=axes[0]).astype(index_dtype)
 
 
 def _argmin_impl(x, *, axes, index_dtype):
+    _unordered(x)
     return np.argmin(x, axis=axes[0]).astype(index_dtype)
 
 

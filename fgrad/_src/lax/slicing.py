@@ -335,7 +335,16 @@ def _rev_abstract_eval(x, *, dimensions):
 
 
 rev_p = Primitive("rev")
-rev_p.impl = lambda x, *, dimensions: np.flip(x, dimensions)
+def _rev_impl(x, *, dimensions):
+    """np.flip's view; for complex arrays a forward copy, as eager complex arrays are
+    never reversed views: NumPy's scalar loop for negative strides multiplies
+    complex numbers (and takes abs) without the fused multiply-adds of its
+    vectorised loops, which compiled code follows."""
+    out = np.flip(x, dimensions)
+    return out.copy() if x.dtype.kind == "c" else out
+
+
+rev_p.impl = _rev_impl
 rev_p.abstract_eval = _rev_abstract_eval
 deflinear(rev_p, lambda ct, x, *, dimensions: [rev(ct, dimensions)])
 

@@ -162,18 +162,19 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     if dtype is None:
         dtype = result_dtype(start, stop)
-        if dtype.kind != "f":
+        if dtype.kind not in "fc":
             dtype = dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
     check_size("linspace", (num,), dtype)
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
-        out, step = np.linspace(np.asarray(start, np.float64), np.asarray(stop, np.float64),
+        wide = np.complex128 if dtype.kind == "c" else np.float64
+        out, step = np.linspace(np.asarray(start, wide), np.asarray(stop, wide),
                                 num, endpoint=endpoint, retstep=True, axis=axis)
         out = Array(np.asarray(out).astype(dtype), False)
         return (out, Array(np.asarray(step, dtype), False)) if retstep else out
     from . import ufuncs
     from .shape import broadcast_arrays, expand_dims, moveaxis
-    compute = dtype if dtype.kind == "f" else dtypes.default_float
+    compute = dtype if dtype.kind in "fc" else dtypes.default_float
     start, stop = broadcast_arrays(_asarray(start, compute), _asarray(stop, compute))
     div = (num - 1) if endpoint else num
     delta = ufuncs.subtract(stop, start)
