@@ -49,4 +49,6 @@ inexact, floating = _np.inexact, _np.floating
 pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
 
+from fgrad.numpy import fft  # noqa: E402  (the submodule fgrad.numpy.fft)
+
 __all__ = sorted(n for n in globals() if not n.startswith("_"))
