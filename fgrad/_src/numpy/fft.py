@@ -103,14 +103,15 @@ def _axes_and_lengths(name, x, s, axes, half_last):
 # ----------------------------------------------------------------------------
 # The transforms
 
-def _scale(name, x, norm, size, inverse):
-    """x scaled for `norm` (the primitive's inverse transforms already divide by N)."""
-    if norm is None:
-        norm = "backward"
-    if norm not in _NORMS:
+def _check_norm(name, norm):
+    if norm is not None and norm not in _NORMS:
         raise ValueError(f"{name}: invalid norm {norm!r}; use one of {', '.join(_NORMS)} "
                          f"or None")
-    if norm == "backward":
+
+
+def _scale(x, norm, size, inverse):
+    """x scaled for `norm` (the primitive's inverse transforms already divide by N)."""
+    if norm is None or norm == "backward":
         return x
     if norm == "ortho":
         factor = math.sqrt(size) if inverse else 1 / math.sqrt(size)
@@ -122,6 +123,7 @@ def _scale(name, x, norm, size, inverse):
 def _transform(name, fft_type, x, axes, lengths, norm):
     """`fft_type` of x over `axes` (distinct, in order; the real axis of rfft/irfft
     last) with the given transform lengths, scaled for `norm`."""
+    _check_norm(name, norm)
     if not axes:
         raise FgradTypeError(f"{name}: no axes to transform",
                              hint="pass at least one axis (or s of at least one length)")
@@ -137,7 +139,7 @@ def _transform(name, fft_type, x, axes, lengths, norm):
     out = lax.fft(x, fft_type, lengths)
     if moved:
         out = lax.transpose(out, tuple(np.argsort(perm)))
-    return _scale(name, out, norm, math.prod(lengths), fft_type in ("ifft", "irfft"))
+    return _scale(out, norm, math.prod(lengths), fft_type in ("ifft", "irfft"))
 
 
 def _one_axis(name, a, n, axis, half_last):
