@@ -34,15 +34,13 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from ..ad import deflinear
 from ..batching import moveaxis
 from ..core import Array, Primitive, ShapedArray, get_aval
 from ..errors import FgradTypeError
 
 FFT_TYPES = ("fft", "ifft", "rfft", "irfft")
-_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64),
-               np.dtype(np.float64): np.dtype(np.complex128)}
-_REAL_OF = {c: r for r, c in _COMPLEX_OF.items()}
 
 
 class FftType(str, enum.Enum):
@@ -51,16 +49,6 @@ class FftType(str, enum.Enum):
     IFFT = "ifft"
     RFFT = "rfft"
     IRFFT = "irfft"
-
-
-def complex_dtype(dtype):
-    """complex64 for float32, complex128 for float64."""
-    return _COMPLEX_OF[np.dtype(dtype)]
-
-
-def real_dtype(dtype):
-    """float32 for complex64, float64 for complex128."""
-    return _REAL_OF[np.dtype(dtype)]
 
 
 def _fft_abstract_eval(x, *, fft_type, fft_lengths):
@@ -78,10 +66,10 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
     if len(x.shape) < k:
         fail(f"the operand has fewer than {k} axes", "transform at most x.ndim axes")
     real_in = fft_type == "rfft"
-    if real_in and x.dtype not in _COMPLEX_OF:
+    if real_in and x.dtype not in (dtypes.float32, dtypes.float64):
         fail("the operand must be float32 or float64",
              "rfft transforms real arrays; use fft_type 'fft' for complex ones")
-    if not real_in and x.dtype not in _REAL_OF:
+    if not real_in and x.dtype.kind != "c":
         fail("the operand must be complex64 or complex128",
              "convert a real operand to complex first, or use fft_type 'rfft'")
     batch, trailing = tuple(x.shape[:-k]), tuple(x.shape[-k:])
@@ -93,13 +81,11 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
              "irfft takes n//2 + 1 frequencies on its last axis; fft, ifft and rfft "
              "take fft_lengths as they are (pad or slice the operand to fit)")
     if fft_type == "rfft":
-        out = ShapedArray(batch + fft_lengths[:-1] + (fft_lengths[-1] // 2 + 1,),
-                          complex_dtype(x.dtype), x.weak_type)
-    elif fft_type == "irfft":
-        out = ShapedArray(batch + fft_lengths, real_dtype(x.dtype), x.weak_type)
-    else:
-        out = ShapedArray(tuple(x.shape), x.dtype, x.weak_type)
-    return out
+        return ShapedArray(batch + fft_lengths[:-1] + (fft_lengths[-1] // 2 + 1,),
+                           dtypes.complex_dtype(x.dtype), x.weak_type)
+    if fft_type == "irfft":
+        return ShapedArray(batch + fft_lengths, dtypes.real_dtype(x.dtype), x.weak_type)
+    return ShapedArray(tuple(x.shape), x.dtype, x.weak_type)
 
 
 _scipy_fft = None

@@ -21,7 +21,6 @@ import numpy as np
 from .. import dtypes, lax
 from ..core import Array
 from ..errors import FgradTypeError
-from ..lax.fft import complex_dtype
 from .util import asarray, canonicalize_axis, shape_str, static_int
 
 _NORMS = ("backward", "ortho", "forward")
@@ -41,7 +40,7 @@ def _as_complex(x):
     x = asarray(x)
     if x.dtype.kind == "c":
         return x
-    return lax.convert_element_type(x, complex_dtype(_real_float(x)))
+    return lax.convert_element_type(x, dtypes.complex_dtype(_real_float(x)))
 
 
 def _as_real(name, x):
@@ -74,7 +73,7 @@ def _length(name, what, n):
     return n
 
 
-def _axes_and_lengths(name, x, s, axes, half_last):
+def _axes_and_lengths(name, x, s, axes, half_last, what="s"):
     """(axes as non-negative ints, transform lengths) from NumPy's `s` and `axes`.
     axes=None means the last len(s) axes, or every axis without s; a missing or -1
     length is the input's size, or 2*(size - 1) on the last axis of an inverse real
@@ -96,7 +95,7 @@ def _axes_and_lengths(name, x, s, axes, half_last):
         n = -1 if s is None or s[i] is None else static_int(name, "s", s[i])
         if n == -1:
             n = 2 * (x.shape[a] - 1) if half_last and i == len(axes) - 1 else x.shape[a]
-        lengths.append(_length(name, "s" if s is not None else "the axis length", n))
+        lengths.append(_length(name, what if s is not None else "the axis length", n))
     return axes, tuple(lengths)
 
 
@@ -144,7 +143,7 @@ def _transform(name, fft_type, x, axes, lengths, norm):
 
 def _one_axis(name, a, n, axis, half_last):
     """(axes, lengths) of a 1-d transform along `axis` with length n."""
-    return _axes_and_lengths(name, a, None if n is None else (n,), (axis,), half_last)
+    return _axes_and_lengths(name, a, None if n is None else (n,), (axis,), half_last, "n")
 
 
 def fft(a, n=None, axis=-1, norm=None):
