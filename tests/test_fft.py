@@ -105,6 +105,21 @@ def test_integer_and_float16_inputs_take_the_default_and_float32_types():
     assert fnp.fft.irfft(np.ones(5, np.complex128)).dtype == np.float64
 
 
+def test_degenerate_shapes_and_values(rng):
+    """Empty batches transform to empty results; s=-1 keeps an axis's size (NumPy 2);
+    a NaN spreads over the whole transform, as in NumPy."""
+    for name in ("fft", "rfft", "irfft"):
+        x = np.zeros((0, 4), np.float64 if name == "rfft" else np.complex128)
+        got, want = getattr(fnp.fft, name)(x), getattr(np.fft, name)(x)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    x = complex_sample(rng, (2, 3))
+    assert_close(fnp.fft.fftn(x, s=(-1, 5), axes=(0, 1)), np.fft.fftn(x, s=(-1, 5), axes=(0, 1)),
+                 np.float64)
+    x = np.array([1.0, np.nan, 2.0, 0.5])
+    np.testing.assert_array_equal(np.isnan(fnp.fft.rfft(x)), np.isnan(np.fft.rfft(x)))
+    assert np.all(np.isnan(np.asarray(fnp.fft.irfft(fnp.fft.rfft(x)))))
+
+
 def test_round_trips_recover_the_input(rng):
     x = real_sample(rng, (3, 7))
     assert_close(fnp.fft.irfft(fnp.fft.rfft(x), n=7), x, np.float64)
@@ -153,6 +168,14 @@ def test_errors_name_the_problem(rng):
         fnp.fft.ihfft(z)
     with pytest.raises(ValueError, match="invalid number of data points n=0"):
         fnp.fft.fft(z, n=0)
+    with pytest.raises(ValueError, match="invalid number of data points n=-1"):
+        fnp.fft.fft(z, n=-1)
+    with pytest.raises(ValueError, match=r"axis 1 of the input c128\[4,0\] gives no data"):
+        fnp.fft.fft(np.zeros((4, 0), np.complex128))
+    with pytest.raises(ValueError, match=r"gives 2\*\(1 - 1\) = 0 output samples; pass n"):
+        fnp.fft.irfft(z[:1])
+    with pytest.raises(ValueError, match="invalid number of data points s=0"):
+        fnp.fft.fftn(np.ones((3, 3)), s=(2, 0))
     with pytest.raises(ValueError, match="invalid norm 'unitary'"):
         fnp.fft.fft(z, norm="unitary")
     with pytest.raises(TypeError, match="repeated axes"):

@@ -13,6 +13,10 @@ gives complex64 and float64 complex128 (NumPy computes in float64 whatever it
 is given); integers and bools count as the default float, float16 as float32.
 Real-input transforms (rfft, rfftn, ihfft) reject complex input with an error
 rather than dropping the imaginary part. Axes must be distinct.
+
+Degenerate cases: a transform of length < 1 raises ValueError (as NumPy's does);
+an empty batch gives an empty result; a NaN or Inf spreads over the whole
+transform (and its gradient), as in NumPy.
 """
 import math
 
@@ -65,9 +69,10 @@ def _resize(x, axis, n):
     return x
 
 
-def _length(name, what, n):
+def _length(name, what, n, allow_default=False):
+    """A transform length: a static int >= 1 (or -1, NumPy's "the default", if allowed)."""
     n = static_int(name, what, n)
-    if n < 1:
+    if n < 1 and not (allow_default and n == -1):
         raise ValueError(f"{name}: invalid number of data points {what}={n}; a transform "
                          f"needs at least 1")
     return n
@@ -92,10 +97,16 @@ def _axes_and_lengths(name, x, s, axes, half_last, what="s"):
         raise ValueError(f"{name}: s={s} and axes={axes} have different lengths")
     lengths = []
     for i, a in enumerate(axes):
-        n = -1 if s is None or s[i] is None else static_int(name, "s", s[i])
+        n = -1 if s is None or s[i] is None else _length(name, what, s[i], allow_default=what == "s")
         if n == -1:
-            n = 2 * (x.shape[a] - 1) if half_last and i == len(axes) - 1 else x.shape[a]
-        lengths.append(_length(name, what if s is not None else "the axis length", n))
+            half = half_last and i == len(axes) - 1
+            n = 2 * (x.shape[a] - 1) if half else x.shape[a]
+            if n < 1:
+                raise ValueError(
+                    f"{name}: axis {a} of the input {shape_str(x)} gives "
+                    + (f"2*({x.shape[a]} - 1) = {n} output samples" if half else
+                       "no data points") + f"; pass {what} >= 1 (the input is zero-padded)")
+        lengths.append(n)
     return axes, tuple(lengths)
 
 
