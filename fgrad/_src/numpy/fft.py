@@ -12,7 +12,7 @@ where N is the product of the transform lengths. Dtypes follow JAX: float32
 gives complex64 and float64 complex128 (NumPy computes in float64 whatever it
 is given); integers and bools count as the default float, float16 as float32.
 Real-input transforms (rfft, rfftn, ihfft) reject complex input with an error
-rather than dropping the imaginary part. Axes must be distinct.
+rather than dropping the imaginary part. Axes must be distinct, and at least one.
 
 Degenerate cases: a transform of length < 1 raises ValueError (as NumPy's does);
 an empty batch gives an empty result; a NaN or Inf spreads over the whole
@@ -97,7 +97,7 @@ def _axes_and_lengths(name, x, s, axes, half_last, what="s"):
         raise ValueError(f"{name}: s={s} and axes={axes} have different lengths")
     lengths = []
     for i, a in enumerate(axes):
-        n = -1 if s is None or s[i] is None else _length(name, what, s[i], allow_default=what == "s")
+        n = -1 if s is None or s[i] is None else _length(name, what, s[i], what == "s")
         if n == -1:
             half = half_last and i == len(axes) - 1
             n = 2 * (x.shape[a] - 1) if half else x.shape[a]
@@ -140,7 +140,7 @@ def _transform(name, fft_type, x, axes, lengths, norm):
     for i, (a, n) in enumerate(zip(axes, lengths)):
         size = n // 2 + 1 if fft_type == "irfft" and i == len(axes) - 1 else n
         x = _resize(x, a, size)
-    k, nd = len(axes), x.ndim
+    nd = x.ndim
     rest = [d for d in range(nd) if d not in axes]
     perm = tuple(rest) + tuple(axes)
     moved = perm != tuple(range(nd))
