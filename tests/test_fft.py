@@ -86,6 +86,24 @@ def test_n_dimensional_transforms_match_numpy(name, dtype, norm, rng):
         assert_close(got, want, dtype)
 
 
+@pytest.mark.parametrize("name", ND)
+def test_random_axes_and_lengths_match_numpy(name):
+    """Random ranks, axis subsets in random orders (negative ones too) and lengths
+    above and below the input's sizes."""
+    rng = np.random.default_rng(7)
+    for _ in range(25):
+        shape = tuple(rng.integers(1, 6, rng.integers(1, 4)))
+        k = int(rng.integers(1, len(shape) + 1))
+        axes = [int(a) - (len(shape) if rng.random() < 0.5 else 0)
+                for a in rng.permutation(len(shape))[:k]]
+        s = None if rng.random() < 0.3 else [int(v) for v in rng.integers(1, 8, k)]
+        x = real_sample(rng, shape) if name == "rfftn" else complex_sample(rng, shape)
+        got = getattr(fnp.fft, name)(x, s=s, axes=axes)
+        want = getattr(np.fft, name)(x, s=s, axes=axes)
+        assert got.shape == want.shape, (shape, s, axes)
+        assert_close(got, want, np.float64)
+
+
 @pytest.mark.parametrize("name", ["fft2", "ifft2", "rfft2", "irfft2"])
 def test_two_dimensional_transforms_match_numpy(name, rng):
     x = real_sample(rng, (3, 4, 6)) if name == "rfft2" else complex_sample(rng, (3, 4, 6))
