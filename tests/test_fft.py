@@ -267,6 +267,15 @@ def test_adjoint_of_the_fft_is_the_inverse_fft_scaled(shape, axes, rng):
                                rtol=1e-13)
 
 
+@pytest.mark.parametrize("name", ["fft", "ifft"])
+def test_holomorphic_jacobians_are_the_dft_matrices(name, rng):
+    z = complex_sample(rng, (6,))
+    matrix = getattr(np.fft, name)(np.eye(6), axis=0)   # column j: the transform of e_j
+    for jac in (fgrad.jacfwd, fgrad.jacrev):
+        got = jac(getattr(fnp.fft, name), holomorphic=True)(z)
+        np.testing.assert_allclose(got, matrix, atol=1e-15)
+
+
 @pytest.mark.parametrize("shape", [(8,), (7,), (3, 6), (4, 5)])
 def test_real_transforms_pull_back_by_their_adjoints(shape, rng):
     """The real-to-complex and complex-to-real transposes, with their edge weights:
