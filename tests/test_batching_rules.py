@@ -309,6 +309,15 @@ case("sort", "key_val", lambda k, v: lax.sort_key_val(k, v, 0)[1], I(4, 3, lo=0,
 case("sort", "two_keys", lambda a, b, c: lax.sort((a, b, c), 0, num_keys=2)[2],
      I(6, lo=0, hi=2), F(6, domain="small"), F(6))
 
+# FFT (the batch dim moves to the front only when it lands among the transformed axes)
+
+case("fft", "rfft", lambda x: lax.fft(x, "rfft", (6,)), F(3, 6))
+case("fft", "rfft2_odd", lambda x: lax.fft(x, "rfft", (3, 5)), F(3, 5))
+case("fft", "fft2", lambda x: lax.fft(x, "fft", (3, 4)), F(2, 3, 4, dtype=c128))
+case("fft", "ifft_c64", lambda x: lax.fft(x, "ifft", (5,)), F(2, 5, dtype=c64))
+case("fft", "irfft_even", lambda x: lax.fft(x, "irfft", (6,)), F(3, 4, dtype=c128))
+case("fft", "irfft2_odd", lambda x: lax.fft(x, "irfft", (2, 5)), F(2, 3, dtype=c128))
+
 # Control flow (a batched predicate or index selects per member)
 
 case("cond", "cond", lambda p, x: lax.cond(p, lax.sin, lambda x: lax.mul(x, 2.0), x),

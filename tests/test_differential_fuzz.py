@@ -1065,6 +1065,7 @@ EXEMPT = {
     "checkpoint": "a call (rematerialisation)", "custom_jvp_call": "a call",
     "custom_vjp_call": "a call", "custom_lin": "a derivative rule's call",
     "debug_callback": "an effect, computes nothing",
+    "fft": "jit runs its eager impl (scipy.fft) as a step; test_fft.py checks jit == eager",
 }
 
 

@@ -85,5 +85,6 @@ ubyte, ushort, uintc, ulonglong, ulong = (_np.ubyte, _np.ushort, _np.uintc, _np.
 int_, uint, intp, uintp = _np.int_, _np.uint, _np.intp, _np.uintp
 True_, False_ = _np.True_, _np.False_
 from fgrad._src.dlpack import from_dlpack  # noqa: E402,F401  (numpy.from_dlpack's counterpart)
+from fgrad.numpy import fft  # noqa: E402  (the submodule fgrad.numpy.fft)
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))

@@ -6,7 +6,9 @@ comes from `compiler.fusion.plan`: runs of element-wise equations the CPU
 backend can lower (`cpu.fused.can_fuse`) become `Fused` groups, all compiled
 together into one LLVM module (one native kernel per group, labelled
 'native:<primitives>'); every other equation is a step running the primitive's
-NumPy implementation (labelled 'numpy:<primitive>'). `as_text()` lists the plan,
+NumPy implementation (labelled 'numpy:<primitive>', followed by '(calls
+<library>)' when that implementation calls a library such as scipy.fft: the
+primitive's `impl_library`). `as_text()` lists the plan,
 says which steps are which (so nothing falls back unannounced) and shows the
 module's LLVM IR. A group that cannot be compiled is an error, never a silent
 NumPy fallback.
@@ -168,10 +170,12 @@ class Executable:
                 kernel = Kernel(fn, [ref(a) for a in eqn.invars],
                                 [slot_of(v) for v in eqn.outvars], {}, True, label)
             else:
+                library = getattr(prim, "impl_library", None)   # e.g. scipy.fft
                 kernel = Kernel(prim.impl, [ref(a) for a in eqn.invars],
                                 [slot_of(v) for v in eqn.outvars], eqn.params,
                                 prim.multiple_results,
-                                f"{'python' if prim.effectful else 'numpy'}:{prim.name}")
+                                f"{'python' if prim.effectful else 'numpy'}:{prim.name}"
+                                + (f" (calls {library})" if library else ""))
             self.kernels.append(kernel)
             self.calls.append(kernel)
         # Constants read by native kernels are made C-contiguous once, not per call.
