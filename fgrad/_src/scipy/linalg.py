@@ -295,8 +295,8 @@ def expm(A):
     R = linalg_ops.solve(V - U, V + U)
     # known now: as many squarings as the largest matrix needs; traced: the most offered
     steps = int(np.max(np.asarray(s), initial=0)) if is_concrete(s) else _MAX_SQUARINGS
-    for i in range(steps):
-        R = ufuncs.where((s > i)[..., None, None], mm(R, R), R)
+    square = lambda i, R: ufuncs.where((s > i)[..., None, None], mm(R, R), R)  # noqa: E731
+    R = lax.fori_loop(0, steps, square, R) if steps else R
     if not is_concrete(s):
         R = ufuncs.where((s > _MAX_SQUARINGS)[..., None, None], np.nan, R)
     return R
@@ -324,7 +324,7 @@ def block_diag(*arrs):
     return shape.concatenate(rows, axis=0)
 
 
-_SQRTM_STEPS = 24
+_SQRTM_STEPS = 16      # enough for condition numbers up to 1e12 or so
 
 
 def sqrtm(A, disp=True, blocksize=64):
@@ -337,12 +337,14 @@ def sqrtm(A, disp=True, blocksize=64):
     n = A.shape[-1]
     mm = _products.matmul
     eye = creation.eye(n, dtype=A.dtype)
-    M, Y = A, A
-    for _ in range(_SQRTM_STEPS):
+
+    def step(_, state):
+        M, Y = state
         mu = ufuncs.exp(-linalg_ops.slogdet(M).logabsdet / (2 * n))[..., None, None]
         M_inv = linalg_ops.inv(M)
-        Y = mu * mm(Y, eye + M_inv / (mu * mu)) * 0.5
-        M = 0.5 * (eye + 0.5 * (mu * mu * M + M_inv / (mu * mu)))
+        return (0.5 * (eye + 0.5 * (mu * mu * M + M_inv / (mu * mu))),
+                mu * mm(Y, eye + M_inv / (mu * mu)) * 0.5)
+    _, Y = lax.fori_loop(0, _SQRTM_STEPS, step, (A, A))
     residual = linalg_ops.matrix_norm(mm(Y, Y) - A) / linalg_ops.matrix_norm(A)
     tol = np.sqrt(np.finfo(A.dtype).eps)
     Y = ufuncs.where((residual <= tol)[..., None, None], Y, np.nan)
