@@ -107,6 +107,7 @@ COVERED = {
     "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "select_n", "convert_element_type",
     "bitcast_convert_type", "and", "or", "xor", "not", "shift_left", "shift_right_logical",
     "shift_right_arithmetic", "population_count", "stop_gradient",
+    "real", "imag", "conj", "complex",  # and the complex forms of the others: test_complex.py
 }
 
 
