@@ -4,6 +4,7 @@ not), vmap against a loop, jit against eager (same bits: the same LAPACK call
 runs), the classic identities, and what degenerate inputs give."""
 import numpy as np
 import pytest
+import scipy.linalg as sla
 
 import fgrad
 import fgrad.numpy as fnp
@@ -480,3 +481,74 @@ def test_eigh_gradient_under_symmetric_perturbation():
     g = np.asarray(fgrad.grad(lambda a: L.eigvalsh(a)[-1])(a))   # reads the lower triangle
     assert not np.triu(g, 1).any()
     close(np.tril(g) + np.tril(g, -1).T, np.outer(v[:, -1], v[:, -1]) * (2 - np.eye(4)), 1e-10)
+
+
+# ----------------------------------------------------------------------------
+# eig and eigvals (complex results)
+
+def _z(n, *batch, seed=0):
+    rng = _rng(seed)
+    return rng.standard_normal(batch + (n, n)) + 1j * rng.standard_normal(batch + (n, n))
+
+
+def _positive_largest(v):
+    """v with each column's largest component made positive: LAPACK makes it real but
+    of either sign, and that sign may flip between the nearby matrices finite
+    differences evaluate, so derivatives are compared on this smooth normalization."""
+    n = v.shape[-2]
+    onehot = (fnp.arange(n)[:, None] == fnp.argmax(fnp.abs(v), axis=-2)[..., None, :])
+    big = fnp.sum(v * onehot.astype(v.dtype), axis=-2)
+    return v * fnp.sign(fnp.real(big)).astype(v.dtype)[..., None, :]
+
+
+def _eig_smooth(a, left=False):
+    w, *vectors = lax_linalg.eig(a, compute_left_eigenvectors=left)
+    return (w,) + tuple(_positive_largest(v) for v in vectors)
+
+
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_eig_values_against_numpy(complex_input):
+    a = _z(4, 3) if complex_input else _rng(19).standard_normal((3, 4, 4))
+    w, v = L.eig(a)
+    wn, vn = np.linalg.eig(a)
+    assert w.dtype == v.dtype == np.complex128
+    close(w, wn, 1e-12), close(v, vn, 1e-12)
+    close(L.eigvals(a), np.linalg.eigvals(a), 1e-12)
+    close(np.asarray(a) @ np.asarray(v), np.asarray(v) * np.asarray(w)[..., None, :], 1e-10)
+    w, vl, vr = lax_linalg.eig(a, compute_left_eigenvectors=True)
+    vl_s = [sla.eig(x, left=True)[1] for x in a]
+    close(np.abs(vl), np.abs(np.stack(vl_s)), 1e-10)
+    f32 = L.eigvals(np.asarray(a, np.complex64 if complex_input else np.float32))
+    assert f32.dtype == np.complex64
+
+
+@pytest.mark.parametrize("batch", [(), (2,)])
+@pytest.mark.parametrize("complex_input", [False, True])
+def test_eig_grads(batch, complex_input):
+    a = _z(3, *batch, seed=20) if complex_input else _rng(20).standard_normal(batch + (3, 3))
+    check_grads(lambda a: L.eigvals(a), (a,), order=2)
+    check_grads(_eig_smooth, (a,), order=2)
+    check_grads(lambda a: _eig_smooth(a, left=True), (a,), order=2)
+
+
+def test_eig_vmap_and_jit():
+    a = _rng(21).standard_normal((3, 4, 4))
+    for f in (lambda a: tuple(L.eig(a)), L.eigvals):
+        got = fgrad.tree.leaves(fgrad.vmap(f)(a))
+        for k, g in enumerate(got):
+            np.testing.assert_array_equal(g, np.stack([fgrad.tree.leaves(f(x))[k] for x in a]))
+        same_bits(fgrad.jit(f)(a), f(a))
+
+
+@degenerate
+def test_eig_degenerate_inputs():
+    a = _rng(22).standard_normal((2, 3, 3))
+    a[1, 0, 0] = np.inf
+    w, v = L.eig(a)
+    assert np.isnan(np.asarray(w)[1]).all() and np.isfinite(np.asarray(w)[0]).all()
+    repeated = np.array([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 1.0, 3.0]])
+    da = _rng(23).standard_normal((3, 3))
+    _, (_, dv) = fgrad.jvp(lambda a: tuple(L.eig(a)), (repeated,), (da,))
+    assert not np.isfinite(np.asarray(dv)).all()
+    with pytest.raises(fgrad.FgradTypeError, match="float32"):
+        L.eig(np.eye(2, dtype=np.float16))

@@ -2,24 +2,26 @@
 
 Every primitive works on the last two axes of its operands; leading axes are
 batch axes (the impl loops over them, one LAPACK call per matrix). Operands are
-float32 or float64 (LAPACK's s- or d- routine). The eager impl and the native
-jit lowering call the same routine with the same arguments (column-major
+float32 or float64 (LAPACK's s- or d- routine); eig also takes complex64 and
+complex128 (c-, z-) and always returns complex results. The eager impl and the
+native jit lowering call the same routine with the same arguments (column-major
 copies, workspace sizes from LAPACK's own workspace query, lwork = -1), so jit
 and eager give the same bits.
 
-Primitive            params                            outputs (in this order)              routine
-cholesky_p(a)        -                                 l (..., n, n), lower triangular      ?potrf (uplo 'L')
-triangular_solve_p   left_side, lower, transpose_a,    x (shape of b)                       BLAS ?trsm (alpha 1)
-  (a, b)             conjugate_a, unit_diagonal
-lu_p(a)              -                                 lu (..., m, n), pivots int32          ?getrf
-                                                       (..., min(m, n)), permutation int32
-                                                       (..., m)
-qr_p(a)              full_matrices                     q (..., m, m or k), r (..., m or k,   ?geqrf + ?orgqr
-                                                       n), k = min(m, n)
-eigh_p(a)            lower                             v (..., n, n) eigenvectors as          ?syevd (jobz 'V')
-                                                       columns, w (..., n) ascending
-svd_p(a)             full_matrices, compute_uv         s (..., k) descending, then u, vt     ?gesdd (jobz 'A'/'S'
-                                                       when compute_uv                       /'N')
+Primitive (operands) / params -> outputs, in this order; the routine called:
+- cholesky_p(a) -> l (..., n, n) lower triangular; ?potrf (uplo 'L').
+- triangular_solve_p(a, b) / left_side, lower, transpose_a, conjugate_a,
+  unit_diagonal -> x (shape of b); BLAS ?trsm (alpha 1).
+- lu_p(a) -> lu (..., m, n), pivots int32 (..., min(m, n)), permutation int32
+  (..., m); ?getrf.
+- qr_p(a) / full_matrices -> q (..., m, m or k), r (..., m or k, n), k = min(m, n);
+  ?geqrf, then ?orgqr.
+- eigh_p(a) / lower -> v (..., n, n) eigenvectors as columns, w (..., n)
+  ascending; ?syevd (jobz 'V').
+- svd_p(a) / full_matrices, compute_uv -> s (..., k) descending, then (when
+  compute_uv) u, vt; ?gesdd (jobz 'A', 'S' or 'N').
+- eig_p(a) / compute_left_eigenvectors, compute_right_eigenvectors -> w (..., n)
+  complex, then vl and/or vr (..., n, n) complex as asked; ?geev.
 
 Conventions, all as LAPACK returns them (and as NumPy/SciPy do): cholesky reads
 only the lower triangle of `a` and returns a factor whose strictly upper
@@ -29,16 +31,20 @@ was swapped with row pivots[i], in order); `a[permutation] == l @ u` with l unit
 lower triangular (strict lower part of lu) and u upper (upper part of lu); a
 singular matrix still factors (u has a zero on its diagonal). eigh reads only
 the `lower` (or upper) triangle. A decomposition that fails to converge
-(LAPACK info > 0) gives NaN outputs for that batch element.
+(LAPACK info > 0) gives NaN outputs for that batch element. eig's
+eigenvectors have unit norm and their largest component real, but of either
+sign (LAPACK's choice can flip between nearby matrices, so they are smooth only
+up to that sign); a matrix with an inf or NaN gives NaN outputs.
 
 Derivatives are forward-mode rules written with other primitives (so they
 differentiate again, and reverse mode transposes them): Murray 2016 for
-Cholesky, Giles 2008 for LU, QR and the solves, Townsend 2016 / Seeger et al.
-2017 for eigh and SVD. Where the derivative does not exist the rules give
-inf/NaN rather than a finite wrong value: eigenvectors at repeated eigenvalues,
-singular vectors at repeated or (for the non-square complement) zero singular
-values. Singular vectors of full_matrices=True with m != n, and the Q of a
-complete QR with m > n, are not unique functions of `a`: their JVP raises.
+Cholesky, Giles 2008 for LU, QR, eig and the solves, Townsend 2016 / Seeger et
+al. 2017 for eigh and SVD. Where the derivative does not exist the rules give
+inf/NaN rather than a finite wrong value: eigenvectors at repeated eigenvalues
+(eigh and eig), singular vectors at repeated or (for the non-square complement)
+zero singular values. Singular vectors of full_matrices=True with m != n, and
+the q of a complete QR with m > n, are not unique functions of `a`: their JVP
+raises NotImplementedError.
 """
 import numpy as np
 from scipy.linalg import blas as _blas
@@ -48,14 +54,18 @@ from ..ad import defjvp, is_undefined
 from ..batching import axis_size_of
 from ..core import Array, Primitive, ShapedArray, get_aval
 from ..errors import FgradTypeError
+from .. import dtypes as _dtypes
 from ._util import shapes_str
 from .dot_general import dot_general
-from .elementwise import add, convert_element_type, div, eq, mul, neg, sub
-from .reductions import reduce_sum
+from .elementwise import (add, complex as make_complex, conj, convert_element_type, div, eq,
+                          imag, mul, neg, real, sub)
+from .reductions import argmax, reduce_sum
 from .shape_ops import expand_dims, transpose
 from .slicing import batch_at, iota, pad, slice_in_dim
 
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _routine(module, name, dtype):
@@ -63,16 +73,17 @@ def _routine(module, name, dtype):
     return getattr(module, _PREFIX[np.dtype(dtype)] + name)
 
 
-def _check_matrix(name, a, square=False):
+def _check_matrix(name, a, square=False, dtypes=_REAL):
     if a.ndim < 2:
         raise FgradTypeError(f"{name}: needs a matrix (at least 2 dims), got {a.str_short()}",
                              hint="stack vectors into a matrix, or reshape to (..., m, n)")
     if square and a.shape[-1] != a.shape[-2]:
         raise FgradTypeError(f"{name}: needs square matrices, got {a.str_short()}",
                              hint="the last two dims must be equal")
-    if np.dtype(a.dtype) not in _PREFIX:
-        raise FgradTypeError(f"{name}: supports float32 and float64, got {a.str_short()}",
-                             hint="convert with .astype(float32) or .astype(float64)")
+    if np.dtype(a.dtype) not in dtypes:
+        names = " and ".join(", ".join(map(str, dtypes)).rsplit(", ", 1))
+        raise FgradTypeError(f"{name}: supports {names}, got {a.str_short()}",
+                             hint="convert with .astype(...)")
 
 
 def _not_weak(count):
@@ -616,3 +627,130 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
 
 
 svd_p.jvp = _svd_jvp
+
+
+# ----------------------------------------------------------------------------
+# eig: eigenvalues and eigenvectors of general (non-symmetric) matrices
+
+_EIG_DTYPES = tuple(_PREFIX)
+
+
+def _eig_abstract_eval(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    _check_matrix("eig", a, square=True, dtypes=_EIG_DTYPES)
+    c = _dtypes.complex_dtype(_dtypes.real_dtype(a.dtype))
+    outs = [ShapedArray(a.shape[:-1], c, False)]
+    outs += [ShapedArray(a.shape, c, False)] * (int(compute_left_eigenvectors)
+                                                + int(compute_right_eigenvectors))
+    return outs
+
+
+def _complex_vectors(w_imag, v, dtype):
+    """LAPACK's real packing of eigenvectors (a conjugate pair's vectors as the real
+    and imaginary parts in columns j, j + 1) as complex vectors."""
+    out = v.astype(dtype)
+    for j in np.nonzero(w_imag > 0)[0]:
+        out[:, j] = v[:, j] + 1j * v[:, j + 1]
+        out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
+    return out
+
+
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    """?geev per matrix (no balancing options: LAPACK's defaults). Eigenvectors have
+    unit 2-norm and their largest component real; eigenvalues come in LAPACK's
+    order. A matrix with infinite or NaN entries, or where geev fails (info > 0),
+    gives NaN outputs."""
+    avals = _eig_abstract_eval(ShapedArray(a.shape, a.dtype), compute_left_eigenvectors=
+                               compute_left_eigenvectors, compute_right_eigenvectors=
+                               compute_right_eigenvectors)
+    outs = [np.zeros(v.shape, v.dtype) for v in avals]
+    n = a.shape[-1]
+    if n == 0:
+        return outs
+    cdt = avals[0].dtype
+    geev = _routine(_lapack, "geev", a.dtype)
+    flags = dict(compute_vl=int(compute_left_eigenvectors),
+                 compute_vr=int(compute_right_eigenvectors))
+    lwork = _lwork(_routine(_lapack, "geev_lwork", a.dtype)(n, **flags)[0])
+    for i in np.ndindex(a.shape[:-2]):
+        if not np.isfinite(a[i]).all():
+            for out in outs:
+                out[i] = np.nan
+            continue
+        if a.dtype.kind == "f":
+            wr, wi, vl, vr, info = geev(a[i], lwork=lwork, **flags)
+            w = wr + 1j * wi
+            vl, vr = _complex_vectors(wi, vl, cdt), _complex_vectors(wi, vr, cdt)
+        else:
+            w, vl, vr, info = geev(a[i], lwork=lwork, **flags)
+        parts = [w] + [vl] * flags["compute_vl"] + [vr] * flags["compute_vr"]
+        for out, part in zip(outs, parts):
+            out[i] = np.nan if info else part
+    return outs
+
+
+eig_p = _primitive("eig", _eig_impl, _eig_abstract_eval, 3)
+eig_p.out_weak_types = lambda params: [False] * len(_eig_abstract_eval(
+    ShapedArray((1, 1), np.dtype(np.float64)), **params))
+
+
+def eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True):
+    """Eigenvalues w (complex, LAPACK's order) of each square matrix, then its left
+    eigenvectors (columns, u^H a = w u^H) and right ones (a v = w v) as asked."""
+    params = dict(compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                  compute_right_eigenvectors=bool(compute_right_eigenvectors))
+    _eig_abstract_eval(get_aval(a), **params)
+    return tuple(eig_p.bind(a, **params))
+
+
+def _first_largest(v):
+    """One-hot (along axis -2) of each column's first component of largest modulus."""
+    nd = len(v.shape)
+    size = add(mul(real(v), real(v)), mul(imag(v), imag(v)))
+    k = argmax(size, nd - 2, np.int32)
+    rows = iota(np.int32, tuple(v.shape), nd - 2)
+    return convert_element_type(eq(rows, expand_dims(k, (nd - 2,))), v.dtype)
+
+
+def _keep_normalized(v, dv):
+    """dv plus the multiple of each column v_j that keeps LAPACK's normalization of
+    v_j (unit 2-norm, its first largest component real)."""
+    nd = len(v.shape)
+    norm_part = real(reduce_sum(mul(conj(v), dv), (nd - 2,)))
+    pick = _first_largest(v)
+    ratio = div(reduce_sum(mul(pick, dv), (nd - 2,)), reduce_sum(mul(pick, v), (nd - 2,)))
+    c = make_complex(neg(norm_part), neg(imag(ratio)))
+    return add(dv, mul(v, expand_dims(c, (nd - 2,))))
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    """With u, v the left and right eigenvectors, D = diag(u^H v) and
+    Q = D^-1 u^H da v (= v^-1 da v), F[i, j] = 1 / (w[j] - w[i]):
+    dw = diag(Q); dv = v (F * Q); du = u K^H with K[i, j] = -D[i] F[i, j] Q[i, j] / D[j]
+    (from differentiating u^H a = w u^H); then a multiple of each vector is added to
+    keep LAPACK's normalization (unit norm, largest component real). Repeated
+    eigenvalues give inf/NaN; so does a defective matrix (D singular)."""
+    (a,), (da,) = primals, tangents
+    params = dict(compute_left_eigenvectors=compute_left_eigenvectors,
+                  compute_right_eigenvectors=compute_right_eigenvectors)
+    if da is None:
+        outs = eig_p.bind(a, **params)
+        return outs, [None] * len(outs)
+    w, u, v = eig_p.bind(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
+    nd = len(a.shape)
+    uh = conj(_mT(u))
+    dac = convert_element_type(da, w.dtype) if da.dtype != w.dtype else da
+    d = _diag(_mm(uh, v))
+    q = div(_mm(uh, _mm(dac, v)), expand_dims(d, (nd - 1,)))
+    f_q = mul(_inverse_gaps(w), q)
+    outs, touts = [w], [_diag(q)]
+    if compute_left_eigenvectors:
+        k = div(mul(expand_dims(d, (nd - 1,)), f_q), expand_dims(d, (nd - 2,)))
+        outs.append(u)
+        touts.append(_keep_normalized(u, neg(_mm(u, conj(_mT(k))))))
+    if compute_right_eigenvectors:
+        outs.append(v)
+        touts.append(_keep_normalized(v, _mm(v, f_q)))
+    return outs, touts
+
+
+eig_p.jvp = _eig_jvp

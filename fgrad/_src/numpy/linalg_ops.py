@@ -41,6 +41,11 @@ class QRResult(NamedTuple):
     R: object
 
 
+class EigResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
 class SlogdetResult(NamedTuple):
     sign: object
     logabsdet: object
@@ -54,9 +59,10 @@ class LstsqResult(NamedTuple):
 
 
 _LAPACK_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_WITH_COMPLEX = _LAPACK_DTYPES + (np.dtype(np.complex64), np.dtype(np.complex128))
 
 
-def _matrices(name, a, square=False):
+def _matrices(name, a, square=False, dtypes=_LAPACK_DTYPES):
     """a as a float array of (stacked) matrices, or LinAlgError."""
     a = to_inexact(asarray(a))
     if len(a.shape) < 2:
@@ -65,7 +71,7 @@ def _matrices(name, a, square=False):
     if square and a.shape[-1] != a.shape[-2]:
         raise LinAlgError(f"{name}: the last 2 dimensions of the array must be square, got "
                           f"shape {tuple(a.shape)}")
-    if a.dtype not in _LAPACK_DTYPES:
+    if a.dtype not in dtypes:
         raise LinAlgError(f"{name}: array type {a.dtype} is unsupported in linalg",
                           hint="convert to float32 or float64 with .astype(...)")
     return a
@@ -203,6 +209,23 @@ def eigh(a, UPLO="L"):
 def eigvalsh(a, UPLO="L"):
     """The ascending eigenvalues of each symmetric matrix."""
     return eigh(a, UPLO).eigenvalues
+
+
+def eig(a):
+    """(eigenvalues, right eigenvectors as unit-norm columns) of each square matrix,
+    both complex (NumPy returns real arrays when every eigenvalue is real: a dtype
+    that depends on values, which jit cannot give). Each eigenvector's largest
+    component is real but of either sign (LAPACK's choice, which may flip between
+    nearby matrices); derivatives are those of the branch at hand, and NaN/inf at
+    repeated eigenvalues."""
+    w, v = lax_linalg.eig(_matrices("eig", a, square=True, dtypes=_WITH_COMPLEX))
+    return EigResult(w, v)
+
+
+def eigvals(a):
+    """The (complex) eigenvalues of each square matrix."""
+    a = _matrices("eigvals", a, square=True, dtypes=_WITH_COMPLEX)
+    return lax_linalg.eig(a, compute_right_eigenvectors=False)[0]
 
 
 def _hermitian_svd(a, compute_uv):
