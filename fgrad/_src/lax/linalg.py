@@ -2,8 +2,10 @@
 
 Every primitive works on the last two axes of its operands; leading axes are
 batch axes (the impl loops over them, one LAPACK call per matrix). Operands are
-float32 or float64 (LAPACK's s- or d- routine); eig also takes complex64 and
-complex128 (c-, z-) and always returns complex results. The eager impl and the
+float32, float64, complex64 or complex128 (LAPACK's s-, d-, c- or z- routine;
+for complex matrices ?ungqr and ?heevd stand in for ?orgqr and ?syevd, and
+transposes below are conjugate transposes). eigh's eigenvalues and svd's
+singular values are real; eig always returns complex results. The eager impl and the
 native jit lowering call the same routine with the same arguments (column-major
 copies, workspace sizes from LAPACK's own workspace query, lwork = -1), so jit
 and eager give the same bits.
@@ -66,14 +68,21 @@ from .slicing import batch_at, iota, pad, slice_in_dim
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
+_ALL = tuple(_PREFIX)
+
+
+_COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd", "syevd_lwork": "heevd_lwork"}
 
 
 def _routine(module, name, dtype):
-    """The LAPACK/BLAS wrapper `name` (without its type prefix) for `dtype`."""
+    """The LAPACK/BLAS wrapper `name` (without its type prefix) for `dtype` (the
+    complex routines of real-only names, e.g. orgqr -> ungqr, syevd -> heevd)."""
+    if np.dtype(dtype).kind == "c":
+        name = _COMPLEX_NAMES.get(name, name)
     return getattr(module, _PREFIX[np.dtype(dtype)] + name)
 
 
-def _check_matrix(name, a, square=False, dtypes=_REAL):
+def _check_matrix(name, a, square=False, dtypes=_ALL):
     if a.ndim < 2:
         raise FgradTypeError(f"{name}: needs a matrix (at least 2 dims), got {a.str_short()}",
                              hint="stack vectors into a matrix, or reshape to (..., m, n)")
@@ -297,22 +306,26 @@ def qr(a, full_matrices=True):
 
 def _eigh_abstract_eval(a, *, lower):
     _check_matrix("eigh", a, square=True)
-    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape[:-1], a.dtype, False)]
+    return [ShapedArray(a.shape, a.dtype, False),
+            ShapedArray(a.shape[:-1], _dtypes.real_dtype(a.dtype), False)]
 
 
 def _eigh_impl(a, *, lower):
-    """?syevd (divide and conquer, eigenvectors) per matrix, reading the `lower`
-    or upper triangle; info > 0 (no convergence) -> NaN."""
+    """?syevd (?heevd for complex; divide and conquer, eigenvectors) per matrix,
+    reading the `lower` or upper triangle (a complex diagonal's imaginary parts
+    are taken as zero); info > 0 (no convergence) -> NaN."""
     v = np.zeros(a.shape, a.dtype)
-    w = np.zeros(a.shape[:-1], a.dtype)
+    w = np.zeros(a.shape[:-1], _dtypes.real_dtype(a.dtype))
     n = a.shape[-1]
     if n == 0:
         return [v, w]
     syevd = _routine(_lapack, "syevd", a.dtype)
-    work, iwork, _ = _routine(_lapack, "syevd_lwork", a.dtype)(n, compute_v=1, lower=int(lower))
-    lwork, liwork = _lwork(work), _lwork(iwork)
+    query = _routine(_lapack, "syevd_lwork", a.dtype)(n, compute_v=1, lower=int(lower))
+    sizes = dict(lwork=_lwork(query[0]), liwork=_lwork(query[1]))
+    if a.dtype.kind == "c":
+        sizes["lrwork"] = _lwork(query[2])
     for i in np.ndindex(a.shape[:-2]):
-        wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), lwork=lwork, liwork=liwork)
+        wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), **sizes)
         if info:
             wi, vi = np.nan, np.nan
         v[i], w[i] = vi, wi
@@ -337,7 +350,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv):
     *batch, m, n = a.shape
     batch = tuple(batch)
     k = min(m, n)
-    s = ShapedArray(batch + (k,), a.dtype, False)
+    s = ShapedArray(batch + (k,), _dtypes.real_dtype(a.dtype), False)
     if not compute_uv:
         return [s]
     ucols, vrows = (m, n) if full_matrices else (k, k)
@@ -348,7 +361,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv):
 def _svd_impl(a, *, full_matrices, compute_uv):
     """?gesdd (divide and conquer) per matrix; info > 0 (no convergence) -> NaN."""
     *batch, m, n = a.shape
-    outs = [np.zeros(aval.shape, a.dtype) for aval in _svd_abstract_eval(
+    outs = [np.zeros(aval.shape, aval.dtype) for aval in _svd_abstract_eval(
         ShapedArray(a.shape, a.dtype), full_matrices=full_matrices, compute_uv=compute_uv)]
     if min(m, n) == 0:
         if compute_uv:  # the complement's basis: the identity's columns
@@ -395,6 +408,20 @@ def _mT(x):
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+def _is_complex(x):
+    return np.dtype(x.dtype).kind == "c"
+
+
+def _H(x):
+    """The conjugate transpose of each matrix (the transpose of real ones)."""
+    return conj(_mT(x)) if _is_complex(x) else _mT(x)
+
+
+def _like(x, dtype):
+    """Real x as `dtype` (a complex one), for products with complex values."""
+    return convert_element_type(x, dtype) if np.dtype(x.dtype) != np.dtype(dtype) else x
+
+
 def _mm(a, b):
     """Batched matrix product over the shared leading dims."""
     nd = len(a.shape)
@@ -417,10 +444,18 @@ def _diag(x):
 
 
 def _symmetric_from(x, lower):
-    """The symmetric matrix whose `lower` (or upper) triangle is x's."""
-    if lower:
-        return add(_tri(x, 0), _mT(_tri(x, -1)))
-    return add(_tri(x, 0, lower=False), _mT(_tri(x, 1, lower=False)))
+    """The symmetric (Hermitian) matrix whose `lower` (or upper) triangle is x's; a
+    complex diagonal's imaginary parts are dropped, as LAPACK drops them."""
+    strict = _tri(x, -1) if lower else _tri(x, 1, lower=False)
+    d = _diag(x)
+    if _is_complex(x):
+        d = _like(real(d), x.dtype)
+    eye = _const(np.eye(x.shape[-1]), x.dtype)
+    return add(add(strict, _H(strict)), mul(expand_dims(d, (len(x.shape) - 1,)), eye))
+
+
+def _zero_like(x):
+    return mul(x, _const(0, x.dtype))
 
 
 def _inverse_gaps(v):
@@ -435,8 +470,8 @@ def _inverse_gaps(v):
 
 
 # ----------------------------------------------------------------------------
-# cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal
-# (Murray 2016); dA is the symmetric matrix the tangent's lower triangle makes.
+# cholesky: dL = L phi(L^-1 dA L^-H), phi = lower triangle with half the diagonal
+# (Murray 2016); dA is the Hermitian matrix the tangent's lower triangle makes.
 
 def _cholesky_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
@@ -445,7 +480,8 @@ def _cholesky_jvp(primals, tangents):
         return l, None
     n = a.shape[-1]
     y = triangular_solve(l, _symmetric_from(da, True), left_side=True, lower=True)
-    x = triangular_solve(l, y, left_side=False, lower=True, transpose_a=True)
+    x = triangular_solve(l, y, left_side=False, lower=True, transpose_a=True,
+                         conjugate_a=_is_complex(l))
     phi = mul(x, _const(np.tri(n, n, -1) + 0.5 * np.eye(n), a.dtype))
     return l, _mm(l, phi)
 
@@ -456,7 +492,9 @@ cholesky_p.jvp = _cholesky_jvp
 # ----------------------------------------------------------------------------
 # triangular_solve: linear in b; in a, d(op(a)^-1) = -op(a)^-1 op(da) op(a)^-1
 
-def _op(x, transpose_a):
+def _op(x, transpose_a, conjugate_a):
+    if conjugate_a and _is_complex(x):
+        x = conj(x)
     return _mT(x) if transpose_a else x
 
 
@@ -468,7 +506,7 @@ def _triangle_read(da, lower, unit_diagonal):
 
 def _triangular_solve_jvp_a(g, x, a, b, *, left_side, lower, transpose_a, conjugate_a,
                             unit_diagonal):
-    dop = _op(_triangle_read(g, lower, unit_diagonal), transpose_a)
+    dop = _op(_triangle_read(g, lower, unit_diagonal), transpose_a, conjugate_a)
     rhs = _mm(dop, x) if left_side else _mm(x, dop)
     return neg(triangular_solve_p.bind(
         a, rhs, left_side=left_side, lower=lower, transpose_a=transpose_a,
@@ -535,9 +573,10 @@ lu_p.jvp = _lu_jvp
 
 
 # ----------------------------------------------------------------------------
-# qr (Giles 2008 / Walter & Lehmann): with R1 = r[:, :k], C = q^T da[:, :k] R1^-1 and
-# the skew matrix W = tril(C, -1) - tril(C, -1)^T: dq = (da[:, :k] R1^-1 - q C) + q W,
-# dr = q^T da - W r. Singular R1 (rank-deficient a) gives inf/NaN.
+# qr (Giles 2008 / Walter & Lehmann): with R1 = r[:, :k], C = q^H da[:, :k] R1^-1 and
+# the skew-Hermitian W = tril(C, -1) - tril(C, -1)^H (+ i Im diag(C) for complex,
+# where LAPACK's r has a real diagonal): dq = (da[:, :k] R1^-1 - q C) + q W,
+# dr = q^H da - W r. Singular R1 (rank-deficient a) gives inf/NaN.
 
 def _qr_jvp(primals, tangents, *, full_matrices):
     (a,), (da,) = primals, tangents
@@ -555,11 +594,14 @@ def _qr_jvp(primals, tangents, *, full_matrices):
     r1 = slice_in_dim(r, 0, k, axis=nd - 1)
     da1 = slice_in_dim(da, 0, k, axis=nd - 1)
     da_rinv = triangular_solve(r1, da1, left_side=False, lower=False)
-    c = _mm(_mT(q), da_rinv)
+    c = _mm(_H(q), da_rinv)
     low = _tri(c, -1)
-    w = sub(low, _mT(low))
+    w = sub(low, _H(low))
+    if _is_complex(c):   # q^H dq is skew-Hermitian: its diagonal is imaginary
+        eye = _const(np.eye(k), c.dtype)
+        w = add(w, mul(_like(make_complex(_zero_like(real(c)), imag(c)), c.dtype), eye))
     dq = add(sub(da_rinv, _mm(q, c)), _mm(q, w))
-    dr = sub(_mm(_mT(q), da), _mm(w, r))
+    dr = sub(_mm(_H(q), da), _mm(w, r))
     return [q, r], [dq, dr]
 
 
@@ -567,18 +609,20 @@ qr_p.jvp = _qr_jvp
 
 
 # ----------------------------------------------------------------------------
-# eigh: with dA the symmetric tangent (from the triangle read) and P = v^T dA v:
+# eigh: with dA the Hermitian tangent (from the triangle read) and P = v^H dA v:
 # dw = diag(P), dv = v (F * P), F[i, j] = 1 / (w[j] - w[i]); inf/NaN at repeated
-# eigenvalues, where the eigenvectors are not differentiable.
+# eigenvalues, where the eigenvectors are not differentiable. A complex eigenvector's
+# phase is LAPACK's arbitrary choice: dv is the one with v^H dv zero on the diagonal.
 
 def _eigh_jvp(primals, tangents, *, lower):
     (a,), (da,) = primals, tangents
     v, w = eigh_p.bind(a, lower=lower)
     if da is None:
         return [v, w], [None, None]
-    p = _mm(_mT(v), _mm(_symmetric_from(da, lower), v))
-    dv = _mm(v, mul(_inverse_gaps(w), p))
-    return [v, w], [dv, _diag(p)]
+    p = _mm(_H(v), _mm(_symmetric_from(da, lower), v))
+    dv = _mm(v, mul(_like(_inverse_gaps(w), p.dtype), p))
+    dw = real(_diag(p)) if _is_complex(p) else _diag(p)
+    return [v, w], [dv, dw]
 
 
 eigh_p.jvp = _eigh_jvp
@@ -606,24 +650,28 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
             "a non-square matrix is not defined: the extra columns are any orthonormal "
             "basis of the complement. Use full_matrices=False.")
     s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
-    v = _mT(vt)
-    p = _mm(_mT(u), _mm(da, v))
-    ds = _diag(p)
+    v = _H(vt)
+    p = _mm(_H(u), _mm(da, v))
+    ds = real(_diag(p)) if _is_complex(p) else _diag(p)
     if not compute_uv:
         return [s], [ds]
     nd = len(a.shape)
-    s_row = expand_dims(s, (nd - 2,))          # s[j] along a row
-    s_col = expand_dims(s, (nd - 1,))          # s[i] down a column
-    f = _inverse_gaps(mul(s, s))
-    du = _mm(u, mul(f, add(mul(p, s_row), mul(s_col, _mT(p)))))
-    dv = _mm(v, mul(f, add(mul(s_col, p), mul(_mT(p), s_row))))
+    sc = _like(s, a.dtype)
+    s_row = expand_dims(sc, (nd - 2,))         # s[j] along a row
+    s_col = expand_dims(sc, (nd - 1,))         # s[i] down a column
+    f = _like(_inverse_gaps(mul(s, s)), a.dtype)
+    du = _mm(u, mul(f, add(mul(p, s_row), mul(s_col, _H(p)))))
+    dv = _mm(v, mul(f, add(mul(s_col, p), mul(_H(p), s_row))))
+    if _is_complex(p):   # the phase shared by u[:, i] and v[:, i]: put on u, v^H dv = 0
+        phase = make_complex(_zero_like(s), div(imag(_diag(p)), s))
+        du = add(du, mul(u, expand_dims(phase, (nd - 2,))))
     if m > k:
         dav = div(_mm(da, v), s_row)
-        du = add(du, sub(dav, _mm(u, _mm(_mT(u), dav))))
+        du = add(du, sub(dav, _mm(u, _mm(_H(u), dav))))
     if n > k:
-        datu = div(_mm(_mT(da), u), s_row)
+        datu = div(_mm(_H(da), u), s_row)
         dv = add(dv, sub(datu, _mm(v, _mm(vt, datu))))
-    return [s, u, vt], [ds, du, _mT(dv)]
+    return [s, u, vt], [ds, du, _H(dv)]
 
 
 svd_p.jvp = _svd_jvp
@@ -632,11 +680,8 @@ svd_p.jvp = _svd_jvp
 # ----------------------------------------------------------------------------
 # eig: eigenvalues and eigenvectors of general (non-symmetric) matrices
 
-_EIG_DTYPES = tuple(_PREFIX)
-
-
 def _eig_abstract_eval(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
-    _check_matrix("eig", a, square=True, dtypes=_EIG_DTYPES)
+    _check_matrix("eig", a, square=True)
     c = _dtypes.complex_dtype(_dtypes.real_dtype(a.dtype))
     outs = [ShapedArray(a.shape[:-1], c, False)]
     outs += [ShapedArray(a.shape, c, False)] * (int(compute_left_eigenvectors)
