@@ -552,3 +552,79 @@ def test_eig_degenerate_inputs():
     assert not np.isfinite(np.asarray(dv)).all()
     with pytest.raises(fgrad.FgradTypeError, match="float32"):
         L.eig(np.eye(2, dtype=np.float16))
+
+
+# ----------------------------------------------------------------------------
+# Complex matrices (complex64/complex128 through every decomposition)
+
+def _hermitian_pd(n, *batch, seed=0):
+    z = _z(n, *batch, seed=seed)
+    return z @ np.conj(np.swapaxes(z, -1, -2)) + n * np.eye(n)
+
+
+def _projectors(v):
+    """v_k v_k^H per column: what a unit eigenvector or singular vector determines
+    (LAPACK's phase for it is arbitrary)."""
+    return fnp.einsum("...ik,...jk->...kij", v, fnp.conj(v))
+
+
+def test_complex_values_against_numpy():
+    a = _z(4, 2, seed=24) + 4 * np.eye(4)
+    b = _z(4, 2, seed=25)[..., :3]
+    h = _hermitian_pd(4, 2, seed=26)
+    close(L.solve(a, b), np.linalg.solve(a, b))
+    close(L.inv(a), np.linalg.inv(a))
+    close(L.det(a), np.linalg.det(a))
+    for got, want in zip(L.slogdet(a), np.linalg.slogdet(a)):
+        close(got, want)
+    close(L.cholesky(h), np.linalg.cholesky(h))
+    close(L.cholesky(h, upper=True), np.linalg.cholesky(h, upper=True))
+    w, v = L.eigh(h)
+    assert w.dtype == np.float64 and v.dtype == np.complex128
+    close(w, np.linalg.eigvalsh(h))
+    close(_projectors(v), _projectors(np.linalg.eigh(h)[1]), 1e-9, 1e-12)
+    close(L.svdvals(b), np.linalg.svdvals(b))
+    for got, want in zip(L.qr(b), np.linalg.qr(b)):
+        close(got, want)
+    close(L.pinv(b), np.linalg.pinv(b))
+    for ord in (None, 1, 3, np.inf):
+        close(L.norm(b, ord, axis=-1), np.linalg.norm(b, ord, axis=-1))
+    for ord in ("fro", "nuc", 2, 1):
+        close(L.norm(b, ord, axis=(-2, -1)), np.linalg.norm(b, ord, axis=(-2, -1)))
+    close(L.cond(a), np.linalg.cond(a))
+    x = L.solve(a.astype(np.complex64), b.astype(np.complex64))
+    assert x.dtype == np.complex64
+    close(x, np.linalg.solve(a, b), 1e-4, 1e-5)
+
+
+def _svd_invariants(u, s, vh):
+    """s, u's projectors and u[:, k] vh[k, 0]: unchanged by the phase u[:, k] and
+    vh[k, :] share."""
+    return s, _projectors(u), u * fnp.swapaxes(vh[..., :, :1], -1, -2)
+
+
+COMPLEX_FUNS = {
+    "solve": (L.solve, lambda: (_z(3, seed=27) + 3 * np.eye(3), _z(3, seed=28)[:, :2])),
+    "inv": (L.inv, lambda: (_z(3, 2, seed=29) + 3 * np.eye(3),)),
+    "det": (L.det, lambda: (_z(3, seed=30) + 3 * np.eye(3),)),
+    "slogdet": (lambda a: tuple(L.slogdet(a)), lambda: (_z(3, 2, seed=31) + 3 * np.eye(3),)),
+    "cholesky": (L.cholesky, lambda: (_hermitian_pd(3, 2, seed=32),)),
+    "triangular_solve": (lambda a, b: lax_linalg.triangular_solve(
+        a, b, left_side=True, transpose_a=True, conjugate_a=True),
+        lambda: (_z(3, seed=33) + 3 * np.eye(3), _z(3, seed=34)[:, :2])),
+    "lu": (lambda a: lax_linalg.lu(a)[0], lambda: (_z(3, 2, seed=35),)),
+    "qr": (lambda a: tuple(L.qr(a)), lambda: (_z(4, 2, seed=36)[..., :3],)),
+    "eigh": (lambda a: (L.eigh(a).eigenvalues, _projectors(L.eigh(a).eigenvectors)),
+             lambda: (_hermitian_pd(3, 2, seed=37),)),
+    "svd": (lambda a: _svd_invariants(*L.svd(a, full_matrices=False)),
+            lambda: (_z(4, seed=38)[:3],)),
+    "pinv": (L.pinv, lambda: (_z(4, seed=39)[:, :3],)),
+    "norm_nuc": (lambda a: L.norm(a, "nuc"), lambda: (_z(3, seed=40),)),
+    "vector_norm": (lambda a: L.vector_norm(a, axis=-1), lambda: (_z(3, seed=41),)),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX_FUNS)
+def test_complex_grads(name):
+    f, make = COMPLEX_FUNS[name]
+    check_grads(f, make(), order=2)

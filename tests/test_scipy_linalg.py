@@ -237,3 +237,58 @@ def test_expm_gradient_jit_matches_eager():
     # d/dt expm(t a) = a expm(t a)
     _, d = fgrad.jvp(lambda t: fsl.expm(t * a), (np.float64(1.0),), (np.float64(1.0),))
     close(d, a @ sla.expm(a), 1e-10)
+
+
+# ----------------------------------------------------------------------------
+# Complex matrices
+
+def _z(n, *batch, seed=0):
+    rng = _rng(seed)
+    return rng.standard_normal(batch + (n, n)) + 1j * rng.standard_normal(batch + (n, n))
+
+
+def _hermitian_pd(n, seed=0):
+    z = _z(n, seed=seed)
+    return z @ z.conj().T + n * np.eye(n)
+
+
+def test_complex_values_against_scipy():
+    a, h = _z(4, seed=18) + 4 * np.eye(4), _hermitian_pd(4, seed=19)
+    b = _z(4, seed=20)[:, :2]
+    for lower in (False, True):
+        close(fsl.cholesky(h, lower), sla.cholesky(h, lower))
+        close(fsl.cho_solve(fsl.cho_factor(h, lower), b),
+              sla.cho_solve(sla.cho_factor(h, lower), b))
+        for assume_a, m in (("gen", a), ("sym", a + a.T), ("her", h), ("pos", h)):
+            close(fsl.solve(m, b, lower=lower, assume_a=assume_a),
+                  sla.solve(m, b, lower=lower, assume_a=assume_a), 1e-9)
+        w, v = fsl.eigh(a + a.conj().T, h, lower=lower)
+        ws, vs = sla.eigh(a + a.conj().T, h, lower=lower)
+        close(w, ws, 1e-10)
+        close(np.asarray(v).conj().T @ h @ np.asarray(v), np.eye(4), 1e-10, 1e-10)
+    for trans in (0, 1, 2):
+        close(fsl.solve_triangular(a, b, trans), sla.solve_triangular(a, b, trans))
+        if trans < 2:
+            close(fsl.lu_solve(fsl.lu_factor(a), b, trans),
+                  sla.lu_solve(sla.lu_factor(a), b, trans))
+    close(fsl.expm(0.3 * a), sla.expm(0.3 * a), 1e-11)
+    close(fsl.sqrtm(a), sla.sqrtm(a), 1e-10)
+
+
+COMPLEX_FUNS = {
+    "cho_solve": (lambda c, b: fsl.cho_solve((c, False), b),
+                  lambda: (np.linalg.cholesky(_hermitian_pd(3, seed=21)).conj().T,
+                           _z(3, seed=22)[:, :2])),
+    "solve_her": (lambda a, b: fsl.solve(a, b, assume_a="her"),
+                  lambda: (_hermitian_pd(3, seed=23), _z(3, seed=24)[:, :2])),
+    "solve_triangular_C": (lambda a, b: fsl.solve_triangular(a, b, trans="C", lower=True),
+                           lambda: (_z(3, seed=25) + 3 * np.eye(3), _z(3, seed=26)[:, :2])),
+    "lu": (lambda a: fsl.lu(a)[1:], lambda: (_z(3, seed=27),)),
+    "expm": (fsl.expm, lambda: (0.5 * _z(3, seed=28),)),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX_FUNS)
+def test_complex_grads(name):
+    f, make = COMPLEX_FUNS[name]
+    check_grads(f, make(), order=2)

@@ -15,10 +15,11 @@ import numpy as np
 
 from .. import lax
 from ..lax import linalg as lax_linalg
-from ..numpy import creation, reductions, shape, sorting, ufuncs
+from ..numpy import complex_math, creation, reductions, shape, sorting, ufuncs
 from ..numpy import linalg as _products
 from ..numpy import linalg_ops
-from ..numpy.linalg_ops import LinAlgError, _lu_solve, _matrices, _mT
+from ..numpy.linalg_ops import (LinAlgError, _H, _lu_solve, _main_diagonal, _matrices, _mT,
+                                _take)
 from ..numpy.util import asarray, promote_inexact, is_concrete
 
 det = linalg_ops.det
@@ -45,12 +46,12 @@ def _vector_back(x, vector):
 # Cholesky
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    """The Cholesky factor: upper u with a = u.T @ u (reading a's upper triangle),
-    or with lower, l with a = l @ l.T (reading the lower one)."""
+    """The Cholesky factor: upper u with a = u^H @ u (reading a's upper triangle),
+    or with lower, l with a = l @ l^H (reading the lower one)."""
     a = _matrices("cholesky", a, square=True)
     if lower:
         return lax_linalg.cholesky(a)
-    return _mT(lax_linalg.cholesky(_mT(a)))
+    return _H(lax_linalg.cholesky(_H(a)))
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
@@ -64,9 +65,9 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c = _matrices("cho_solve", c, square=True)
     c, b, vector = _as_matrix_rhs("cho_solve", c, b)
     tri = lax_linalg.triangular_solve
-    # a = l l^T (lower) or u^T u: first the transposed-or-not lower factor, then the other
-    y = tri(c, b, left_side=True, lower=lower, transpose_a=not lower)
-    x = tri(c, y, left_side=True, lower=lower, transpose_a=lower)
+    # a = l l^H (lower) or u^H u: first the lower factor (l or u^H), then the upper
+    y = tri(c, b, left_side=True, lower=lower, transpose_a=not lower, conjugate_a=not lower)
+    x = tri(c, y, left_side=True, lower=lower, transpose_a=lower, conjugate_a=lower)
     return _vector_back(x, vector)
 
 
@@ -106,7 +107,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     u = _products.triu(packed[..., :k, :])
     p = _inverse_permutation(perm)
     if permute_l:
-        return shape.take_along_axis(l, p[..., :, None], axis=-2), u
+        return _take(l, p[..., :, None], axis=-2), u
     if p_indices:
         return p, l, u
     return _permutation_matrix(p, a.dtype), l, u
@@ -162,21 +163,28 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 # General solves and inverses
 
 _ASSUME = {None: "gen", "gen": "gen", "general": "gen", "sym": "sym", "symmetric": "sym",
-           "her": "sym", "hermitian": "sym", "pos": "pos", "positive definite": "pos",
+           "her": "her", "hermitian": "her", "pos": "pos", "positive definite": "pos",
            "diagonal": "diagonal", "tridiagonal": "tridiagonal", "banded": "gen",
            "upper triangular": "upper", "lower triangular": "lower"}
 
 
-def _symmetric_from(a, lower):
+def _symmetric_from(a, lower, hermitian=True):
+    """The symmetric (hermitian: Hermitian, with a real diagonal) matrix a's `lower`
+    or upper triangle makes."""
     tri = _products.tril if lower else _products.triu
-    return tri(a) + _mT(tri(a, -1 if lower else 1))
+    strict = tri(a, -1 if lower else 1)
+    d = _main_diagonal(a)
+    if hermitian and a.dtype.kind == "c":
+        return strict + _H(strict) + complex_math.real(d).astype(a.dtype)[..., None] * \
+            creation.eye(a.shape[-1], dtype=a.dtype)
+    return strict + _mT(strict) + d[..., None] * creation.eye(a.shape[-1], dtype=a.dtype)
 
 
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
     """x with a @ x = b (a.T @ x = b when transposed). assume_a picks the method:
-    'gen' (LU, also for None and 'banded'), 'sym'/'her' (LU of the symmetric matrix
-    a's `lower` or upper triangle makes), 'pos' (Cholesky of that triangle),
+    'gen' (LU, also for None and 'banded'), 'sym'/'her' (LU of the symmetric or
+    Hermitian matrix a's `lower` or upper triangle makes), 'pos' (Cholesky of that triangle),
     'diagonal', 'tridiagonal' (LU of the three diagonals), 'upper triangular',
     'lower triangular': each reads only the entries SciPy's method reads."""
     if assume_a not in _ASSUME:
@@ -192,13 +200,13 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if kind == "gen":
         packed, _, perm = lax_linalg.lu(a)
         return _vector_back(_lu_solve(packed, perm, b2, bool(transposed)), vector)
-    if kind == "sym":
-        packed, _, perm = lax_linalg.lu(_symmetric_from(a, lower))
+    if kind in ("sym", "her"):
+        packed, _, perm = lax_linalg.lu(_symmetric_from(a, lower, kind == "her"))
         return _vector_back(_lu_solve(packed, perm, b2), vector)
     if kind == "pos":
         return _vector_back(cho_solve(cho_factor(a, lower), b2), vector)
     if kind == "diagonal":
-        return _vector_back(b2 / _products.diagonal(a, 0, -2, -1)[..., :, None], vector)
+        return _vector_back(b2 / _main_diagonal(a)[..., :, None], vector)
     x = lax_linalg.triangular_solve(a, b2, left_side=True, lower=kind == "lower",
                                     transpose_a=bool(transposed))
     return _vector_back(x, vector)
@@ -228,12 +236,13 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False, overwr
     a, b = linalg_ops._broadcast_batch(a, b)
     chol = lax_linalg.cholesky(_symmetric_from(b, lower) if not lower else b)
     tri = lax_linalg.triangular_solve
+    conj = a.dtype.kind == "c"
     c = tri(chol, _symmetric_from(a, lower), left_side=True, lower=True)
-    c = tri(chol, c, left_side=False, lower=True, transpose_a=True)
+    c = tri(chol, c, left_side=False, lower=True, transpose_a=True, conjugate_a=conj)
     y, w = lax_linalg.eigh(c)
     if eigvals_only:
         return w
-    return w, tri(chol, y, left_side=True, lower=True, transpose_a=True)
+    return w, tri(chol, y, left_side=True, lower=True, transpose_a=True, conjugate_a=conj)
 
 
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
