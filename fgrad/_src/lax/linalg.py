@@ -226,12 +226,14 @@ def _lu_abstract_eval(a):
 
 def permutation_from_pivots(pivots, m):
     """The row permutation (int32, last axis m) that the row swaps `pivots` apply."""
-    perm = np.broadcast_to(np.arange(m, dtype=np.int32), pivots.shape[:-1] + (m,)).copy()
-    for i in np.ndindex(pivots.shape[:-1]):
-        p = perm[i]
-        for k, j in enumerate(pivots[i]):
-            p[k], p[j] = p[j], p[k]
-    return perm
+    batch = pivots.shape[:-1]
+    perm = np.broadcast_to(np.arange(m, dtype=np.int32), batch + (m,)).reshape(-1, m).copy()
+    rows = np.arange(perm.shape[0])
+    for k, j in enumerate(pivots.reshape(-1, pivots.shape[-1]).T):  # swap k <-> j, all at once
+        at_k = perm[:, k].copy()
+        perm[:, k] = perm[rows, j]
+        perm[rows, j] = at_k
+    return perm.reshape(batch + (m,))
 
 
 def _lu_impl(a):
