@@ -628,3 +628,16 @@ COMPLEX_FUNS = {
 def test_complex_grads(name):
     f, make = COMPLEX_FUNS[name]
     check_grads(f, make(), order=2)
+
+
+def test_empty_matrices_like_numpy():
+    e = np.zeros((2, 0, 0))
+    for name in ("det", "inv", "cholesky", "eigvalsh", "svdvals", "pinv", "matrix_rank"):
+        got, want = getattr(L, name)(e), getattr(np.linalg, name)(e)
+        close(got, want)
+    for got, want in zip(L.slogdet(e), np.linalg.slogdet(e)):
+        close(got, want)
+    for got, want in zip(L.qr(np.zeros((3, 0)), "complete"), np.linalg.qr(np.zeros((3, 0)),
+                                                                        "complete")):
+        close(got, want)
+    assert L.solve(np.zeros((0, 0)), np.zeros((0, 2))).shape == (0, 2)

@@ -227,9 +227,10 @@ def _lu_abstract_eval(a):
 def permutation_from_pivots(pivots, m):
     """The row permutation (int32, last axis m) that the row swaps `pivots` apply."""
     batch = pivots.shape[:-1]
-    perm = np.broadcast_to(np.arange(m, dtype=np.int32), batch + (m,)).reshape(-1, m).copy()
-    rows = np.arange(perm.shape[0])
-    for k, j in enumerate(pivots.reshape(-1, pivots.shape[-1]).T):  # swap k <-> j, all at once
+    count = int(np.prod(batch))
+    perm = np.broadcast_to(np.arange(m, dtype=np.int32), (count, m)).copy()
+    rows = np.arange(count)
+    for k, j in enumerate(pivots.reshape(count, pivots.shape[-1]).T):  # swap k <-> j at once
         at_k = perm[:, k].copy()
         perm[:, k] = perm[rows, j]
         perm[rows, j] = at_k

@@ -287,7 +287,7 @@ def expm(A):
     squaring), of each square matrix; differentiable through the algorithm."""
     A = _matrices("expm", A, square=True)
     n = A.shape[-1]
-    norm1 = reductions.max(reductions.sum(ufuncs.abs(A), axis=-2), axis=-1)
+    norm1 = reductions.max(reductions.sum(ufuncs.abs(A), axis=-2), axis=-1, initial=0.0)
     s = ufuncs.maximum(0.0, ufuncs.ceil(ufuncs.log2(norm1 / _THETA13)))
     s = lax.stop_gradient(s)
     X = A / (2.0 ** s)[..., None, None]
