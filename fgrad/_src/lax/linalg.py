@@ -67,10 +67,7 @@ from .slicing import batch_at, iota, pad, slice_in_dim
 
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
-_REAL = (np.dtype(np.float32), np.dtype(np.float64))
 _ALL = tuple(_PREFIX)
-
-
 _COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd", "syevd_lwork": "heevd_lwork"}
 
 
