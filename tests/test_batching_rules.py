@@ -127,6 +127,9 @@ c64, c128 = np.dtype("complex64"), np.dtype("complex128")
 for _name in ("real", "imag", "conj", "exp", "abs", "sqrt", "neg"):
     case(_name, "c128", getattr(lax, _name), F(2, 3, domain="pos", dtype=c128))
 case("real", "c64", lax.real, F(3, dtype=c64))
+for _name in ("asin", "acos", "atan", "asinh", "acosh", "atanh"):
+    case(_name, "c128", getattr(lax, _name), F(2, 3, domain="unit", dtype=c128))
+case("asin", "f64", lax.asin, F(4, domain="unit"))
 case("complex", "same", lax.complex, F(2, 3), F(2, 3))
 case("complex", "bcast", lax.complex, F(2, 1, dtype=f32), F(3, dtype=f32))
 case("mul", "c64", lax.mul, F(2, 3, dtype=c64), F(3, dtype=c64))

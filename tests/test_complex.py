@@ -100,6 +100,9 @@ UNARY = {
     "sign": (fnp.sign, np.sign), "conj": (fnp.conj, np.conj), "real": (fnp.real, np.real),
     "imag": (fnp.imag, np.imag), "angle": (fnp.angle, np.angle),
     "cube": (lambda z: z ** 3, lambda z: z ** 3), "rint": (fnp.rint, np.rint),
+    "arcsin": (fnp.arcsin, np.arcsin), "arccos": (fnp.arccos, np.arccos),
+    "arctan": (fnp.arctan, np.arctan), "arcsinh": (fnp.arcsinh, np.arcsinh),
+    "arccosh": (fnp.arccosh, np.arccosh), "arctanh": (fnp.arctanh, np.arctanh),
     "round1": (lambda z: fnp.round(z, 1), lambda z: np.round(z, 1)),
 }
 
@@ -224,6 +227,8 @@ SMOOTH = {
     "to_real": lambda z: lax.convert_element_type(z, f64) * fnp.imag(z),
     "from_real": lambda z: fnp.real(z).astype(c128) * z,
     "parts": lambda z: lax.complex(fnp.imag(z) ** 2, fnp.real(z) * 3.0),
+    "arcsin": fnp.arcsin, "arccos": fnp.arccos, "arctan": fnp.arctan,
+    "arcsinh": fnp.arcsinh, "arccosh": fnp.arccosh, "arctanh": fnp.arctanh,
 }
 
 
@@ -311,6 +316,8 @@ HOLOMORPHIC = {
     "sqrt": (fnp.sqrt, lambda z: 0.5 / np.sqrt(z)),
     "tanh": (fnp.tanh, lambda z: 1 / np.cosh(z) ** 2),
     "poly": (lambda z: z ** 3 - 2j * z, lambda z: 3 * z ** 2 - 2j),
+    "arcsin": (fnp.arcsin, lambda z: 1 / np.sqrt(1 - z * z)),
+    "arccosh": (fnp.arccosh, lambda z: 1 / (np.sqrt(z - 1) * np.sqrt(z + 1))),
 }
 
 
@@ -364,3 +371,72 @@ def test_vmap_of_grad_on_complex_inputs():
     g = fgrad.vmap(fgrad.grad(lambda z: fnp.abs(fnp.sin(z))))(zs)
     expected = [np.asarray(fgrad.grad(lambda z: fnp.abs(fnp.sin(z)))(z)) for z in zs]
     np.testing.assert_allclose(np.asarray(g), expected, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# The GPU backend refuses complex programs (planning needs no GPU)
+
+def test_gpu_backend_refuses_complex_clearly():
+    from fgrad._src.gpu.executable import GpuExecutable
+    real = fgrad.make_jaxpr(lambda x: fnp.sin(x) * 2)(np.ones(3, f32))
+    GpuExecutable(real, "real_program")             # a real program plans fine
+    for f in (lambda z: z * 2,
+              lambda x: fnp.real(x * 1j),            # complex only inside
+              lambda x: lax.fori_loop(0, 2, lambda i, c: c + fnp.abs(c * 1j), x)):
+        closed = fgrad.make_jaxpr(f)(np.ones(3, c64) if f.__code__.co_varnames[0] == "z"
+                                     else np.ones(3, f32))
+        with pytest.raises(TypeError, match="complex numbers are not supported by the GPU"):
+            GpuExecutable(closed, "complex_program")
+
+
+# ----------------------------------------------------------------------------
+# jit: native complex arithmetic, equal to eager bit for bit
+
+def _bits_equal(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _steps(jitted, *args):
+    text = jitted.lower(*args).as_text()
+    return [line.split(": ", 1)[1] for line in text.splitlines()
+            if line.startswith("// ") and line[3:4].isdigit()]
+
+
+JIT_PROGRAMS = {
+    "arithmetic": lambda z, w: (z * w - w / (z + 1.5j)) * 2.0 + fnp.conj(z),
+    "functions": lambda z, w: fnp.exp(z) * fnp.sqrt(w) + fnp.log(z) - fnp.tanh(w) / fnp.cos(z),
+    # (angle is atan2 of the parts: fgrad's real math library, a few ulp from NumPy's)
+    "parts": lambda z, w: lax.complex(fnp.abs(z) * fnp.real(w), -fnp.imag(w)) + fnp.sign(z),
+    "powers": lambda z, w: z ** 3 + fnp.reciprocal(w) + fnp.square(z - w),
+    "views": lambda z, w: z[::-1] * w[1:].sum() + fnp.flip(w) / z,
+    "mixed": lambda z, w: fnp.real(z) * 3 + z.astype(c128) * fnp.imag(w).astype(f32),
+}
+
+
+@pytest.mark.parametrize("dtype", COMPLEX, ids=str)
+@pytest.mark.parametrize("name", sorted(JIT_PROGRAMS))
+def test_jit_equals_eager_bit_for_bit(name, dtype):
+    f = JIT_PROGRAMS[name]
+    z, w = _away_from_cuts((64,), dtype, 16), _away_from_cuts((64,), dtype, 17)
+    assert _bits_equal(fgrad.jit(f)(z, w), f(fnp.asarray(z), fnp.asarray(w)))
+
+
+def test_jit_of_grad_on_complex_inputs():
+    def loss(z, w):
+        return fnp.sum(fnp.abs(fnp.exp(z) * w - 1.0) ** 2)
+
+    z, w = _z((16,), c128, 18), _z((16,), c128, 19)
+    g = fgrad.grad(loss, argnums=(0, 1))
+    for a, b in zip(fgrad.jit(g)(z, w), g(z, w)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13)
+
+
+def test_jit_lowers_complex_arithmetic_natively():
+    z = _away_from_cuts((8,), c64, 20)
+    steps = _steps(fgrad.jit(JIT_PROGRAMS["arithmetic"]), z, z)
+    assert steps and all(s.startswith("native:") for s in steps), steps
+    # what has no native lowering runs as a NumPy step, and as_text says so
+    steps = _steps(fgrad.jit(lambda z, w: fnp.power(z, w) + fnp.log1p(z)), z, z)
+    assert "numpy:pow" in steps and "numpy:log1p" in steps, steps
+    assert any(s.startswith("native:") for s in steps), steps

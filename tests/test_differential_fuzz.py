@@ -123,6 +123,10 @@ def assert_same(got, want, ulps=0, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert (got.dtype, got.shape) == (want.dtype, want.shape), \
         f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}"
+    if got.dtype.kind == "c":     # each part on its own
+        assert_same(got.real, want.real, ulps, what + " (real part)")
+        assert_same(got.imag, want.imag, ulps, what + " (imaginary part)")
+        return
     if got.dtype.kind != "f":
         bad = got != want
     else:
@@ -994,7 +998,138 @@ def test_structural_slow(name, data):
 # ----------------------------------------------------------------------------
 # Coverage: a new primitive must be added to a table above (or exempted here)
 
+# ----------------------------------------------------------------------------
+# Complex numbers: jit equals eager bit for bit (cpu/complex_emit.py runs NumPy's
+# formulas, and libm's complex functions where NumPy calls them), eager equals NumPy
+
+COMPLEX = [np.dtype("complex64"), np.dtype("complex128")]
+
+
+@st.composite
+def complex_arrays(draw, dt, shape):
+    """Real and imaginary parts drawn as float arrays (special values included)."""
+    part = np.dtype(np.float32 if dt == COMPLEX[0] else np.float64)
+    re, im = draw(arrays(part, shape)), draw(arrays(part, shape))
+    out = np.empty(shape, dt)
+    out.real, out.imag = re, im
+    return out
+
+
+def _complex_specials(dt):
+    part = np.float32 if dt == COMPLEX[0] else np.float64
+    v = np.array([0.0, -0.0, 1.0, -2.5, math.inf, -math.inf, math.nan, 1e-30, 3e37],
+                 np.float64).astype(part)
+    re, im = np.meshgrid(v, v, indexing="ij")
+    return (re + np.asarray(1j, dt) * im).astype(dt).ravel()
+
+
+def _from_parts(x, y):
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), x.dtype)
+    out.real, out.imag = x.real, y.imag
+    return out
+
+
+COMPLEX_UNARY = {
+    "neg": (lax.neg, np.negative), "conj": (lax.conj, np.conjugate),
+    "real": (lax.real, np.real), "imag": (lax.imag, np.imag),
+    "abs": (lax.abs, np.abs), "sign": (lax.sign, np.sign), "exp": (lax.exp, np.exp),
+    "log": (lax.log, np.log), "sqrt": (lax.sqrt, np.sqrt), "sin": (lax.sin, np.sin),
+    "cos": (lax.cos, np.cos), "tan": (lax.tan, np.tan), "tanh": (lax.tanh, np.tanh),
+    "asin": (lax.asin, np.arcsin), "acos": (lax.acos, np.arccos), "atan": (lax.atan, np.arctan),
+    "asinh": (lax.asinh, np.arcsinh), "acosh": (lax.acosh, np.arccosh),
+    "atanh": (lax.atanh, np.arctanh),
+    "square": (lambda x: lax.integer_pow(x, 2), None),
+    "cube": (lambda x: lax.integer_pow(x, 3), None),
+    "inverse_square": (lambda x: lax.integer_pow(x, -2), None),
+    "to_float": (lambda x: lax.convert_element_type(x, np.float32), lambda x: x.real.astype(np.float32)),
+    "to_int": (lambda x: lax.convert_element_type(x, np.int32), None),
+    "to_bool": (lambda x: lax.convert_element_type(x, bool), lambda x: x != 0),
+}
+COMPLEX_BINARY = {
+    "add": (lax.add, np.add), "sub": (lax.sub, np.subtract), "mul": (lax.mul, np.multiply),
+    "div": (lax.div, np.true_divide), "eq": (lax.eq, np.equal), "ne": (lax.ne, np.not_equal),
+    "complex": (lambda x, y: lax.complex(lax.real(x), lax.imag(y)), _from_parts),
+    "select_n": (lambda x, y: lax.select_n(lax.gt(lax.real(x), lax.imag(y)), x, y),
+                 lambda x, y: np.where(x.real > y.imag, y, x)),
+}
+
+
+def _check_complex(name, f, ref, args, dt):
+    what = f"complex {name}[{dt}]"
+    eager, jitted = run_both(f, *args)
+    assert_same(jitted, eager, what=what + " jit vs eager")
+    if ref is not None:
+        want = np.asarray(ref(*[np.asarray(a) for a in args]))
+        assert_same(eager, want.astype(eager.dtype), what=what + " eager vs NumPy")
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+@QUICK
+@given(data=st.data())
+def test_complex_unary(name, data):
+    fn, ref = COMPLEX_UNARY[name]
+    dt = data.draw(st.sampled_from(COMPLEX))
+    x = data.draw(complex_arrays(dt, data.draw(st.sampled_from(SHAPES))))
+    _check_complex(name, fn, ref, (x,), dt)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+@QUICK
+@given(data=st.data())
+def test_complex_binary(name, data):
+    fn, ref = COMPLEX_BINARY[name]
+    dt = data.draw(st.sampled_from(COMPLEX))
+    sx, sy = data.draw(st.sampled_from(PAIRS))
+    x, y = data.draw(complex_arrays(dt, sx)), data.draw(complex_arrays(dt, sy))
+    _check_complex(name, fn, ref, (x, y), dt)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+@SLOW
+@given(data=st.data())
+def test_complex_unary_slow(name, data):
+    test_complex_unary.hypothesis.inner_test(name, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+@SLOW
+@given(data=st.data())
+def test_complex_binary_slow(name, data):
+    test_complex_binary.hypothesis.inner_test(name, data)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+def test_complex_unary_special_values(name):
+    fn, ref = COMPLEX_UNARY[name]
+    for dt in COMPLEX:
+        _check_complex(name, fn, ref, (_complex_specials(dt),), dt)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+def test_complex_binary_special_pairs(name):
+    fn, ref = COMPLEX_BINARY[name]
+    for dt in COMPLEX:
+        v = _complex_specials(dt)
+        a, b = np.meshgrid(v, v, indexing="ij")
+        _check_complex(name, fn, ref, (a.ravel(), b.ravel()), dt)
+
+
+def test_complex_runs_natively():
+    """Every complex primitive fuzzed above compiles to native code (no NumPy step)."""
+    z = _complex_specials(COMPLEX[1])
+    for name, (fn, _) in {**COMPLEX_UNARY, **COMPLEX_BINARY}.items():
+        args = (z,) if name in COMPLEX_UNARY else (z, z[::-1].copy())
+        text = fgrad.jit(fn).lower(*args).as_text()
+        steps = [line for line in text.splitlines() if line.startswith("// ") and ": " in line]
+        assert not any(line.split(": ", 1)[1].startswith("numpy:") for line in steps), \
+            (name, steps)
+
+
 FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
+          | {"real", "imag", "conj", "complex"}     # (with the others' complex forms above)
+          | {"asin", "acos", "atan", "asinh", "acosh", "atanh"}
           | set(PARAMETRIZED) - {"clip"} | set(REDUCTIONS) | set(SCANS) - {"sort"}
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",

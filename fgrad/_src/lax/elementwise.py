@@ -79,6 +79,20 @@ def _match_weak_dtype(p, x, y):
     return x, y
 
 
+def _forward_complex(fn):
+    """`fn` with complex operands laid out forwards: NumPy multiplies (and takes
+    abs of) complex arrays with fused multiply-adds in its vectorised loops but
+    without them in the scalar loop it uses for negative strides (reversed
+    views), so the result's last bit would depend on the layout; compiled code
+    always rounds as the vectorised loops do."""
+    def impl(*args):
+        if args[0].dtype.kind == "c":
+            args = [a.copy() if any(s < 0 for s in a.strides) else a
+                    for a in args]
+        return fn(*args)
+    return impl
+
+
 def _int_quiet(fn):
     """Integer arithmetic wraps around silently (as in C and XLA)."""
     def impl(x, y):
@@ -121,7 +135,7 @@ def _sub_transpose(ct, x, y):
 
 sub_p.transpose = _sub_transpose
 
-mul_p = _prim("mul", _int_quiet(np.multiply), FIELD)
+mul_p = _prim("mul", _forward_complex(_int_quiet(np.multiply)), FIELD)
 mul = _binary_op(mul_p)
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
 
@@ -266,14 +280,16 @@ def _repeated_squaring(x, y):
     result does); float16 is computed in float32 and rounded once, as compiled
     code holds float16 values in float registers."""
     wide = x.astype(np.float32) if x.dtype == dtypes.float16 else np.asarray(x)
+    if wide.dtype.kind == "c" and any(s < 0 for s in wide.strides):
+        wide = wide.copy()       # laid out forwards (see _forward_complex)
     base = np.divide(wide.dtype.type(1), wide) if y < 0 else wide
     acc, n = None, abs(y)
     while n:
         if n & 1:
-            acc = base if acc is None else acc * base
+            acc = base if acc is None else np.multiply(acc, base)
         n >>= 1
         if n:
-            base = base * base
+            base = np.multiply(base, base)
     if acc is None:
         acc = np.ones_like(wide)
     return np.asarray(acc).astype(x.dtype)
@@ -298,7 +314,7 @@ def _integer_pow_jvp(g, ans, x, *, y):
 
 defjvp(integer_pow_p, _integer_pow_jvp)
 
-abs_p = _prim("abs", np.abs, SIGNED + "c")
+abs_p = _prim("abs", _forward_complex(np.abs), SIGNED + "c")
 abs_p.abstract_eval = _real_part_rule("abs", SIGNED + "c")
 abs = _unary_op(abs_p)
 
@@ -437,6 +453,35 @@ defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_full_like(x, math.sqrt(math.pi) 
                                               exp(mul(ans, ans)))))
 
 
+# Inverse trigonometric and hyperbolic functions: NumPy's, with their principal
+# branches, for complex numbers (fgrad.numpy's arcsin, ... of real arrays are
+# compositions of atan2, log1p and sqrt, which compile natively; these run as
+# NumPy steps under jit for real operands).
+
+def _inverse_function(name, np_fn, derivative):
+    p = _prim(name, np_fn, INEXACT, quiet=True)
+    defjvp(p, lambda g, ans, x: mul(g, derivative(x)))
+    return p, _unary_op(p)
+
+
+def _one_minus_square(x):
+    return sub(_full_like(x, 1), mul(x, x))
+
+
+asin_p, asin = _inverse_function("asin", np.arcsin, lambda x: rsqrt(_one_minus_square(x)))
+acos_p, acos = _inverse_function("acos", np.arccos,
+                                 lambda x: neg(rsqrt(_one_minus_square(x))))
+atan_p, atan = _inverse_function(
+    "atan", np.arctan, lambda x: div(_full_like(x, 1), add(_full_like(x, 1), mul(x, x))))
+asinh_p, asinh = _inverse_function(
+    "asinh", np.arcsinh, lambda x: rsqrt(add(mul(x, x), _full_like(x, 1))))
+acosh_p, acosh = _inverse_function(   # 1 / (sqrt(x - 1) sqrt(x + 1)): the principal branch
+    "acosh", np.arccosh, lambda x: div(_full_like(x, 1), mul(sqrt(sub(x, _full_like(x, 1))),
+                                                             sqrt(add(x, _full_like(x, 1))))))
+atanh_p, atanh = _inverse_function(
+    "atanh", np.arctanh, lambda x: div(_full_like(x, 1), _one_minus_square(x)))
+
+
 # ----------------------------------------------------------------------------
 # Comparisons and predicates (no derivative)
 
@@ -534,6 +579,8 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type):
 def _convert_impl(x, *, new_dtype, weak_type):
     x = np.asarray(x)
     if x.dtype.kind == "c" and new_dtype.kind != "c":
+        if new_dtype.kind == "b":
+            return x != 0   # either part nonzero
         x = x.real  # a complex value becomes real (or an integer) through its real part
     if x.dtype.kind == "f" and new_dtype == dtypes.uint32:
         # Through int64, as compiled code converts: NumPy's own float -> uint32 of NaN

@@ -385,6 +385,8 @@ def arctan2(x1, x2, /):
 
 def arcsin(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.asin(x)
     return lax.atan2(x, lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x))))
 
 
@@ -393,12 +395,16 @@ def arccos(x, /):
     and one formula on the whole domain, so the derivative at -1 is the true one
     (no constant pi substituted there, whose derivative would be 0)."""
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.acos(x)
     r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
     return lax.atan2(r, x)
 
 
 def arctan(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.atan(x)
     return lax.atan2(x, _c(x, 1))
 
 
@@ -442,6 +448,8 @@ def _log_asymptote_from(x):
 
 def arcsinh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.asinh(x)
     a, neg = _abs_by_select(x)
     big = lax.gt(a, _log_asymptote_from(x))
     s = lax.select_n(big, a, _c(x, 1))
@@ -456,6 +464,8 @@ def arcsinh(x, /):
 
 def arccosh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.acosh(x)
     big = lax.gt(x, _log_asymptote_from(x))
     s = lax.select_n(big, x, _c(x, 1))
     t = lax.sub(s, _c(x, 1))
@@ -469,6 +479,8 @@ def arccosh(x, /):
 
 def arctanh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.atanh(x)
     return lax.mul(_c(x, 0.5), lax.sub(lax.log1p(x), lax.log1p(lax.neg(x))))
 
 
