@@ -317,6 +317,36 @@ case("fft", "fft2", lambda x: lax.fft(x, "fft", (3, 4)), F(2, 3, 4, dtype=c128))
 case("fft", "ifft_c64", lambda x: lax.fft(x, "ifft", (5,)), F(2, 5, dtype=c64))
 case("fft", "irfft_even", lambda x: lax.fft(x, "irfft", (6,)), F(3, 4, dtype=c128))
 case("fft", "irfft2_odd", lambda x: lax.fft(x, "irfft", (2, 5)), F(2, 3, dtype=c128))
+# Linear algebra (the primitives map over leading dims; the rule moves the batch dim there)
+
+def _spd(x):
+    """A well-conditioned symmetric positive definite matrix made from x."""
+    return lax.add(lax.dot_general(x, x, (((1,), (1,)), ((), ()))), 3.0 * np.eye(x.shape[-1]))
+
+
+def _well_conditioned(a):
+    return lax.add(a, 3.0 * np.eye(a.shape[-1]))
+
+
+case("cholesky", "spd", lambda x: lax.linalg.cholesky(_spd(x)), F(3, 3))
+case("cholesky", "not_pd", lax.linalg.cholesky, F(3, 3))  # NaN where not positive definite
+case("triangular_solve", "left_lower", lambda a, b: lax.linalg.triangular_solve(
+    _well_conditioned(a), b, left_side=True, lower=True), F(3, 3), F(3, 2))
+case("triangular_solve", "right_upper_t", lambda a, b: lax.linalg.triangular_solve(
+    _well_conditioned(a), b, transpose_a=True, unit_diagonal=True), F(3, 3), F(2, 3))
+case("lu", "lu", lambda x: lax.linalg.lu(x)[0], F(4, 3))
+case("lu", "pivots", lambda x: lax.linalg.lu(x)[1], F(3, 4))
+case("lu", "permutation", lambda x: lax.linalg.lu(x)[2], F(4, 4))
+case("qr", "q_reduced", lambda x: lax.linalg.qr(x, full_matrices=False)[0], F(4, 3))
+case("qr", "r_complete", lambda x: lax.linalg.qr(x, full_matrices=True)[1], F(4, 3))
+case("eigh", "w", lambda x: lax.linalg.eigh(x)[1], F(3, 3))
+case("eigh", "v_upper", lambda x: lax.linalg.eigh(_spd(x), lower=False)[0], F(3, 3))
+case("svd", "s", lambda x: lax.linalg.svd(x, compute_uv=False), F(4, 3))
+case("svd", "u_full", lambda x: lax.linalg.svd(x)[0], F(3, 4))
+case("eig", "w", lambda x: lax.linalg.eig(x, compute_right_eigenvectors=False)[0], F(3, 3))
+case("eig", "vr", lambda x: lax.linalg.eig(x)[1], F(3, 3))
+case("eig", "vl", lambda x: lax.linalg.eig(x, True, False)[1], F(3, 3))
+case("svd", "vt_reduced", lambda x: lax.linalg.svd(x, full_matrices=False)[2], F(4, 3))
 
 # Control flow (a batched predicate or index selects per member)
 

@@ -88,3 +88,5 @@ from fgrad._src.dlpack import from_dlpack  # noqa: E402,F401  (numpy.from_dlpack
 from fgrad.numpy import fft  # noqa: E402  (the submodule fgrad.numpy.fft)
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))
+
+from fgrad.numpy import linalg  # noqa: E402,F401  (fgrad.numpy.linalg, as numpy.linalg)

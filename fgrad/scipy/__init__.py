@@ -1,1 +1,2 @@
-"""fgrad.scipy: SciPy's API over fgrad's primitives (import fgrad.scipy.special, ...)."""
+"""fgrad.scipy: SciPy's API over fgrad's primitives (import fgrad.scipy.special,
+fgrad.scipy.linalg, fgrad.scipy.stats, ...)."""
