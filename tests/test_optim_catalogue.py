@@ -568,12 +568,16 @@ def test_lookahead_errors():
         opt.init({"w": fnp.ones(2)})
 
 
-def ref_agc(clipping, eps, layout):
+def ref_agc(clipping, eps, layout, axis=None):
     def norms(x):
-        if x.ndim <= 1:
-            return np.full(x.shape, np.sqrt(np.sum(x * x)))
-        axes = tuple(range(1, x.ndim)) if layout == "torch" else (
-            (0,) if x.ndim in (2, 3) else (0, 1, 2))
+        if axis is not None:
+            axes = axis
+        elif np.squeeze(x).ndim <= 1:
+            axes = tuple(range(x.ndim))
+        elif layout == "torch":
+            axes = tuple(range(1, x.ndim))
+        else:
+            axes = {2: (0,), 3: (0,), 4: (0, 1, 2), 5: (0, 1, 2, 3)}[x.ndim]
         return np.broadcast_to(np.sqrt(np.sum(x * x, axis=axes, keepdims=True)), x.shape)
 
     def clip(g, p):
@@ -582,32 +586,36 @@ def ref_agc(clipping, eps, layout):
     return clip
 
 
-@pytest.mark.parametrize("layout", ["optax", "torch"])
-def test_adaptive_grad_clip(layout):
+@pytest.mark.parametrize("layout,axis", [("optax", None), ("torch", None), ("optax", 1)])
+def test_adaptive_grad_clip(layout, axis):
     rng = np.random.RandomState(2)
-    params = {"w": rng.randn(4, 3), "b": rng.randn(5), "k": rng.randn(2, 2, 3, 4) * 0.1,
-              "s": np.array(0.0)}
+    params = {"w": rng.randn(4, 3), "b": rng.randn(1, 5), "k": rng.randn(2, 2, 3, 4) * 0.1,
+              "s": np.array(0.0), "m": rng.randn(2, 3, 4)}
+    if axis is not None:
+        params = {"w": params["w"], "m": params["m"]}
     grads = {k: rng.randn(*v.shape) * np.array([0.01, 1.0, 10.0])[rng.randint(3)]
              for k, v in params.items()}
     grads["w"][:, 0] *= 100
     grads["w"][0, :] *= 100
-    t = optim.adaptive_grad_clip(0.1, layout=layout)
+    t = optim.adaptive_grad_clip(0.1, axis=axis, layout=layout)
     fp, fg = fgrad.tree.map(fnp.asarray, params), fgrad.tree.map(fnp.asarray, grads)
     for update in (t.update, fgrad.jit(t.update)):
         u, _ = update(fg, t.init(fp), fp)
         for k in params:
-            want = ref_agc(0.1, 1e-3, layout)(grads[k], params[k])
+            want = ref_agc(0.1, 1e-3, layout, axis)(grads[k], params[k])
             np.testing.assert_allclose(np.asarray(u[k]), want, rtol=1e-12, err_msg=k)
     assert not np.allclose(np.asarray(u["w"]), grads["w"])        # something was clipped
+
+
+def test_adaptive_grad_clip_errors():
     with pytest.raises(ValueError, match="layout"):
         optim.adaptive_grad_clip(0.1, layout="jax")
-    five = {"x": fnp.ones((1,) * 5)}
-    if layout == "optax":
-        with pytest.raises(ValueError, match="5-d leaf"):
-            t.update(five, t.init(five), five)
-    else:
-        u, _ = t.update(five, t.init(five), five)
-        np.testing.assert_allclose(np.asarray(u["x"]), np.full((1,) * 5, 0.1), rtol=1e-6)
+    six = {"x": fnp.ones((2,) * 6)}
+    t = optim.adaptive_grad_clip(0.1)
+    with pytest.raises(ValueError, match="6-d.*pass axis="):
+        t.update(six, t.init(six), six)
+    with pytest.raises(ValueError, match="needs the parameters"):
+        t.update(six, t.init(six))
 
 
 @pytest.mark.parametrize("jit", [False, True])

@@ -218,31 +218,36 @@ def lookahead(fast_optimizer, sync_period, slow_step_size, reset_state=False):
 # ----------------------------------------------------------------------------
 # Adaptive gradient clipping
 
-def _unit_norms(x, layout):
-    """||x|| per output unit, broadcast to x's shape."""
+def _unit_norms(x, axis, layout):
+    """||x|| per unit, broadcast to x's shape: over `axis` when given, else by
+    the leaf's rank under `layout`."""
     sq = fnp.square(x)
-    if x.ndim <= 1:
-        total = fnp.sum(sq)
+    if axis is not None:
+        total = fnp.sum(sq, axis=axis, keepdims=True)
+    elif sum(d != 1 for d in x.shape) <= 1:  # scalars and vectors (size-1 axes aside)
+        total = fnp.sum(sq, keepdims=True)
     elif layout == "torch":                 # (out, in, ...): a unit is a slice along axis 0
         total = fnp.sum(sq, axis=tuple(range(1, x.ndim)), keepdims=True)
-    elif x.ndim in (2, 3):                  # Optax: (in, out) dense, (width, in, out) conv
+    elif x.ndim in (2, 3):                  # Optax: (in, out) dense, (in, heads, out)
         total = fnp.sum(sq, axis=0, keepdims=True)
-    elif x.ndim == 4:                       # Optax: (h, w, in, out) conv
-        total = fnp.sum(sq, axis=(0, 1, 2), keepdims=True)
+    elif x.ndim in (4, 5):                  # Optax: (h, w, in, out), (d, h, w, in, out) conv
+        total = fnp.sum(sq, axis=tuple(range(x.ndim - 1)), keepdims=True)
     else:
-        raise ValueError(f"adaptive_grad_clip: no unit-wise norm for a {x.ndim}-d leaf with "
-                         f"layout='optax'; use layout='torch' (units along axis 0)")
+        raise ValueError(f"adaptive_grad_clip: no unit-wise norm for a leaf of shape "
+                         f"{tuple(x.shape)} ({x.ndim}-d) with layout='optax'; pass axis= "
+                         f"(the axes to reduce) or layout='torch' (units along axis 0)")
     return fnp.broadcast_to(fnp.sqrt(total), x.shape)
 
 
-@schedulable(static_args=("mask", "layout"))
-def adaptive_grad_clip(clipping, eps=1e-3, *, layout="optax"):
+@schedulable(static_args=("mask", "axis", "layout"))
+def adaptive_grad_clip(clipping, eps=1e-3, axis=None, *, layout="optax"):
     """Unit-wise adaptive gradient clipping (Brock et al. 2021, NFNets): each unit's
     gradient g is scaled to at most clipping · max(||w||, eps), norms taken per
-    output unit. layout='optax' reads weights as Optax/Flax store them (dense
-    (in, out), conv (h, w, in, out): a unit is a slice along the last axis);
-    layout='torch' as fgrad_nn and PyTorch store them ((out, in, ...)): use it
-    for fgrad_nn models. Vectors and scalars are one unit."""
+    output unit. `axis` (Optax's): the axes a norm reduces, for every leaf. Without
+    it, vectors are one unit and matrices and kernels are read by `layout`:
+    'optax' as Optax/Flax store them (dense (in, out), conv (h, w, in, out): a
+    unit is a slice along the last axis); 'torch' as fgrad_nn and PyTorch store
+    them ((out, in, ...)): use it for fgrad_nn models."""
     if layout not in ("optax", "torch"):
         raise ValueError(f"adaptive_grad_clip: layout must be 'optax' or 'torch', got {layout!r}")
 
@@ -254,9 +259,9 @@ def adaptive_grad_clip(clipping, eps=1e-3, *, layout="optax"):
         require_params("adaptive_grad_clip", params)
 
         def leaf(g, p):
-            g_norm = _unit_norms(g, layout)
-            max_norm = hyper(clipping, g) * fnp.maximum(_unit_norms(p, layout).astype(g.dtype),
-                                                        hyper(eps, g))
+            g_norm = _unit_norms(g, axis, layout)
+            max_norm = hyper(clipping, g) * fnp.maximum(
+                _unit_norms(p, axis, layout).astype(g.dtype), hyper(eps, g))
             clipped = g * (max_norm / fnp.maximum(g_norm, 1e-6))
             return fnp.where(g_norm < max_norm, g, clipped)
 
