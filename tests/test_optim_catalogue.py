@@ -669,3 +669,56 @@ def test_optimizers_drive_a_quadratic_down():
         for _ in range(300):
             p, state = step(p, state)
         assert float(loss(p)) < 1e-3 * first, (name, float(loss(p)), first)
+
+
+# ----------------------------------------------------------------------------
+# States of the wrappers are pytrees; hyper-parameters may be injected
+
+WRAPPED = {
+    "multi_transform": lambda: optim.multi_transform(
+        {"a": optim.adam(0.05), "s": optim.sgd(0.05, 0.9, dampening=0.1)}, {"w": "a", "b": "s"}),
+    "apply_if_finite": lambda: optim.apply_if_finite(optim.radam(0.05), 3),
+    "zero_nans_ema": lambda: optim.chain(optim.zero_nans(), optim.ema(0.9), optim.sgd(0.1)),
+    "accumulate": lambda: optim.accumulate_gradients(optim.yogi(0.05), lambda s: 2),
+    "schedule_free": lambda: optim.schedule_free_adamw(0.05, warmup_steps=3),
+    "agc_adabelief": lambda: optim.chain(optim.adaptive_grad_clip(0.1, layout="torch"),
+                                         optim.adabelief(0.05)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRAPPED))
+def test_wrapper_states_flatten_and_jit(name):
+    eager, eager_state = run(WRAPPED[name](), steps=5)
+    jitted, jit_state = run(WRAPPED[name](), steps=5, jit=True)
+    assert_histories_close(jitted, eager, rtol=1e-13, atol=1e-14, name=name)
+    leaves, treedef = fgrad.tree.flatten(jit_state)
+    for e, j in zip(fgrad.tree.leaves(eager_state), leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(j), np.asarray(e), rtol=1e-13, atol=1e-14)
+    rebuilt = fgrad.tree.unflatten(treedef, [fnp.asarray(np.asarray(x)) for x in leaves])
+    p = fgrad.tree.map(fnp.asarray, jitted[-1])
+    g = fgrad.tree.map(fnp.asarray, np_grad(jitted[-1], 5))
+    opt = WRAPPED[name]()
+    u1, s1 = fgrad.jit(opt.update)(g, rebuilt, p)
+    u2, s2 = opt.update(g, jit_state, p)
+    for a, b in zip(fgrad.tree.leaves((u1, s1)), fgrad.tree.leaves((u2, s2)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("make,reference", [
+    (lambda: optim.inject_hyperparams(optim.adafactor)(0.05, min_dim_size_to_factor=2),
+     lambda: optim.adafactor(0.05, min_dim_size_to_factor=2)),
+    (lambda: optim.inject_hyperparams(optim.adam)(0.05, mu_dtype=fnp.float32),
+     lambda: optim.adam(0.05, mu_dtype=fnp.float32)),
+    (lambda: optim.inject_hyperparams(optim.sgd)(0.05, momentum=0.9, nesterov=True),
+     lambda: optim.sgd(0.05, momentum=0.9, nesterov=True)),
+    (lambda: optim.sgd(0.05, momentum=lambda c: 0.9, dampening=0.2),
+     lambda: optim.sgd(0.05, momentum=0.9, dampening=0.2)),
+    (lambda: optim.radam(0.05, b1=lambda c: 0.9), lambda: optim.radam(0.05)),
+], ids=["adafactor", "adam_mu_dtype", "sgd_nesterov", "sgd_dampening", "radam"])
+def test_injected_hyperparameters_give_the_same_steps(make, reference):
+    """Sizes, dtypes and switches stay static under inject_hyperparams (each
+    factory names its own), numbers become state arrays with the same values."""
+    got, state = run(make(), steps=5, jit=True)
+    want, _ = run(reference(), steps=5)
+    assert_histories_close(got, want, rtol=1e-12, atol=1e-14)
+    assert isinstance(state, optim.InjectHyperparamsState)

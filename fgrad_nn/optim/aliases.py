@@ -20,7 +20,7 @@ def _check_nesterov(name, momentum, nesterov):
         raise ValueError(f"{name}: nesterov=True needs a momentum (e.g. momentum=0.9)")
 
 
-@schedulable()
+@schedulable(static_args=("mask", "dampening"))
 def sgd(learning_rate, momentum=None, nesterov=False, weight_decay=0.0, *, dampening=0.0):
     """Stochastic gradient descent, as PyTorch's SGD: the L2 term weight_decay * p
     joins the gradient before momentum t = g + momentum * t; nesterov uses

@@ -170,7 +170,7 @@ class DampenedTraceState(NamedTuple):
     trace: object
 
 
-@schedulable()
+@schedulable(static_args=("mask", "dampening"))
 def trace(decay, nesterov=False, dampening=0.0):
     """Momentum, PyTorch's convention: t = g + decay * t; outputs t, or with
     nesterov g + decay * t (the new t). With dampening d (PyTorch's SGD), the
