@@ -531,6 +531,8 @@ def test_params_ema_tracks_the_average_for_evaluation(debias):
             np.testing.assert_allclose(np.asarray(value[k]), want, rtol=1e-12)
     with pytest.raises(ValueError, match="params_ema.update"):
         tracker.update({"w": p["w"]}, ema_state)
+    fresh = fgrad.tree.map(fnp.asarray, start())
+    assert tracker.init(fresh).average["w"] is not fresh["w"]   # a copy: params may be donated
 
 
 @pytest.mark.parametrize("reset_state", [False, True])
@@ -694,6 +696,9 @@ def test_wrapper_states_flatten_and_jit(name):
     leaves, treedef = fgrad.tree.flatten(jit_state)
     for e, j in zip(fgrad.tree.leaves(eager_state), leaves, strict=True):
         np.testing.assert_allclose(np.asarray(j), np.asarray(e), rtol=1e-13, atol=1e-14)
+    init_state = WRAPPED[name]().init(fgrad.tree.map(fnp.asarray, start()))
+    assert ([np.asarray(x).dtype for x in fgrad.tree.leaves(init_state)]
+            == [np.asarray(x).dtype for x in leaves]), "state dtypes drifted"
     rebuilt = fgrad.tree.unflatten(treedef, [fnp.asarray(np.asarray(x)) for x in leaves])
     p = fgrad.tree.map(fnp.asarray, jitted[-1])
     g = fgrad.tree.map(fnp.asarray, np_grad(jitted[-1], 5))

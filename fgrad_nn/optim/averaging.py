@@ -74,7 +74,8 @@ def params_ema(decay=0.999, debias=False):
     debias = flag("params_ema", "debias", debias)
 
     def init(params):
-        start = fgrad.tree.map(fnp.zeros_like if debias else fnp.asarray, params)
+        # a copy, not the params' own buffers: a jitted step may donate those
+        start = fgrad.tree.map(fnp.zeros_like if debias else fnp.array, params)
         return ParamsEmaState(zero_count(), start)
 
     def update(params, state):

@@ -163,8 +163,9 @@ class LookaheadParams(NamedTuple):
 
     @classmethod
     def init_synced(cls, params):
-        """Fast and slow weights both equal to `params`."""
-        return cls(params, params)
+        """Fast and slow weights both equal to `params` (the slow ones a copy, so a
+        jitted step may donate both)."""
+        return cls(params, fgrad.tree.map(fnp.array, params))
 
 
 class LookaheadState(NamedTuple):
