@@ -230,7 +230,38 @@ def ref_lookahead_adam(lr, k, alpha):
     return make
 
 
+def ref_lion_mu_float32(lr, b1=0.9, b2=0.99, weight_decay=0.0):
+    """Lion (Chen et al. 2023, Algorithm 2), its momentum stored rounded to float32."""
+    def make(p0):
+        s = {"m": np.zeros(p0.shape, np.float32)}
+
+        def step(p, g, t):
+            m = s["m"].astype(np.float64)
+            p = p - lr * (np.sign(b1 * m + (1 - b1) * g) + weight_decay * p)
+            s["m"] = (b2 * m + (1 - b2) * g).astype(np.float32)
+            return p
+        return step
+    return make
+
+
+def ref_sgd_momentum_float32(lr, momentum):
+    """Heavy-ball momentum, the buffer stored rounded to float32 between steps."""
+    def make(p0):
+        s = {"buf": np.zeros(p0.shape, np.float32)}
+
+        def step(p, g, t):
+            buf = g + momentum * s["buf"].astype(np.float64)
+            s["buf"] = buf.astype(np.float32)
+            return p - lr * buf
+        return step
+    return make
+
+
 CASES = {
+    "lion_mu_dtype": (lambda: optim.lion(0.01, mu_dtype=fnp.float32, weight_decay=0.1),
+                      ref_lion_mu_float32(0.01, weight_decay=0.1)),
+    "sgd_accumulator_dtype": (lambda: optim.sgd(0.05, 0.9, accumulator_dtype=fnp.float32),
+                              ref_sgd_momentum_float32(0.05, 0.9)),
     "sgd_dampening": (lambda: optim.sgd(0.05, momentum=0.9, dampening=0.3),
                       ref_sgd_dampening(0.05, 0.9, 0.3)),
     "sgd_dampening_wd": (lambda: optim.sgd(0.05, momentum=0.5, weight_decay=0.1, dampening=0.5),

@@ -79,6 +79,10 @@ def optax_cases(optax):
                           bias_correction=True)),
         "adam_mu_dtype": (optim.adam(0.05, mu_dtype=fnp.float32),
                           optax.adam(0.05, mu_dtype=jnp.float32)),
+        "lion_mu_dtype": (optim.lion(0.01, mu_dtype=fnp.float32, weight_decay=0.1),
+                          optax.lion(0.01, mu_dtype=jnp.float32, weight_decay=0.1)),
+        "sgd_accumulator_dtype": (optim.sgd(0.05, 0.9, accumulator_dtype=fnp.float32),
+                                  optax.sgd(0.05, 0.9, accumulator_dtype=jnp.float32)),
         "schedule_free_adamw": (
             optim.schedule_free_adamw(0.05, warmup_steps=5, weight_decay=0.05),
             optax.contrib.schedule_free_adamw(0.05, warmup_steps=5, weight_decay=0.05)),
@@ -98,7 +102,8 @@ def optax_cases(optax):
 
 
 CASE_NAMES = ["adabelief", "radam", "amsgrad", "yogi", "adafactor", "adafactor_momentum_wd",
-              "rmsprop_in_sqrt_bias", "rmsprop_centered", "adam_mu_dtype",
+              "rmsprop_in_sqrt_bias", "rmsprop_centered", "adam_mu_dtype", "lion_mu_dtype",
+              "sgd_accumulator_dtype",
               "schedule_free_adamw", "multi_transform", "ema_chain", "agc",
               "multisteps_schedule"]
 
@@ -109,10 +114,11 @@ def test_optimizer_matches_optax_over_20_steps(optax, name):
     got, state = run(ours)
     want, their_state = run_optax(optax, theirs)
     # Optax computes Adafactor's decay rate in float32, and with mu_dtype=float32
-    # rounds b1·mu in float32 (fgrad_nn widens mu to the gradients' float64 first);
+    # rounds b1·mu (momentum·trace) in float32 where fgrad_nn widens to float64 first;
     # MultiSteps keeps a running mean where fgrad_nn sums and divides once
-    rtol = {"adam_mu_dtype": 1e-5, "adafactor": 1e-7, "adafactor_momentum_wd": 1e-7,
-            "schedule_free_adamw": 1e-7, "multisteps_schedule": 1e-7}.get(name, 1e-9)
+    rtol = {"adam_mu_dtype": 1e-5, "sgd_accumulator_dtype": 1e-5, "adafactor": 1e-7,
+            "adafactor_momentum_wd": 1e-7, "schedule_free_adamw": 1e-7,
+            "multisteps_schedule": 1e-7}.get(name, 1e-9)
     assert_same(got, want, rtol=rtol, atol=rtol / 100, name=name)
     if name == "schedule_free_adamw":
         x = optim.schedule_free_eval_params(state, fgrad.tree.map(fnp.asarray, got[-1]))

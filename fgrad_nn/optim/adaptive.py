@@ -306,21 +306,24 @@ class ScaleByLionState(NamedTuple):
     mu: object
 
 
-@schedulable()
-def scale_by_lion(b1=0.9, b2=0.99):
+@schedulable(static_args=("mask", "mu_dtype"))
+def scale_by_lion(b1=0.9, b2=0.99, mu_dtype=None):
     """Lion (Chen et al. 2023): direction sign(b1 m + (1 - b1) g), then
-    m ← b2 m + (1 - b2) g."""
+    m ← b2 m + (1 - b2) g; mu_dtype: m's storage dtype (as scale_by_adam's)."""
+    mu_dtype = canonical_dtype("scale_by_lion", mu_dtype)
+
     def init(params):
-        return ScaleByLionState(_zeros(params))
+        return ScaleByLionState(zeros_of(params, mu_dtype))
 
     def update(updates, state, params=None):
         del params
+        old = widened(state.mu, updates)
         out = map_checked(
             "scale_by_lion",
             lambda g, m: fnp.sign(hyper(b1, g) * m + (1 - hyper(b1, g)) * g),
-            updates, state.mu, names=("state.mu",))
-        mu = _ema("scale_by_lion", b2, updates, state.mu, "state.mu")
-        return out, ScaleByLionState(mu)
+            updates, old, names=("state.mu",))
+        mu = _ema("scale_by_lion", b2, updates, old, "state.mu")
+        return out, ScaleByLionState(as_dtype(mu, mu_dtype))
 
     return GradientTransformation(init, update)
 

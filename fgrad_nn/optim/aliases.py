@@ -20,12 +20,14 @@ def _check_nesterov(name, momentum, nesterov):
         raise ValueError(f"{name}: nesterov=True needs a momentum (e.g. momentum=0.9)")
 
 
-@schedulable(static_args=("mask", "dampening"))
-def sgd(learning_rate, momentum=None, nesterov=False, weight_decay=0.0, *, dampening=0.0):
+@schedulable(static_args=("mask", "dampening", "accumulator_dtype"))
+def sgd(learning_rate, momentum=None, nesterov=False, weight_decay=0.0, *, dampening=0.0,
+        accumulator_dtype=None):
     """Stochastic gradient descent, as PyTorch's SGD: the L2 term weight_decay * p
     joins the gradient before momentum t = g + momentum * t; nesterov uses
     g + momentum * t; then p ← p - learning_rate * (result). dampening d (PyTorch's)
-    makes later momentum steps t = momentum * t + (1 - d) * g (the first is t = g)."""
+    makes later momentum steps t = momentum * t + (1 - d) * g (the first is t = g).
+    accumulator_dtype (Optax's): the momentum buffer's storage dtype."""
     _check_nesterov("sgd", momentum, nesterov)
     if momentum is None and not _is_zero(dampening):
         raise ValueError("sgd: dampening applies to momentum; pass a momentum too")
@@ -33,7 +35,7 @@ def sgd(learning_rate, momentum=None, nesterov=False, weight_decay=0.0, *, dampe
     if not _is_zero(weight_decay):
         parts.append(add_decayed_weights(weight_decay))
     if momentum is not None:
-        parts.append(trace(momentum, nesterov, dampening))
+        parts.append(trace(momentum, nesterov, dampening, accumulator_dtype=accumulator_dtype))
     return chain(*parts, scale_by_learning_rate(learning_rate))
 
 
@@ -111,10 +113,11 @@ def rprop(learning_rate, eta_minus=0.5, eta_plus=1.2, min_step_size=1e-6, max_st
                  scale(-1.0))
 
 
-@schedulable()
-def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None):
-    """Lion (Chen et al. 2023): p ← p - lr · (sign(b1 m + (1 - b1) g) + weight_decay · p)."""
-    return chain(adaptive.scale_by_lion(b1, b2),
+@schedulable(static_args=("mask", "mu_dtype"))
+def lion(learning_rate, b1=0.9, b2=0.99, mu_dtype=None, weight_decay=1e-3, mask=None):
+    """Lion (Chen et al. 2023): p ← p - lr · (sign(b1 m + (1 - b1) g) + weight_decay · p);
+    mu_dtype: the momentum's storage dtype."""
+    return chain(adaptive.scale_by_lion(b1, b2, mu_dtype),
                  add_decayed_weights(weight_decay, mask),
                  scale_by_learning_rate(learning_rate))
 
