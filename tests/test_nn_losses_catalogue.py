@@ -129,6 +129,10 @@ def test_cross_entropy_and_nll_grads(rng):
         (logits,), order=2, modes=("fwd", "rev"))
     check_grads(lambda lp: losses.nll_loss(lp, labels, axis=1, ignore_index=-100,
                                            reduction="sum"), (logits,), order=2)
+    probs = rng.dirichlet(np.ones(3), size=(2, 4)).transpose(0, 2, 1)
+    check_grads(lambda z, q: losses.softmax_cross_entropy(z, q, axis=1, weight=weight,
+                                                          label_smoothing=0.1),
+                (logits, probs), order=2)
 
 
 def test_cross_entropy_errors_with_hints(rng):

@@ -758,3 +758,24 @@ def test_injected_hyperparameters_give_the_same_steps(make, reference):
     want, _ = run(reference(), steps=5)
     assert_histories_close(got, want, rtol=1e-12, atol=1e-14)
     assert isinstance(state, optim.InjectHyperparamsState)
+
+
+@pytest.mark.parametrize("name", ["adabelief", "radam", "yogi", "adafactor", "sgd_dampening"])
+def test_updates_are_differentiable(name):
+    """Two steps of an optimizer are an fgrad function of the initial params (e.g.
+    for meta-learning): derivatives of order 2 against central differences."""
+    from fgrad.test_util import check_grads
+    make, _ = CASES[name]
+    opt = make()
+
+    def two_steps(w, b):
+        p = {"w": w, "b": b}
+        state = opt.init(p)
+        for _ in range(2):
+            g = fgrad.grad(lambda q: fnp.sum(fnp.sin(q["w"])) + fnp.sum(q["b"] ** 3 + q["b"]))(p)
+            u, state = opt.update(g, state, p)
+            p = optim.apply_updates(p, u)
+        return p["w"], p["b"]
+
+    p0 = start()
+    check_grads(two_steps, (p0["w"], p0["b"]), order=2, modes=("fwd", "rev"))
