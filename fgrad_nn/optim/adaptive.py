@@ -48,25 +48,57 @@ def _norm(x):
     return fnp.sqrt(sum_of_squares(x))
 
 
+def zeros_of(params, dtype=None):
+    """Zeros like params, in `dtype` when given (e.g. a low-precision first moment)."""
+    if dtype is None:
+        return _zeros(params)
+    return fgrad.tree.map(lambda p: fnp.zeros(fnp.shape(p), dtype), params)
+
+
+def as_dtype(tree, dtype):
+    """`tree`'s leaves cast to `dtype`, or `tree` itself when dtype is None."""
+    return tree if dtype is None else fgrad.tree.map(lambda x: fnp.astype(x, dtype), tree)
+
+
+def widened(stored, like):
+    """`stored` (e.g. a low-precision first moment) cast up to the dtype it shares
+    with `like`, so that its update is computed at the gradients' precision."""
+    return fgrad.tree.map(lambda s, g: fnp.astype(s, fnp.result_type(s, g)), stored, like)
+
+
+def canonical_dtype(where, dtype):
+    """None, or `dtype` as a NumPy floating dtype (refusing anything else)."""
+    if dtype is None:
+        return None
+    d = fnp.dtype(dtype)
+    if not fnp.issubdtype(d, fnp.floating):
+        raise ValueError(f"{where}: mu_dtype must be a floating dtype, got {d}")
+    return d
+
+
 class ScaleByAdamState(NamedTuple):
     count: object
     mu: object
     nu: object
 
 
-@schedulable()
-def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, nesterov=False):
+@schedulable(static_args=("mask", "mu_dtype"))
+def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, mu_dtype=None, *,
+                  nesterov=False):
     """Adam's direction m̂ / (sqrt(v̂ + eps_root) + eps), with bias-corrected moments
     m̂ = m / (1 - b1^t), v̂ = v / (1 - b2^t). With nesterov=True (NAdam, Dozat 2016)
-    m̂ = b1 m / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t)."""
+    m̂ = b1 m / (1 - b1^(t+1)) + (1 - b1) g / (1 - b1^t). mu_dtype (Optax's): the
+    dtype the first moment is stored in (e.g. bfloat16 to save memory); it is
+    computed in the gradients' precision and rounded when stored."""
     nesterov = flag("scale_by_adam", "nesterov", nesterov)
+    mu_dtype = canonical_dtype("scale_by_adam", mu_dtype)
 
     def init(params):
-        return ScaleByAdamState(zero_count(), _zeros(params), _zeros(params))
+        return ScaleByAdamState(zero_count(), zeros_of(params, mu_dtype), _zeros(params))
 
     def update(updates, state, params=None):
         del params
-        mu = _ema("scale_by_adam", b1, updates, state.mu, "state.mu")
+        mu = _ema("scale_by_adam", b1, updates, widened(state.mu, updates), "state.mu")
         nu = _ema("scale_by_adam", b2, updates, state.nu, "state.nu", power=2)
         count = increment(state.count)
         bc1, bc2 = _BiasCorrection(b1, count), _BiasCorrection(b2, count)
@@ -81,7 +113,7 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, nesterov=False):
             return m_hat / (fnp.sqrt(v_hat + hyper(eps_root, g)) + hyper(eps, g))
 
         out = fgrad.tree.map(direction, updates, mu, nu)
-        return out, ScaleByAdamState(count, mu, nu)
+        return out, ScaleByAdamState(count, as_dtype(mu, mu_dtype), nu)
 
     return GradientTransformation(init, update)
 
@@ -115,35 +147,73 @@ class ScaleByRmsState(NamedTuple):
     nu: object
 
 
+class ScaleByRmsWithCountState(NamedTuple):
+    count: object
+    nu: object
+
+
 class ScaleByCenteredRmsState(NamedTuple):
     mu: object
     nu: object
 
 
+class ScaleByCenteredRmsWithCountState(NamedTuple):
+    count: object
+    mu: object
+    nu: object
+
+
 @schedulable()
-def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False):
+def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False, *,
+                 eps_in_sqrt=False, bias_correction=False):
     """RMSprop's direction g / (sqrt(v) + eps), v = decay v + (1 - decay) g².
 
-    eps is added outside the square root, as in PyTorch's RMSprop (Optax adds it
-    inside). centered=True subtracts the squared mean gradient m² from v, with
+    eps is added outside the square root by default, as in PyTorch's RMSprop;
+    eps_in_sqrt=True gives Optax's default g / sqrt(v + eps). bias_correction=True
+    divides v (and m) by 1 - decay^t, as Adam does (the state then counts steps).
+    centered=True subtracts the squared mean gradient m² from v, with
     m = decay m + (1 - decay) g. v starts at initial_scale (PyTorch: 0).
     """
     centered = flag("scale_by_rms", "centered", centered)
+    eps_in_sqrt = flag("scale_by_rms", "eps_in_sqrt", eps_in_sqrt)
+    bias_correction = flag("scale_by_rms", "bias_correction", bias_correction)
 
     def init(params):
         nu = _filled(params, initial_scale)
-        return ScaleByCenteredRmsState(_zeros(params), nu) if centered else ScaleByRmsState(nu)
+        if centered:
+            if bias_correction:
+                return ScaleByCenteredRmsWithCountState(zero_count(), _zeros(params), nu)
+            return ScaleByCenteredRmsState(_zeros(params), nu)
+        return ScaleByRmsWithCountState(zero_count(), nu) if bias_correction else \
+            ScaleByRmsState(nu)
 
     def update(updates, state, params=None):
         del params
         nu = _ema("scale_by_rms", decay, updates, state.nu, "state.nu", power=2)
-        if centered:
-            mu = _ema("scale_by_rms", decay, updates, state.mu, "state.mu")
-            var = fgrad.tree.map(lambda v, m: fnp.maximum(v - fnp.square(m), 0), nu, mu)
-            new_state = ScaleByCenteredRmsState(mu, nu)
+        mu = _ema("scale_by_rms", decay, updates, state.mu, "state.mu") if centered else None
+        if bias_correction:
+            count = increment(state.count)
+            bc = _BiasCorrection(decay, count)
+            nu_hat = fgrad.tree.map(lambda v: v / bc(v), nu)
+            mu_hat = fgrad.tree.map(lambda m: m / bc(m), mu) if centered else None
         else:
-            var, new_state = nu, ScaleByRmsState(nu)
-        out = fgrad.tree.map(lambda g, v: g / (fnp.sqrt(v) + hyper(eps, g)), updates, var)
+            nu_hat, mu_hat = nu, mu
+        if centered:
+            var = fgrad.tree.map(lambda v, m: fnp.maximum(v - fnp.square(m), 0), nu_hat, mu_hat)
+        else:
+            var = nu_hat
+
+        def direction(g, v):
+            if eps_in_sqrt:
+                return g / fnp.sqrt(v + hyper(eps, g))
+            return g / (fnp.sqrt(v) + hyper(eps, g))
+
+        out = fgrad.tree.map(direction, updates, var)
+        if bias_correction:
+            new_state = (ScaleByCenteredRmsWithCountState(count, mu, nu) if centered
+                         else ScaleByRmsWithCountState(count, nu))
+        else:
+            new_state = ScaleByCenteredRmsState(mu, nu) if centered else ScaleByRmsState(nu)
         return out, new_state
 
     return GradientTransformation(init, update)
@@ -236,21 +306,24 @@ class ScaleByLionState(NamedTuple):
     mu: object
 
 
-@schedulable()
-def scale_by_lion(b1=0.9, b2=0.99):
+@schedulable(static_args=("mask", "mu_dtype"))
+def scale_by_lion(b1=0.9, b2=0.99, mu_dtype=None):
     """Lion (Chen et al. 2023): direction sign(b1 m + (1 - b1) g), then
-    m ← b2 m + (1 - b2) g."""
+    m ← b2 m + (1 - b2) g; mu_dtype: m's storage dtype (as scale_by_adam's)."""
+    mu_dtype = canonical_dtype("scale_by_lion", mu_dtype)
+
     def init(params):
-        return ScaleByLionState(_zeros(params))
+        return ScaleByLionState(zeros_of(params, mu_dtype))
 
     def update(updates, state, params=None):
         del params
+        old = widened(state.mu, updates)
         out = map_checked(
             "scale_by_lion",
             lambda g, m: fnp.sign(hyper(b1, g) * m + (1 - hyper(b1, g)) * g),
-            updates, state.mu, names=("state.mu",))
-        mu = _ema("scale_by_lion", b2, updates, state.mu, "state.mu")
-        return out, ScaleByLionState(mu)
+            updates, old, names=("state.mu",))
+        mu = _ema("scale_by_lion", b2, updates, old, "state.mu")
+        return out, ScaleByLionState(as_dtype(mu, mu_dtype))
 
     return GradientTransformation(init, update)
 

@@ -36,12 +36,14 @@ def inject_hyperparams(factory, static_args=("mask",)):
     GradientTransformation whose state is an InjectHyperparamsState: read the
     current learning rate as `state.hyperparams['learning_rate']`, or replace a
     value in the state to change it between steps. Functions are schedules (of
-    the int32 step count) unless named in `static_args` (callable pytrees such
-    as models are values, not schedules); values
+    the int32 step count) unless named in `static_args` or in the factory's own
+    `static_hyperparams` (set by `schedulable`: e.g. sizes and dtypes); callable
+    pytrees such as models are values, not schedules; values
     are stored in the widest floating dtype of the params given to init.
     """
     signature = inspect.signature(factory)
     name = getattr(factory, "__name__", "factory")
+    static_args = tuple(static_args) + tuple(getattr(factory, "static_hyperparams", ()))
 
     def make(*args, **kwargs):
         try:
@@ -61,7 +63,7 @@ def inject_hyperparams(factory, static_args=("mask",)):
                 static[key] = value
 
         def values_at(count, dtype, stored):
-            out = {k: fnp.astype(fnp.asarray(fn(count)), dtype) for k, fn in schedules.items()}
+            out = {k: fnp.asarray(fn(count), dtype=dtype) for k, fn in schedules.items()}
             return {**stored, **out}
 
         def init(params):
@@ -105,6 +107,7 @@ def schedulable(static_args=("mask",), native=("learning_rate",)):
                 return inject_hyperparams(factory, static_args)(*args, **kwargs)
             return factory(*args, **kwargs)
 
+        wrapper.static_hyperparams = tuple(static_args)
         return wrapper
 
     return decorate

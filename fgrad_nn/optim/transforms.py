@@ -165,23 +165,49 @@ class TraceState(NamedTuple):
     trace: object
 
 
-@schedulable()
-def trace(decay, nesterov=False):
+class DampenedTraceState(NamedTuple):
+    count: object
+    trace: object
+
+
+@schedulable(static_args=("mask", "dampening", "accumulator_dtype"))
+def trace(decay, nesterov=False, dampening=0.0, *, accumulator_dtype=None):
     """Momentum, PyTorch's convention: t = g + decay * t; outputs t, or with
-    nesterov g + decay * t (the new t)."""
+    nesterov g + decay * t (the new t). With dampening d (PyTorch's SGD), the
+    first step sets t = g and later ones t = decay * t + (1 - d) * g; PyTorch
+    refuses nesterov with dampening, and so does this. accumulator_dtype: t's
+    storage dtype (computed at the gradients' precision, rounded when stored)."""
     nesterov = flag("trace", "nesterov", nesterov)
+    acc_dtype = None if accumulator_dtype is None else fnp.dtype(accumulator_dtype)
+    dampened = not (isinstance(dampening, (int, float)) and dampening == 0)
+    if nesterov and dampened:
+        raise ValueError("trace: nesterov momentum needs dampening=0 (as PyTorch's SGD)")
 
     def init(params):
-        return TraceState(fgrad.tree.map(fnp.zeros_like, params))
+        zeros = fgrad.tree.map(
+            lambda p: fnp.zeros(fnp.shape(p), acc_dtype or fnp.result_type(p)), params)
+        return DampenedTraceState(zero_count(), zeros) if dampened else TraceState(zeros)
+
+    def leaf(g, t, first):
+        d = hyper(decay, g)
+        if not dampened:
+            return g + d * t
+        return fnp.where(first, g, d * t + (1 - hyper(dampening, g)) * g)
 
     def update(updates, state, params=None):
         del params
-        new_trace = map_checked("trace", lambda g, t: g + hyper(decay, g) * t,
-                                updates, state.trace, names=("state.trace",))
+        first = state.count == 0 if dampened else None
+        new_trace = map_checked(
+            "trace", lambda g, t: leaf(g, t.astype(fnp.result_type(t, g)), first),
+            updates, state.trace, names=("state.trace",))
         if nesterov:
             out = fgrad.tree.map(lambda g, t: g + hyper(decay, g) * t, updates, new_trace)
         else:
             out = new_trace
+        if acc_dtype is not None:
+            new_trace = fgrad.tree.map(lambda t: t.astype(acc_dtype), new_trace)
+        if dampened:
+            return out, DampenedTraceState(increment(state.count), new_trace)
         return out, TraceState(new_trace)
 
     return GradientTransformation(init, update)
