@@ -560,3 +560,57 @@ def test_array_api_compat_recognises_fgrad_arrays():
     assert compat.array_namespace(x, xp.zeros(1)) is xp
     assert compat.device(x) == x.device
     assert compat.size(x) == 6
+
+
+def _have(*modules):
+    import importlib.util
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+@pytest.fixture(scope="module")
+def consumers():
+    """Results of tests/array_api_consumers.py (sklearn and SciPy code on fgrad and on
+    NumPy arrays), run once in a fresh process with SCIPY_ARRAY_API=1."""
+    import json
+    import os
+    import subprocess
+    import sys
+    if not _have("sklearn", "scipy"):
+        pytest.skip("needs scikit-learn and SciPy (pip install -e '.[dev]')")
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, SCIPY_ARRAY_API="1",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(here),
+                                           os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, os.path.join(here, "array_api_consumers.py")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+# results computed in the default float (float32) from integer labels
+_FLOAT32_RESULTS = {"sklearn.metrics.hamming_loss"}
+
+
+@pytest.mark.parametrize("name", [
+    "sklearn.metrics.mean_squared_error", "sklearn.metrics.mean_absolute_error",
+    "sklearn.metrics.mean_absolute_percentage_error", "sklearn.metrics.mean_pinball_loss",
+    "sklearn.metrics.d2_tweedie_score", "sklearn.metrics.max_error",
+    "sklearn.metrics.median_absolute_error", "sklearn.metrics.confusion_matrix",
+    "sklearn.metrics.hamming_loss", "sklearn.metrics.pairwise.linear_kernel",
+    "sklearn.metrics.pairwise.polynomial_kernel", "sklearn.metrics.pairwise.chi2_kernel",
+    "scipy.stats.skew", "scipy.stats.kurtosis", "scipy.stats.moment",
+    "scipy.stats.ttest_1samp", "scipy.special.softmax"])
+def test_sklearn_and_scipy_array_api_code_runs_on_fgrad(consumers, name):
+    """The library dispatched to fgrad.array_api (array results stay fgrad Arrays)
+    and agrees with its own NumPy path."""
+    result = consumers["cases"][name]
+    if name.startswith(("scipy", "sklearn.metrics.pairwise", "sklearn.metrics.confusion")):
+        assert result["type"] == "fgrad.Array"
+    rtol = 1e-7 if name in _FLOAT32_RESULTS else 1e-12
+    np.testing.assert_allclose(result["ours"], result["numpy"], rtol=rtol, atol=1e-14)
+
+
+def test_scipy_stats_skew_under_jit_and_grad(consumers):
+    t = consumers["transforms"]
+    assert t["jit"] == pytest.approx(t["eager"], rel=1e-14)
+    np.testing.assert_allclose(t["grad"], t["finite_differences"], rtol=1e-6)

@@ -427,6 +427,13 @@ class ArrayMethods:
         from fgrad import array_api
         return array_api
 
+    @property
+    def device(self):
+        """Where a traced value's computation runs: the default device (concrete
+        Arrays say where their data is)."""
+        from .gpu.devices import default_device
+        return default_device()
+
     def to_device(self, device, /, *, stream=None):
         """This array on `device` (a Device from fgrad.devices() or x.device)."""
         if stream is not None:

@@ -21,7 +21,7 @@ def strong(x):
 
 def place(x, device):
     """x on `device` (None: where it is)."""
-    if device is None:
+    if device is None or device == getattr(x, "device", None):
         return x
     if not isinstance(device, Device):
         raise TypeError(f"device must be a Device from devices() or x.device, got "
