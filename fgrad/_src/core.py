@@ -431,14 +431,14 @@ class ArrayMethods:
     def device(self):
         """Where a traced value's computation runs: the default device (concrete
         Arrays say where their data is)."""
-        from .gpu.devices import default_device
+        from .array_api.devices import default_device
         return default_device()
 
     def to_device(self, device, /, *, stream=None):
         """This array on `device` (a Device from fgrad.devices() or x.device)."""
         if stream is not None:
             raise ValueError("to_device: fgrad has no streams; pass stream=None")
-        from fgrad._src.array_api.creation import place
+        from .array_api.devices import place
         return place(self, device)
 
     @property

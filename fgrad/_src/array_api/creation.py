@@ -5,8 +5,8 @@ import numpy as np
 
 from .. import dtypes, lax
 from ..core import ArrayMethods
-from ..gpu.devices import Device, device_put
 from ..numpy import creation as _c
+from .devices import place
 from ..numpy import linalg as _linalg
 from ..numpy import ufuncs as _ufuncs
 
@@ -17,16 +17,6 @@ def strong(x):
     if x.aval.weak_type:
         return lax.convert_element_type(x, x.dtype, False)
     return x
-
-
-def place(x, device):
-    """x on `device` (None: where it is)."""
-    if device is None or device == getattr(x, "device", None):
-        return x
-    if not isinstance(device, Device):
-        raise TypeError(f"device must be a Device from devices() or x.device, got "
-                        f"{type(device).__name__} {device!r}")
-    return device_put(x, device)
 
 
 def _fill_dtype(fill_value, dtype):

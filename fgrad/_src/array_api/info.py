@@ -1,7 +1,7 @@
 """The standard's inspection API: __array_namespace_info__()."""
 from .. import dtypes
-from ..gpu import devices as _devices
 from . import data_types as _dt
+from . import devices as _devices
 
 _KIND_DTYPES = {
     "bool": ("bool",),
@@ -28,7 +28,7 @@ class Info:
         return _devices.default_device()
 
     def devices(self):
-        return list(_devices.devices())
+        return _devices.devices()
 
     def _check_device(self, device):
         if device is not None and device not in _devices.devices():
