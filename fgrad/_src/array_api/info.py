@@ -35,7 +35,8 @@ class Info:
             raise ValueError(f"unknown device {device!r}; see devices()")
 
     def default_dtypes(self, *, device=None):
-        """fgrad's defaults: float32 and int32 (as JAX's), int32 for indices."""
+        """fgrad's defaults: its default float (float32 unless set otherwise, read at
+        each call), int32, and int32 for indices."""
         self._check_device(device)
         return {"real floating": dtypes.default_float, "complex floating": None,
                 "integral": dtypes.default_int, "indexing": dtypes.int32}
