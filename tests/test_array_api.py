@@ -522,6 +522,54 @@ def test_namespace_under_transforms():
     np.testing.assert_allclose(float(g[1, 2]), fd, rtol=1e-6)
 
 
+# adapters with their own logic (signature changes aside): transforms see through them
+TRANSFORM_CASES = {
+    "std_correction": lambda x: xp.std(x, axis=1, correction=1),
+    "var_keepdims": lambda x: xp.var(x, axis=0, correction=0.5, keepdims=True),
+    "clip_arrays": lambda x: xp.clip(x, -xp.ones(4, dtype=xp.float64), x[0] * 0.5),
+    "take": lambda x: xp.take(x, xp.asarray([3, 0, 3]), axis=1),
+    "concat_none": lambda x: xp.concat([x, x[:1]], axis=None),
+    "unstack": lambda x: xp.stack(xp.unstack(x, axis=1), axis=0) * 2.0,
+    "cumulative_sum": lambda x: xp.cumulative_sum(x, axis=1, include_initial=True),
+    "vecdot": lambda x: xp.vecdot(x, x[::-1], axis=-1),
+    "moveaxis_tile": lambda x: xp.tile(xp.moveaxis(x, 0, 1), (2, 1)),
+    "repeat": lambda x: xp.repeat(x, 2, axis=0),
+    "sort_descending": lambda x: xp.sort(x, axis=1, descending=True),
+    "astype": lambda x: xp.astype(x, xp.float32) * 3.0,
+    "mT": lambda x: x.mT @ x,
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRANSFORM_CASES))
+def test_adapters_under_transforms(case):
+    """jit equals eager, vmap equals a loop, and (float64) derivatives of order 2,
+    forward and reverse, match finite differences."""
+    from fgrad.test_util import check_grads
+    f = TRANSFORM_CASES[case]
+    x = xp.asarray(RNG.uniform(-2, 2, (3, 4)), dtype=xp.float64)
+    np.testing.assert_allclose(np.asarray(fgrad.jit(f)(x)), np.asarray(f(x)), rtol=1e-15)
+    xs = xp.stack([x, x * 0.5 + 1.0])
+    loop = np.stack([np.asarray(f(xs[i])) for i in range(2)])
+    np.testing.assert_allclose(np.asarray(fgrad.vmap(f)(xs)), loop, rtol=1e-15)
+    if case != "astype":  # float32 output: central differences are too coarse
+        check_grads(f, (x,), order=2, modes=("fwd", "rev"))
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="take: axis is required for a 2-d array"):
+        xp.take(xp.ones((2, 2)), xp.asarray([0]))
+    with pytest.raises(ValueError, match="nonzero.*0-d"):
+        xp.nonzero(xp.asarray(1.0))
+    with pytest.raises(TypeError, match="finfo: int32 is not a floating-point dtype"):
+        xp.finfo(xp.int32)
+    with pytest.raises(TypeError, match="result_type: .* is not a dtype"):
+        xp.result_type(xp.float32, "not a dtype")
+    with pytest.raises(ValueError, match="meshgrid: indexing"):
+        xp.meshgrid(xp.ones(2), indexing="ji")
+    with pytest.raises(ValueError, match="unknown kind"):
+        INFO.dtypes(kind="floating")
+
+
 def test_result_type_has_no_value_based_casting():
     big = xp.asarray(1000, dtype=xp.int16)
     assert xp.result_type(big, xp.int8) == xp.int16
