@@ -589,6 +589,25 @@ def test_asarray_copy_false_refuses_a_needed_copy():
         xp.asarray(x, dtype=xp.float64, copy=False)
 
 
+def test_from_dlpack():
+    """From a NumPy array: the values; copy=True never shares; copy=False shares
+    (fgrad.from_dlpack) or refuses with a clear error, and never copies silently."""
+    source = RNG.normal(size=(2, 3))
+    got = xp.from_dlpack(source)
+    assert got.dtype == xp.float64
+    np.testing.assert_array_equal(np.asarray(got), source)
+    copied = xp.from_dlpack(source, copy=True)
+    try:
+        shared = xp.from_dlpack(source, copy=False)
+    except (ValueError, BufferError) as err:
+        assert "copy" in str(err)
+        shared = None
+    source[0, 0] = 123.0
+    assert float(copied[0, 0]) != 123.0
+    if shared is not None:
+        assert float(shared[0, 0]) == 123.0
+
+
 def test_linalg_and_fft_extensions_follow_fgrad_numpy():
     """The extensions are fgrad.numpy.linalg / .fft exactly when fgrad has them."""
     import importlib

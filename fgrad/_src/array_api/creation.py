@@ -107,8 +107,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     import fgrad
     native = getattr(fgrad, "from_dlpack", None)
     if native is not None:
-        out = native(x) if copy is None else native(x, copy=copy)
-        return place(out, device)
+        return native(x, device=device, copy=copy)
     if copy is False:
         raise ValueError("from_dlpack(copy=False): this fgrad build copies DLPack data")
     return place(_c.array(np.from_dlpack(x)), device)
