@@ -79,8 +79,8 @@ def _rtol(dtype):
 _UNARY_DOMAIN = {"acos": (-0.95, 0.95), "asin": (-0.95, 0.95), "atanh": (-0.95, 0.95),
                  "acosh": (1.05, 4.0), "log": (0.1, 5.0), "log2": (0.1, 5.0),
                  "log10": (0.1, 5.0), "sqrt": (0.0, 5.0), "log1p": (-0.5, 5.0)}
-_UNARY_FLOAT = ("abs acos acosh asin asinh atan atanh ceil cos cosh exp expm1 floor "
-                "log log1p log2 log10 negative positive round sign sin sinh square sqrt "
+_UNARY_FLOAT = ("abs acos acosh asin asinh atan atanh ceil conj cos cosh exp expm1 floor "
+                "log log1p log2 log10 negative positive real round sign sin sinh square sqrt "
                 "tan tanh trunc").split()
 _UNARY_INT = "abs bitwise_invert ceil floor negative positive round sign square trunc".split()
 
@@ -119,6 +119,35 @@ def test_classification(name, dtype):
     x = _floats(name, dtype)
     x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
     _run_both(lambda m, a: getattr(m, name)(a), [x])
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, 1e-30])
+
+
+@needs_strict
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", _UNARY_FLOAT)
+def test_unary_special_values(name, dtype):
+    """The standard's special cases (NaN, infinities, signed zeros, halves), signs
+    of zeros included."""
+    with np.errstate(all="ignore"):
+        ours = np.asarray(getattr(xp, name)(xp.asarray(SPECIAL.astype(dtype))))
+        ref = np.asarray(getattr(strict, name)(strict.asarray(SPECIAL.astype(dtype))))
+    np.testing.assert_allclose(ours, ref, rtol=_rtol(dtype), equal_nan=True)
+    assert np.array_equal(np.signbit(ours[ours == 0]), np.signbit(ref[ours == 0]))
+
+
+@needs_strict
+@pytest.mark.parametrize("name", ["maximum", "minimum", "atan2", "copysign", "hypot",
+                                  "logaddexp", "pow", "divide", "floor_divide", "remainder"])
+def test_binary_special_values(name):
+    a, b = (np.meshgrid(SPECIAL, SPECIAL))
+    with np.errstate(all="ignore"):
+        ours = np.asarray(getattr(xp, name)(xp.asarray(a), xp.asarray(b)))
+        ref = np.asarray(getattr(strict, name)(strict.asarray(a), strict.asarray(b)))
+    np.testing.assert_allclose(ours, ref, rtol=1e-13, equal_nan=True)
+    zero = (ours == 0) & (ref == 0)
+    assert np.array_equal(np.signbit(ours[zero]), np.signbit(ref[zero]))
 
 
 @needs_strict
