@@ -210,6 +210,42 @@ def test_operators_with_python_scalars(dtype):
         _run_both(lambda m, a: a / 2.0 + 0.5, [x], rtol=_rtol(dtype))
 
 
+@needs_strict
+@pytest.mark.parametrize("dtype", ["int8", "uint32", "int64"])
+def test_array_operators(dtype):
+    a, b = _ints(dtype, lo=1), _ints(dtype, (4,), lo=1, hi=4)
+    ops = [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y,
+           lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x ** y,
+           lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y,
+           lambda x, y: x << y, lambda x, y: x >> y, lambda x, y: ~x,
+           lambda x, y: x < y, lambda x, y: x >= y, lambda x, y: x == y,
+           lambda x, y: x != y, lambda x, y: -x, lambda x, y: +x, lambda x, y: abs(x),
+           lambda x, y: x @ x.mT]
+    for op in ops:
+        _run_both(lambda m, x, y: op(x, y), [a, b])
+
+
+INDICES = [(1, Ellipsis), (slice(None, None, -1), Ellipsis), (Ellipsis, 2),
+           (slice(1, None), None, 3), (-1, slice(0, 4, 2)), (None, Ellipsis, None),
+           (slice(-2, None), slice(3, 0, -2))]
+
+
+@needs_strict
+@pytest.mark.parametrize("index", range(len(INDICES)))
+def test_indexing(index):
+    """The standard's indexing: integers, slices (negative steps too), ellipsis,
+    None, and a boolean mask."""
+    _run_both(lambda m, x: x[INDICES[index]], [X])
+    _run_both(lambda m, x, mask: x[mask], [X, B])
+
+
+@needs_strict
+def test_python_scalar_conversions():
+    for m, cast in ((xp, xp.asarray), (strict, strict.asarray)):
+        assert float(cast(2.5)) == 2.5 and int(cast(3)) == 3 and bool(cast(True))
+        assert [0, 1, 2][cast(2)] == 2  # __index__
+
+
 # ----------------------------------------------------------------------------
 # Type promotion and data type functions
 
