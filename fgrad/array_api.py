@@ -6,10 +6,11 @@ fgrad arrays.
 It is fgrad.numpy where NumPy and the standard agree, with thin adapters where
 they differ (names like acos and pow, keyword-only axis arguments, std/var's
 `correction`, unique_*, tuples for several results, promotion by dtype alone).
-Defaults are fgrad's: float32 and int32. Everything here works under jit, grad
-and vmap except what needs data-dependent shapes (nonzero, unique_*, boolean
-masks), which runs on concrete arrays. The `linalg` and `fft` extensions are
-fgrad.numpy.linalg and fgrad.numpy.fft where this build has them.
+Defaults are fgrad's: its default float (float32 unless set otherwise) and
+int32. Everything here works under jit, grad and vmap except what needs
+data-dependent shapes (nonzero, unique_*, boolean masks), which runs on
+concrete arrays. The `linalg` and `fft` extensions are fgrad.numpy.linalg and
+fgrad.numpy.fft where this build has them.
 """
 import importlib as _importlib
 import math as _math

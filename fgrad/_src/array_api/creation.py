@@ -6,9 +6,9 @@ import numpy as np
 from .. import dtypes, lax
 from ..core import ArrayMethods
 from ..numpy import creation as _c
-from .devices import place
 from ..numpy import linalg as _linalg
 from ..numpy import ufuncs as _ufuncs
+from .devices import place
 
 
 def strong(x):
@@ -17,6 +17,11 @@ def strong(x):
     if x.aval.weak_type:
         return lax.convert_element_type(x, x.dtype, False)
     return x
+
+
+def _made(x, device):
+    """A new array as the standard has it: strongly typed, on `device`."""
+    return place(strong(x), device)
 
 
 def _fill_dtype(fill_value, dtype):
@@ -38,52 +43,51 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             raise ValueError("asarray(copy=False): this input needs a copy (it is not an "
                              "fgrad array of the requested dtype); pass copy=None")
     out = _c.array(obj, dtype=dtype) if copy else _c.asarray(obj, dtype=dtype)
-    return place(strong(out), device)
+    return _made(out, device)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    return place(_c.arange(start, stop, step, dtype=dtype), device)
+    return _made(_c.arange(start, stop, step, dtype=dtype), device)
 
 
 def empty(shape, *, dtype=None, device=None):
-    return place(_c.empty(shape, dtype=dtype), device)
+    return _made(_c.empty(shape, dtype=dtype), device)
 
 
 def zeros(shape, *, dtype=None, device=None):
-    return place(_c.zeros(shape, dtype=dtype), device)
+    return _made(_c.zeros(shape, dtype=dtype), device)
 
 
 def ones(shape, *, dtype=None, device=None):
-    return place(_c.ones(shape, dtype=dtype), device)
+    return _made(_c.ones(shape, dtype=dtype), device)
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
-    return place(strong(_c.full(shape, fill_value, dtype=_fill_dtype(fill_value, dtype))),
-                 device)
+    return _made(_c.full(shape, fill_value, dtype=_fill_dtype(fill_value, dtype)), device)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
-    return place(_c.empty_like(x, dtype=dtype), device)
+    return _made(_c.empty_like(x, dtype=dtype), device)
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
-    return place(_c.zeros_like(x, dtype=dtype), device)
+    return _made(_c.zeros_like(x, dtype=dtype), device)
 
 
 def ones_like(x, /, *, dtype=None, device=None):
-    return place(_c.ones_like(x, dtype=dtype), device)
+    return _made(_c.ones_like(x, dtype=dtype), device)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
-    return place(_c.full_like(x, fill_value, dtype=dtype or x.dtype), device)
+    return _made(_c.full_like(x, fill_value, dtype=dtype or x.dtype), device)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
-    return place(_c.eye(n_rows, n_cols, k=k, dtype=dtype), device)
+    return _made(_c.eye(n_rows, n_cols, k=k, dtype=dtype), device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    return place(_c.linspace(start, stop, num, endpoint=endpoint, dtype=dtype), device)
+    return _made(_c.linspace(start, stop, num, endpoint=endpoint, dtype=dtype), device)
 
 
 def meshgrid(*arrays, indexing="xy"):
@@ -110,7 +114,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
         return native(x, device=device, copy=copy)
     if copy is False:
         raise ValueError("from_dlpack(copy=False): this fgrad build copies DLPack data")
-    return place(_c.array(np.from_dlpack(x)), device)
+    return _made(_c.array(np.from_dlpack(x)), device)
 
 
 
@@ -119,4 +123,4 @@ def astype(x, dtype, /, *, copy=True, device=None):
     copy=False returns x itself when it already has that dtype."""
     if not copy and x.dtype == dtype and not x.aval.weak_type:
         return place(x, device)
-    return place(strong(_ufuncs.astype(x, dtype)), device)
+    return _made(_ufuncs.astype(x, dtype), device)
