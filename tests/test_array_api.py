@@ -647,7 +647,7 @@ def test_result_type_has_no_value_based_casting():
 
 
 def test_asarray_copy_false_refuses_a_needed_copy():
-    x = xp.ones(3)
+    x = xp.ones(3, dtype=xp.float32)
     assert xp.asarray(x, copy=False) is x
     with pytest.raises(ValueError, match="copy"):
         xp.asarray(np.ones(3, np.float32), copy=False)
