@@ -522,8 +522,9 @@ class ArrayMethods:
     def __array_namespace__(self, /, *, api_version=None):
         """The Python Array API standard's namespace for fgrad arrays: fgrad.array_api."""
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
-            raise ValueError(f"fgrad implements the Array API standard 2023.12 (and the "
-                             f"earlier versions it contains), not {api_version!r}")
+            raise ValueError(f"__array_namespace__: fgrad implements the Array API standard "
+                             f"2023.12 (and the earlier versions it contains), not "
+                             f"{api_version!r}\n  hint: api_version=None or '2023.12'")
         from fgrad import array_api
         return array_api
 
