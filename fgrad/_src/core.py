@@ -523,6 +523,34 @@ class ArrayMethods:
             axes = axes[0]
         return _fnp().transpose(self, axes or None)
 
+    @property
+    def mT(self):
+        """The matrix transpose: the last two axes swapped."""
+        return _fnp().matrix_transpose(self)
+
+    def __array_namespace__(self, /, *, api_version=None):
+        """The Python Array API standard's namespace for fgrad arrays: fgrad.array_api."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"__array_namespace__: fgrad implements the Array API standard "
+                             f"2023.12 (and the earlier versions it contains), not "
+                             f"{api_version!r}\n  hint: api_version=None or '2023.12'")
+        from fgrad import array_api
+        return array_api
+
+    @property
+    def device(self):
+        """Where a traced value's computation runs: the default device (concrete
+        Arrays say where their data is)."""
+        from .array_api.devices import default_device
+        return default_device()
+
+    def to_device(self, device, /, *, stream=None):
+        """This array on `device` (a Device from fgrad.devices() or x.device)."""
+        if stream is not None:
+            raise ValueError("to_device: fgrad has no streams; pass stream=None")
+        from .array_api.devices import place
+        return place(self, device)
+
 
 for _name, _instead in _IN_PLACE_METHODS.items():
     setattr(ArrayMethods, _name, _in_place(_name, _instead))
