@@ -207,6 +207,37 @@ def test_other_concretizations_under_make_jaxpr(convert):
         fgrad.make_jaxpr(lambda x: convert(x))(f64(1.0))
 
 
+@pytest.mark.parametrize("convert", [float, complex, lambda t: t.item(), lambda t: t.tolist()],
+                         ids=["float", "complex", "item", "tolist"])
+@pytest.mark.parametrize("transform", ["grad", "jvp", "vjp", "hessian"])
+def test_python_number_of_a_differentiated_value_is_refused(convert, transform):
+    """float(x) under grad would cut x off its derivative: a silent zero gradient."""
+    def f(x):
+        return f64(convert(x * x))
+    x = f64(3.0)
+    with pytest.raises(fgrad.ConcretizationError) as info:
+        if transform == "grad":
+            fgrad.grad(f)(x)
+        elif transform == "jvp":
+            fgrad.jvp(f, (x,), (f64(1.0),))
+        elif transform == "vjp":
+            fgrad.vjp(f, x)
+        else:
+            fgrad.hessian(f)(x)
+    msg = str(info.value)
+    assert "derivative" in msg and "f64[]" in msg and "stop_gradient" in msg
+
+
+def test_control_flow_and_stopped_values_still_convert_under_grad():
+    def f(x):
+        scale = float(fgrad.stop_gradient(x))       # a constant, by the user's choice
+        if x > 0:                                    # bool(): piecewise, exact
+            return x * scale + int(x)                # int(): zero derivative a.e.
+        return -x
+    assert float(fgrad.grad(f)(f64(3.5))) == 3.5
+    assert float(fgrad.grad(f)(f64(-2.0))) == -1.0
+
+
 def test_numpy_conversion_of_tracer_inside_grad():
     def f(x):
         return f64(np.asarray(x).sum())

@@ -159,3 +159,14 @@ def test_errors_name_the_problem():
         fsignal.convolve2d(np.ones((3, 3)), np.ones((2, 2)), boundary="reflect")
     with pytest.raises(ValueError, match="method must be"):
         fsignal.convolve(np.ones(3), np.ones(2), method="fast")
+
+
+@pytest.mark.parametrize("name", ["convolve", "correlate", "convolve2d", "correlate2d"])
+def test_complex_inputs_match_scipy(name):
+    """The correlations conjugate in2, as SciPy's do."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 6)) + 1j * rng.standard_normal((5, 6))
+    b = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    got = getattr(fsignal, name)(a, b)
+    assert got.dtype == np.complex128
+    np.testing.assert_allclose(np.asarray(got), getattr(scipy.signal, name)(a, b), atol=1e-13)

@@ -14,7 +14,7 @@ from . import core
 from .config import config
 from .core import (Tracer, TracerLevelError, check_live, full_lower, get_aval,
                    set_current_trace)
-from .errors import FgradTypeError, provenance
+from .errors import ConcretizationError, FgradTypeError, provenance
 from .partial_eval import JaxprTrace, trace_to_subjaxpr
 from .jaxpr import Literal, dce_jaxpr, eval_jaxpr
 
@@ -34,8 +34,11 @@ def _lax():
 # Forward mode
 
 class JVPTracer(Tracer):
-    """A primal value with its tangent. Python conversions see the primal, so
-    value-dependent Python control flow works under eager differentiation."""
+    """A primal value with its tangent. bool(), int() and indexing see the primal,
+    so value-dependent Python control flow works under eager differentiation
+    (their results are piecewise constant: a zero derivative is the right one).
+    float(), complex(), item() and tolist() of a float or complex value would
+    drop its derivative and give a silently wrong gradient, so they raise."""
     __slots__ = ("primal", "tangent")
 
     def __init__(self, trace, primal, tangent):
@@ -58,8 +61,23 @@ class JVPTracer(Tracer):
     def __bool__(self):
         return bool(self.primal)
 
+    def _drops_derivative(self, what):
+        """Refuse a conversion that would cut a float value off its derivative."""
+        if self.primal.dtype.kind in "fc":
+            raise ConcretizationError(
+                f"{what} of a value being differentiated ({self.aval.str_short()}, inside "
+                f"{self._trace.description}) would return a plain Python number and drop "
+                f"its derivative, giving a silently wrong gradient.\n  hint: keep it an "
+                f"array (use fgrad.numpy functions on it), or convert "
+                f"fgrad.stop_gradient(x) if you mean a constant.")
+
     def __float__(self):
+        self._drops_derivative("float()")
         return float(self.primal)
+
+    def __complex__(self):
+        self._drops_derivative("complex()")
+        return complex(self.primal)
 
     def __int__(self):
         return int(self.primal)
@@ -68,9 +86,11 @@ class JVPTracer(Tracer):
         return self.primal.__index__()
 
     def item(self):
+        self._drops_derivative("item()")
         return self.primal.item()
 
     def tolist(self):
+        self._drops_derivative("tolist()")
         return self.primal.tolist()
 
 

@@ -16,10 +16,10 @@ import numpy as np
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
 from .. import lax
+from ..numpy import complex_math as _complex_math
 from ..numpy import creation as _creation
 from ..numpy import indexing as _indexing
 from ..numpy import shape as _shape
-from ..numpy import ufuncs as _ufuncs
 from ..numpy.util import asarray, promote, shape_str
 
 _MODES = ("full", "same", "valid")
@@ -112,7 +112,7 @@ def _convolve_nd(name, in1, in2, mode, method, flip_in2):
         raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
     a, b = _operands(name, in1, in2)
     if flip_in2:
-        b = _ufuncs.conj(b)
+        b = _complex_math.conj(b)
         b = _shape.flip(b) if b.ndim else b
     if a.ndim == 0:
         return a * b
@@ -165,7 +165,7 @@ def _convolve2d(name, in1, in2, mode, boundary, fillvalue, flip_in2):
     if a.size == 0 or b.size == 0:
         return _empty(a)
     if flip_in2:
-        b = _shape.flip(_ufuncs.conj(b))
+        b = _shape.flip(_complex_math.conj(b))
     if mode == "valid":
         x, w = _valid_order(name, a, b)
         windows = [(m - 1, n - m + 1) for n, m in zip(x.shape, w.shape)]
