@@ -94,7 +94,7 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
+from . import (blas, compiler_lock, indexing, interrupts, lapack, outputs, pool, program,
                sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 
@@ -151,7 +151,7 @@ def can_lower_alone(eqn):
     array operands), or a structural primitive (`structural`: pad, concatenate,
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
-    if structural.can_lower(eqn) or sorting.can_lower(eqn):
+    if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -1096,6 +1096,12 @@ def _emit_sort(ir, module, fname, group):
     return sorting.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
+def _emit_lapack(ir, module, fname, group):
+    """A single decomposition as LAPACK calls (see `lapack`)."""
+    (eqn,) = group.eqns
+    return lapack.emit(ir, module, fname, eqn), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -1127,7 +1133,8 @@ def group_info(group, loops):
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind * blas.is_small(spec))
-    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
+            or op in lapack.NAMES:
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1149,6 +1156,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_structural
         elif op in sorting.NAMES:
             emit = _emit_sort
+        elif op in lapack.NAMES:
+            emit = _emit_lapack
         else:
             emit = _emit_group
         try:

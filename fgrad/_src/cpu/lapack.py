@@ -36,13 +36,17 @@ import math
 
 import numpy as np
 
+from ..jaxpr import Var
 from . import loops
 
 NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
-# every routine a kernel may call (each in its s and d flavour)
-_ROUTINES = ("potrf", "trtrs", "getrf", "geqrf", "orgqr", "syevd", "gesdd")
+# every routine a kernel may call (each in its s and d flavour): LAPACK's, and
+# the one BLAS routine the triangular solve calls (from cython_blas)
+_ROUTINES = ("potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd")
+_BLAS_ROUTINES = ("trsm",)
 _registered = None
+_ALIGN = 64
 
 
 def _symbol(routine):
@@ -64,10 +68,11 @@ def available():
     if _registered is None:
         _registered = False
         try:
-            from scipy.linalg import cython_lapack
-            capsules = cython_lapack.__pyx_capi__
-            addresses = {p + r: _capsule_address(capsules[p + r])
-                         for r in _ROUTINES for p in "sd"}
+            from scipy.linalg import cython_blas, cython_lapack
+            addresses = {p + r: _capsule_address(module.__pyx_capi__[p + r])
+                         for module, routines in ((cython_lapack, _ROUTINES),
+                                                  (cython_blas, _BLAS_ROUTINES))
+                         for r in routines for p in "sd"}
         except (ImportError, AttributeError, KeyError, ValueError):
             return False
         if all(addresses.values()):
@@ -96,8 +101,9 @@ class _Kernel:
         self.fn.linkage = "internal"
         self.ins, self.outs = self.fn.args[:n_in], self.fn.args[n_in:n_in + n_out]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self._into_body = self.b.branch(self.fn.append_basic_block("body"))
-        self.b.position_at_end(self._into_body.operands[0])
+        body = self.fn.append_basic_block("body")
+        self._into_body = self.b.branch(body)       # entry: allocas (see slot)
+        self.b.position_at_end(body)
         self._malloc = loops.declare(ir, module, "malloc", self.ptr, [self.i64])
         self._free = loops.declare(ir, module, "free", ir.VoidType(), [self.ptr])
         self._buffers = []
@@ -138,11 +144,15 @@ class _Kernel:
 
     def buffer(self, count, itemsize=None):
         """A malloc'd buffer of `count` (int or i64) elements of `itemsize` bytes
-        (the dtype's), freed by `finish`."""
-        n = self.b.mul(self.const(count), self.const(itemsize or self.dtype.itemsize))
-        p = self.b.call(self._malloc, [self.b.add(n, self.const(16))])
-        self._buffers.append(p)
-        return p
+        (the dtype's), 64-byte aligned as NumPy's big arrays are, freed by
+        `finish`."""
+        b = self.b
+        n = b.mul(self.const(count), self.const(itemsize or self.dtype.itemsize))
+        raw = b.call(self._malloc, [b.add(n, self.const(_ALIGN))])
+        self._buffers.append(raw)
+        address = b.ptrtoint(raw, self.i64)
+        aligned = b.and_(b.add(address, self.const(_ALIGN - 1)), self.const(-_ALIGN))
+        return b.gep(raw, [b.sub(aligned, address)], inbounds=True, source_etype=self.i8)
 
     def at(self, p, index, typ=None):
         typ = typ or self.real
@@ -204,8 +214,225 @@ class _Kernel:
         nan = self.ir.Constant(self.real, float("nan"))
         self.loop(count, lambda k: self.b.store(nan, self.at(dst, self.b.add(offset, k))), "k")
 
-    def if_failed(self, info, then):
-        """then() when the INTEGER at `info` is not 0."""
-        with self.b.if_then(self.b.icmp_signed("!=", self.b.load(info, typ=self.i32),
-                                               self.ir.Constant(self.i32, 0)), likely=False):
-            then()
+    def if_else(self, info, failed, succeeded):
+        """failed() when the INTEGER at `info` is not 0, else succeeded()."""
+        bad = self.b.icmp_signed("!=", self.b.load(info, typ=self.i32),
+                                 self.ir.Constant(self.i32, 0))
+        with self.b.if_else(bad, likely=False) as (then, otherwise):
+            with then:
+                failed()
+            with otherwise:
+                succeeded()
+
+    def workspace(self, routine, args, work, iwork=None):
+        """Call `routine` as a workspace query (`args` hold lwork = -1, `work` and
+        `iwork` point at one element each) and return LAPACK's preferred sizes:
+        max(1, int(work[0])) as the eager impl reads it (truncated), and the same of
+        iwork[0] when given; i64 values."""
+        self.call(routine, args)
+        one = self.const(1)
+
+        def at_least_one(v):
+            return self.b.select(self.b.icmp_signed("<", v, one), one, v)
+        sizes = [at_least_one(self.b.fptosi(self.b.load(work, typ=self.real), self.i64))]
+        if iwork is not None:
+            sizes.append(at_least_one(self.load_int(iwork)))
+        return sizes
+
+
+def can_lower(eqn):
+    """A decomposition of float32/float64 array operands whose outputs are all
+    non-empty, or all empty (an empty batch: the caller makes them)."""
+    if eqn.primitive.name not in NAMES or any(type(a) is not Var for a in eqn.invars):
+        return False
+    if any(np.dtype(a.aval.dtype) not in _PREFIX for a in eqn.invars) or not available():
+        return False
+    sizes = [math.prod(v.aval.shape) for v in eqn.outvars]
+    return all(sizes) or not any(sizes)
+
+
+def routines(eqn):
+    """The names of the routines a lowered equation calls, e.g. ['dgeqrf', 'dorgqr']."""
+    prefix = _PREFIX[np.dtype(eqn.invars[0].aval.dtype)]
+    return [prefix + r for r in _CALLS[eqn.primitive.name]]
+
+
+def emit(ir, module, fname, eqn):
+    """Emit `fname_body` for a decomposition equation; returns the function."""
+    k = _Kernel(ir, module, fname, eqn)
+    _EMITTERS[eqn.primitive.name](k, *(a.aval.shape for a in eqn.invars), **eqn.params)
+    return k.finish()
+
+
+def _batch_size(shape):
+    return math.prod(shape[:-2])
+
+
+def _cholesky(k, shape):
+    """?potrf('L') per matrix; the strict upper triangle zeroed (as SciPy's wrapper
+    does with clean=1); NaN where info != 0."""
+    n, b = shape[-1], k.b
+    a, info, size = k.buffer(n * n), k.slot(k.i32), n * n
+
+    def matrix(e):
+        offset = b.mul(e, k.const(size))
+        k.to_columns(k.ins[0], offset, n, n, a, n)
+        k.call("potrf", [k.char("L"), k.integer(n), a, k.integer(n), info])
+        k.if_else(info, lambda: k.fill_nan(k.outs[0], offset, size),
+                  lambda: k.from_columns(a, n, n, n, k.outs[0], offset,
+                                         keep=lambda i, j: b.icmp_signed("<=", j, i)))
+    k.batch(_batch_size(shape), matrix)
+
+
+def _triangular_solve(k, a_shape, b_shape, *, left_side, lower, transpose_a, conjugate_a,
+                      unit_diagonal):
+    """BLAS ?trsm with alpha = 1 per pair of matrices (a real matrix: conjugate_a
+    changes nothing)."""
+    n, (m, cols), b = a_shape[-1], b_shape[-2:], k.b
+    a, x = k.buffer(n * n), k.buffer(m * cols)
+    alpha = k.slot(k.real, k.ir.Constant(k.real, 1.0))
+    flags = [k.char("L" if left_side else "R"), k.char("L" if lower else "U"),
+             k.char("T" if transpose_a else "N"), k.char("U" if unit_diagonal else "N")]
+
+    def pair(e):
+        k.to_columns(k.ins[0], b.mul(e, k.const(n * n)), n, n, a, n)
+        offset = b.mul(e, k.const(m * cols))
+        k.to_columns(k.ins[1], offset, m, cols, x, m)
+        k.call("trsm", flags + [k.integer(m), k.integer(cols), alpha, a, k.integer(n), x,
+                                k.integer(m)])
+        k.from_columns(x, m, m, cols, k.outs[0], offset)
+    k.batch(_batch_size(b_shape), pair)
+
+
+def _lu(k, shape):
+    """?getrf per matrix (info > 0, a singular matrix, still factors); pivots made
+    0-based, and the permutation they apply to 0..m-1."""
+    (m, n), b = shape[-2:], k.b
+    steps = min(m, n)
+    a, ipiv, info = k.buffer(m * n), k.buffer(steps, 4), k.slot(k.i32)
+    lu, pivots, permutation = k.outs
+
+    def matrix(e):
+        k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
+        k.call("getrf", [k.integer(m), k.integer(n), a, k.integer(m), ipiv, info])
+        k.from_columns(a, m, m, n, lu, b.mul(e, k.const(m * n)))
+        rows = b.mul(e, k.const(m))
+        k.loop(m, lambda t: b.store(b.trunc(t, k.i32), k.at(permutation, b.add(rows, t), k.i32)),
+               "t")
+
+        def swap(t):
+            j = b.sub(b.load(k.at(ipiv, t, k.i32), typ=k.i32), k.ir.Constant(k.i32, 1))
+            b.store(j, k.at(pivots, b.add(b.mul(e, k.const(steps)), t), k.i32))
+            p, q = k.at(permutation, b.add(rows, t), k.i32), \
+                k.at(permutation, b.add(rows, b.sext(j, k.i64)), k.i32)
+            pv, qv = b.load(p, typ=k.i32), b.load(q, typ=k.i32)
+            b.store(qv, p)
+            b.store(pv, q)
+        k.loop(steps, swap, "t")
+    k.batch(_batch_size(shape), matrix)
+
+
+def _qr(k, shape, *, full_matrices):
+    """?geqrf, then ?orgqr on a copy of the reflectors (columns past min(n, cols)
+    zero, as the impl passes them); r is the upper triangle of geqrf's first rows.
+    Workspace sizes from both routines' queries."""
+    (m, n), b = shape[-2:], k.b
+    steps = min(m, n)
+    cols = m if full_matrices else steps
+    kept = min(n, cols)
+    a, tau, q_buf, info = k.buffer(m * n), k.buffer(steps), k.buffer(m * cols), k.slot(k.i32)
+    probe, minus_one = k.slot(k.real), k.integer(-1)
+    (lwork_qr,) = k.workspace("geqrf", [k.integer(m), k.integer(n), a, k.integer(m), tau, probe,
+                                        minus_one, info], probe)
+    (lwork_q,) = k.workspace("orgqr", [k.integer(m), k.integer(cols), k.integer(steps), q_buf,
+                                       k.integer(m), tau, probe, minus_one, info], probe)
+    bigger = b.select(b.icmp_signed(">", lwork_qr, lwork_q), lwork_qr, lwork_q)
+    work = k.buffer(bigger)
+    q, r = k.outs
+    zero = k.ir.Constant(k.real, 0.0)
+
+    def matrix(e):
+        k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
+        k.call("geqrf", [k.integer(m), k.integer(n), a, k.integer(m), tau, work,
+                         k.integer(lwork_qr), info])
+        k.from_columns(a, m, cols, n, r, b.mul(e, k.const(cols * n)),
+                       keep=lambda i, j: b.icmp_signed(">=", j, i))
+        k.copy(a, k.const(0), q_buf, k.const(0), m * kept)
+        k.loop(m * (cols - kept), lambda t: b.store(zero, k.at(q_buf, b.add(t, k.const(m * kept)))),
+               "t")
+        k.call("orgqr", [k.integer(m), k.integer(cols), k.integer(steps), q_buf, k.integer(m),
+                         tau, work, k.integer(lwork_q), info])
+        k.from_columns(q_buf, m, m, cols, q, b.mul(e, k.const(m * cols)))
+    k.batch(_batch_size(shape), matrix)
+
+
+def _eigh(k, shape, *, lower):
+    """?syevd('V') per matrix with the queried workspace; NaN where info != 0."""
+    n, b = shape[-1], k.b
+    a, w_buf, info = k.buffer(n * n), k.buffer(n), k.slot(k.i32)
+    probe, iprobe, minus_one = k.slot(k.real), k.slot(k.i32), k.integer(-1)
+    head = [k.char("V"), k.char("L" if lower else "U"), k.integer(n), a, k.integer(n), w_buf]
+    lwork, liwork = k.workspace("syevd", head + [probe, minus_one, iprobe, minus_one, info],
+                                probe, iprobe)
+    work, iwork = k.buffer(lwork), k.buffer(liwork, 4)
+    v, w = k.outs
+
+    def matrix(e):
+        offset = b.mul(e, k.const(n * n))
+        k.to_columns(k.ins[0], offset, n, n, a, n)
+        k.call("syevd", head + [work, k.integer(lwork), iwork, k.integer(liwork), info])
+
+        def failed():
+            k.fill_nan(v, offset, n * n)
+            k.fill_nan(w, b.mul(e, k.const(n)), n)
+
+        def succeeded():
+            k.from_columns(a, n, n, n, v, offset)
+            k.copy(w_buf, k.const(0), w, b.mul(e, k.const(n)), n)
+        k.if_else(info, failed, succeeded)
+    k.batch(_batch_size(shape), matrix)
+
+
+def _svd(k, shape, *, full_matrices, compute_uv):
+    """?gesdd per matrix (jobz 'A', 'S' or 'N', leading dimensions as SciPy's
+    wrapper passes them) with the queried workspace; NaN where info != 0."""
+    (m, n), b = shape[-2:], k.b
+    steps = min(m, n)
+    u_rows, u_cols = (m, m if full_matrices else steps) if compute_uv else (1, 1)
+    vt_rows, vt_cols = (n if full_matrices else steps, n) if compute_uv else (1, 1)
+    jobz = ("A" if full_matrices else "S") if compute_uv else "N"
+    a, s_buf = k.buffer(m * n), k.buffer(steps)
+    u_buf, vt_buf = k.buffer(u_rows * u_cols), k.buffer(vt_rows * vt_cols)
+    iwork, info = k.buffer(8 * steps, 4), k.slot(k.i32)
+    head = [k.char(jobz), k.integer(m), k.integer(n), a, k.integer(m), s_buf, u_buf,
+            k.integer(u_rows), vt_buf, k.integer(vt_rows)]
+    probe = k.slot(k.real)
+    (lwork,) = k.workspace("gesdd", head + [probe, k.integer(-1), iwork, info], probe)
+    work = k.buffer(lwork)
+
+    def matrix(e):
+        k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
+        k.call("gesdd", head + [work, k.integer(lwork), iwork, info])
+        parts = [(k.outs[0], steps)]
+        if compute_uv:
+            parts += [(k.outs[1], u_rows * u_cols), (k.outs[2], vt_rows * vt_cols)]
+
+        def failed():
+            for out, size in parts:
+                k.fill_nan(out, b.mul(e, k.const(size)), size)
+
+        def succeeded():
+            k.copy(s_buf, k.const(0), k.outs[0], b.mul(e, k.const(steps)), steps)
+            if compute_uv:
+                k.from_columns(u_buf, u_rows, m, u_cols, k.outs[1],
+                               b.mul(e, k.const(m * u_cols)))
+                k.from_columns(vt_buf, vt_rows, vt_rows, n, k.outs[2],
+                               b.mul(e, k.const(vt_rows * n)))
+        k.if_else(info, failed, succeeded)
+    k.batch(_batch_size(shape), matrix)
+
+
+_EMITTERS = {"cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu,
+             "qr": _qr, "eigh": _eigh, "svd": _svd}
+_CALLS = {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
+          "qr": ("geqrf", "orgqr"), "eigh": ("syevd",), "svd": ("gesdd",)}
