@@ -158,6 +158,17 @@ def can_lower_alone(eqn):
     return blas.gemm_spec(eqn) is not None or indexing.can_lower(eqn)
 
 
+def calls_note(group):
+    """What a standalone kernel calls, for its label in `as_text`: ' (LAPACK
+    dgeqrf, dorgqr)' for a decomposition, else ''."""
+    eqn = group.eqns[0]
+    if eqn.primitive.name not in lapack.NAMES:
+        return ""
+    names = lapack.routines(eqn)
+    library = "BLAS" if eqn.primitive.name == "triangular_solve" else "LAPACK"
+    return f" ({library} {', '.join(names)})"
+
+
 def can_fuse(eqn):
     """Whether this backend has a loop-body emitter for `eqn` (primitive and dtypes)."""
     name = eqn.primitive.name
