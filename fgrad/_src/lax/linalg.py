@@ -44,11 +44,16 @@ import numpy as np
 from scipy.linalg import blas as _blas
 from scipy.linalg import lapack as _lapack
 
+from ..ad import defjvp, is_undefined
 from ..batching import axis_size_of
-from ..core import Primitive, ShapedArray, get_aval
+from ..core import Array, Primitive, ShapedArray, get_aval
 from ..errors import FgradTypeError
 from ._util import shapes_str
-from .slicing import batch_at
+from .dot_general import dot_general
+from .elementwise import add, convert_element_type, div, eq, mul, neg, sub
+from .reductions import reduce_sum
+from .shape_ops import expand_dims, transpose
+from .slicing import batch_at, iota, pad, slice_in_dim
 
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
 
@@ -364,3 +369,250 @@ def svd(a, full_matrices=True, compute_uv=True):
         s, u, vt = outs
         return u, s, vt
     return outs[0]
+
+
+# ----------------------------------------------------------------------------
+# Helpers for the derivative rules (operands share their leading batch dims)
+
+def _const(value, dtype):
+    return Array(np.asarray(value, dtype), False)
+
+
+def _mT(x):
+    """Swap the last two axes."""
+    nd = len(x.shape)
+    return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _mm(a, b):
+    """Batched matrix product over the shared leading dims."""
+    nd = len(a.shape)
+    batch = tuple(range(nd - 2))
+    return dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _tri(x, k, lower=True):
+    """x's lower triangle (below and on the k-th diagonal), or its upper one (on and
+    above the k-th diagonal), the rest zero."""
+    m, n = x.shape[-2:]
+    mask = np.tri(m, n, k) if lower else 1 - np.tri(m, n, k - 1)
+    return mul(x, _const(mask, x.dtype))
+
+
+def _diag(x):
+    """The main diagonal of each (square) matrix."""
+    n = x.shape[-1]
+    return reduce_sum(mul(x, _const(np.eye(n), x.dtype)), (len(x.shape) - 1,))
+
+
+def _symmetric_from(x, lower):
+    """The symmetric matrix whose `lower` (or upper) triangle is x's."""
+    if lower:
+        return add(_tri(x, 0), _mT(_tri(x, -1)))
+    return add(_tri(x, 0, lower=False), _mT(_tri(x, 1, lower=False)))
+
+
+def _inverse_gaps(v):
+    """F[..., i, j] = 1 / (v[j] - v[i]) off the diagonal, 0 on it: inf where two
+    values are equal (there the derivative does not exist)."""
+    n = v.shape[-1]
+    nd = len(v.shape)
+    gaps = sub(expand_dims(v, (nd - 1,)), expand_dims(v, (nd,)))
+    eye = np.eye(n)
+    safe = add(gaps, _const(eye, v.dtype))     # the diagonal gaps are exactly 0
+    return mul(div(1.0, safe), _const(1 - eye, v.dtype))
+
+
+# ----------------------------------------------------------------------------
+# cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal
+# (Murray 2016); dA is the symmetric matrix the tangent's lower triangle makes.
+
+def _cholesky_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    l = cholesky_p.bind(a)
+    if da is None:
+        return l, None
+    n = a.shape[-1]
+    y = triangular_solve(l, _symmetric_from(da, True), left_side=True, lower=True)
+    x = triangular_solve(l, y, left_side=False, lower=True, transpose_a=True)
+    phi = mul(x, _const(np.tri(n, n, -1) + 0.5 * np.eye(n), a.dtype))
+    return l, _mm(l, phi)
+
+
+cholesky_p.jvp = _cholesky_jvp
+
+
+# ----------------------------------------------------------------------------
+# triangular_solve: linear in b; in a, d(op(a)^-1) = -op(a)^-1 op(da) op(a)^-1
+
+def _op(x, transpose_a):
+    return _mT(x) if transpose_a else x
+
+
+def _triangle_read(da, lower, unit_diagonal):
+    """The part of a tangent that triangular_solve reads."""
+    offset = int(unit_diagonal) * (-1 if lower else 1)
+    return _tri(da, offset, lower)
+
+
+def _triangular_solve_jvp_a(g, x, a, b, *, left_side, lower, transpose_a, conjugate_a,
+                            unit_diagonal):
+    dop = _op(_triangle_read(g, lower, unit_diagonal), transpose_a)
+    rhs = _mm(dop, x) if left_side else _mm(x, dop)
+    return neg(triangular_solve_p.bind(
+        a, rhs, left_side=left_side, lower=lower, transpose_a=transpose_a,
+        conjugate_a=conjugate_a, unit_diagonal=unit_diagonal))
+
+
+def _triangular_solve_transpose(ct, a, b, *, left_side, lower, transpose_a, conjugate_a,
+                                unit_diagonal):
+    if is_undefined(a):
+        raise TypeError("triangular_solve is linear in b only; a must be known to transpose")
+    return [None, triangular_solve_p.bind(a, ct, left_side=left_side, lower=lower,
+                                          transpose_a=not transpose_a,
+                                          conjugate_a=conjugate_a,
+                                          unit_diagonal=unit_diagonal)]
+
+
+defjvp(triangular_solve_p, _triangular_solve_jvp_a,
+       lambda g, x, a, b, **params: triangular_solve_p.bind(a, g, **params))
+triangular_solve_p.transpose = _triangular_solve_transpose
+
+
+# ----------------------------------------------------------------------------
+# lu: with l, u padded to square (identity in the padding), X = l^-1 P da u^-1
+# gives dl = l tril(X, -1) and du = triu(X) u, packed as one tangent of lu.
+
+def _permutation_matrix(perm, dtype):
+    """P with P @ a == a[perm] (perm along the last axis)."""
+    m = perm.shape[-1]
+    nd = len(perm.shape)
+    cols = iota(perm.dtype, tuple(perm.shape) + (m,), nd)
+    return convert_element_type(eq(expand_dims(perm, (nd,)), cols), dtype)
+
+
+def _padded_factors(lu_packed):
+    m, n = lu_packed.shape[-2:]
+    k = min(m, n)
+    nd = len(lu_packed.shape)
+    zero = _const(0, lu_packed.dtype)
+    l = _tri(slice_in_dim(lu_packed, 0, k, axis=nd - 1), -1)
+    if m > k:
+        l = pad(l, zero, [(0, 0, 0)] * (nd - 1) + [(0, m - k, 0)])
+    l = add(l, _const(np.eye(m), l.dtype))
+    u = _tri(slice_in_dim(lu_packed, 0, k, axis=nd - 2), 0, lower=False)
+    if n > k:
+        u = pad(u, zero, [(0, 0, 0)] * (nd - 2) + [(0, n - k, 0), (0, 0, 0)])
+        u = add(u, _const(np.diag([0.0] * k + [1.0] * (n - k)), u.dtype))
+    return l, u
+
+
+def _lu_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    lu_packed, pivots, perm = lu_p.bind(a)
+    if da is None:
+        return [lu_packed, pivots, perm], [None, None, None]
+    l, u = _padded_factors(lu_packed)
+    pda = _mm(_permutation_matrix(perm, a.dtype), da)
+    la = triangular_solve(l, pda, left_side=True, lower=True, unit_diagonal=True)
+    x = triangular_solve(u, la, left_side=False, lower=False)
+    dlu = add(_mm(l, _tri(x, -1)), _mm(_tri(x, 0, lower=False), u))
+    return [lu_packed, pivots, perm], [dlu, None, None]
+
+
+lu_p.jvp = _lu_jvp
+
+
+# ----------------------------------------------------------------------------
+# qr (Giles 2008 / Walter & Lehmann): with R1 = r[:, :k], C = q^T da[:, :k] R1^-1 and
+# the skew matrix W = tril(C, -1) - tril(C, -1)^T: dq = (da[:, :k] R1^-1 - q C) + q W,
+# dr = q^T da - W r. Singular R1 (rank-deficient a) gives inf/NaN.
+
+def _qr_jvp(primals, tangents, *, full_matrices):
+    (a,), (da,) = primals, tangents
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
+    if da is None:
+        return [q, r], [None, None]
+    if full_matrices and m > n:
+        raise NotImplementedError(
+            "qr: the derivative of the complete q (full_matrices=True, more rows than "
+            "columns) is not defined: its last m - n columns are any orthonormal basis of "
+            "the complement. Use the reduced decomposition (mode='reduced').")
+    nd = len(a.shape)
+    r1 = slice_in_dim(r, 0, k, axis=nd - 1)
+    da1 = slice_in_dim(da, 0, k, axis=nd - 1)
+    da_rinv = triangular_solve(r1, da1, left_side=False, lower=False)
+    c = _mm(_mT(q), da_rinv)
+    low = _tri(c, -1)
+    w = sub(low, _mT(low))
+    dq = add(sub(da_rinv, _mm(q, c)), _mm(q, w))
+    dr = sub(_mm(_mT(q), da), _mm(w, r))
+    return [q, r], [dq, dr]
+
+
+qr_p.jvp = _qr_jvp
+
+
+# ----------------------------------------------------------------------------
+# eigh: with dA the symmetric tangent (from the triangle read) and P = v^T dA v:
+# dw = diag(P), dv = v (F * P), F[i, j] = 1 / (w[j] - w[i]); inf/NaN at repeated
+# eigenvalues, where the eigenvectors are not differentiable.
+
+def _eigh_jvp(primals, tangents, *, lower):
+    (a,), (da,) = primals, tangents
+    v, w = eigh_p.bind(a, lower=lower)
+    if da is None:
+        return [v, w], [None, None]
+    p = _mm(_mT(v), _mm(_symmetric_from(da, lower), v))
+    dv = _mm(v, mul(_inverse_gaps(w), p))
+    return [v, w], [dv, _diag(p)]
+
+
+eigh_p.jvp = _eigh_jvp
+
+
+# ----------------------------------------------------------------------------
+# svd (Townsend 2016): with a = u s v^T reduced, P = u^T da v, F[i, j] =
+# 1 / (s[j]^2 - s[i]^2): ds = diag(P),
+#   du = u (F * (P s + s P^T)) + (I - u u^T) da v / s,
+#   dv = v (F * (s P + P^T s)) + (I - v v^T) da^T u / s.
+# Repeated singular values give inf/NaN in du, dv; so does a zero singular value
+# when the complement term is present (m != n); ds is defined everywhere but at
+# repeated values' crossings (there it is one-sided, as the sort's).
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
+    (a,), (da,) = primals, tangents
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    if da is None:
+        outs = svd_p.bind(a, full_matrices=full_matrices, compute_uv=compute_uv)
+        return outs, [None] * len(outs)
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(
+            "svd: the derivative of the complete singular vectors (full_matrices=True) of "
+            "a non-square matrix is not defined: the extra columns are any orthonormal "
+            "basis of the complement. Use full_matrices=False.")
+    s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
+    v = _mT(vt)
+    p = _mm(_mT(u), _mm(da, v))
+    ds = _diag(p)
+    if not compute_uv:
+        return [s], [ds]
+    nd = len(a.shape)
+    s_row = expand_dims(s, (nd - 2,))          # s[j] along a row
+    s_col = expand_dims(s, (nd - 1,))          # s[i] down a column
+    f = _inverse_gaps(mul(s, s))
+    du = _mm(u, mul(f, add(mul(p, s_row), mul(s_col, _mT(p)))))
+    dv = _mm(v, mul(f, add(mul(s_col, p), mul(_mT(p), s_row))))
+    if m > k:
+        dav = div(_mm(da, v), s_row)
+        du = add(du, sub(dav, _mm(u, _mm(_mT(u), dav))))
+    if n > k:
+        datu = div(_mm(_mT(da), u), s_row)
+        dv = add(dv, sub(datu, _mm(v, _mm(vt, datu))))
+    return [s, u, vt], [ds, du, _mT(dv)]
+
+
+svd_p.jvp = _svd_jvp
