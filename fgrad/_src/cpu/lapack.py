@@ -175,16 +175,17 @@ class _Kernel:
 
     def to_columns(self, src, offset, rows, cols, dst, ld):
         """dst[i + j*ld] = src[offset + i*cols + j]: a row-major (rows, cols) matrix
-        into a column-major buffer."""
+        into a column-major buffer, written in order (reading with a stride is the
+        cheap side: writing 2 KB apart made a 256x256 copy 2-3x slower)."""
         b = self.b
 
-        def row(i):
-            def column(j):
+        def column(j):
+            def row(i):
                 v = b.load(self.at(src, b.add(offset, b.add(b.mul(i, self.const(cols)), j))),
                            typ=self.real)
                 b.store(v, self.at(dst, b.add(i, b.mul(j, self.const(ld)))))
-            self.loop(cols, column, "j")
-        self.loop(rows, row, "i")
+            self.loop(rows, row, "i")
+        self.loop(cols, column, "j")
 
     def from_columns(self, src, ld, rows, cols, dst, offset, keep=None):
         """dst[offset + i*cols + j] = src[i + j*ld] (or 0 where keep(i, j), an i1,
