@@ -50,3 +50,5 @@ pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
 newaxis = None
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))
+
+from fgrad.numpy import linalg  # noqa: E402,F401  (fgrad.numpy.linalg, as numpy.linalg)
