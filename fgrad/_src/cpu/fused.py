@@ -1245,8 +1245,9 @@ SPLIT_WORK = 100_000
 def parallel_plan(seg, info_of):
     """How the segment `seg` shares work with the worker pool (a program.Parallel),
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
-    loop may be split. Not with a product big enough for OpenBLAS's own threads
-    (they and ours would oversubscribe the cores), nor with a native loop."""
+    loop may be split. Not with a product or a decomposition big enough for
+    OpenBLAS's own threads (they and ours would oversubscribe the cores), nor
+    with a native loop."""
     n = _split_threads()
     if n < 2:
         return None
@@ -1262,6 +1263,8 @@ def parallel_plan(seg, info_of):
             if not blas.is_small(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
+        if eqn.primitive.name in lapack.NAMES and lapack.work(eqn) >= blas.SMALL_GEMM:
+            return None            # SciPy's OpenBLAS runs it on its own threads
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:
@@ -1327,7 +1330,8 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         tables += [(n, [canonical(v) for v in seg.imported], [canonical(v) for v in seg.exported],
                     seg.workspace) for seg, n in zip(segments, segment_names)]
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
-                                 f"{threads.num_threads()} blas {blas.available()}")
+                                 f"{threads.num_threads()} blas {blas.available()} "
+                                 f"lapack {lapack.available()}")
     found = engine.load_alias(alias, entries) if alias else None
     if found is not None:
         # the code was compiled for these infos and plans (they set loop bounds and
