@@ -256,3 +256,34 @@ def test_workspaces_are_freed_on_every_path():
     assert done.returncode == 0, done.stderr[-2000:]
     first, last = map(float, done.stdout.split())
     assert last - first < 20, f"RSS grew from {first:.0f} MB to {last:.0f} MB"
+
+
+_CACHED_SCRIPT = """
+import hashlib
+import numpy as np
+import optree
+import fgrad
+from fgrad._src.lax import linalg
+a = np.random.default_rng(0).standard_normal((3, 6, 5))
+f = lambda a: (linalg.qr(a), linalg.svd(a), linalg.lu(a))
+g = fgrad.jit(f)
+out = [np.asarray(x) for x in optree.tree_leaves(g(a))]
+same = all(np.array_equal(x, np.asarray(y)) for x, y in zip(out, optree.tree_leaves(f(a))))
+stats = next(iter(g._cache.values())).executable.compile_stats
+print(same, stats.cache_hit, hashlib.sha256(b"".join(x.tobytes() for x in out)).hexdigest())
+"""
+
+
+def test_a_new_process_runs_cached_lapack_code(tmp_path):
+    """Code calling LAPACK is loaded from the disk cache by MCJIT in a new process
+    (the routines' addresses are that process's): same results, same bits."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    runs = [subprocess.run([sys.executable, "-c", _CACHED_SCRIPT], capture_output=True,
+                           text=True, timeout=300, env=env) for _ in range(2)]
+    for done in runs:
+        assert done.returncode == 0, done.stderr[-2000:]
+    (same0, hit0, bits0), (same1, hit1, bits1) = (done.stdout.split() for done in runs)
+    assert (same0, same1, hit0, hit1) == ("True", "True", "False", "True")
+    assert bits0 == bits1
+    assert list((tmp_path / "cpu").glob("*.o")) and list((tmp_path / "cpu").glob("*.alias"))
