@@ -191,7 +191,7 @@ def test_native_loops_and_derivative_programs_call_lapack():
     np.testing.assert_allclose(jit(g)(a, y), g(a, y), rtol=1e-12, atol=1e-14)
 
 
-def test_a_big_decomposition_keeps_fgrads_workers_out_of_its_segment(monkeypatch):
+def test_a_decomposition_keeps_fgrads_workers_out_of_its_segment(monkeypatch):
     monkeypatch.setenv("FGRAD_NUM_THREADS", "2")
     x = np.linspace(0.0, 1.0, 512 * 512).reshape(512, 512)
 

@@ -1245,9 +1245,11 @@ SPLIT_WORK = 100_000
 def parallel_plan(seg, info_of):
     """How the segment `seg` shares work with the worker pool (a program.Parallel),
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
-    loop may be split. Not with a product or a decomposition big enough for
-    OpenBLAS's own threads (they and ours would oversubscribe the cores), nor
-    with a native loop."""
+    loop may be split. Not with a product big enough for OpenBLAS's own threads
+    (they and ours would oversubscribe the cores), nor with a decomposition
+    (SciPy's OpenBLAS, whose thread count we leave alone, may use its threads even
+    for 32x32 solves; on a busy machine our waiting workers made a batch of small
+    inverses 20x slower), nor with a native loop."""
     n = _split_threads()
     if n < 2:
         return None
@@ -1263,8 +1265,8 @@ def parallel_plan(seg, info_of):
             if not blas.is_small(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
-        if eqn.primitive.name in lapack.NAMES and lapack.work(eqn) >= blas.SMALL_GEMM:
-            return None            # SciPy's OpenBLAS runs it on its own threads
+        if eqn.primitive.name in lapack.NAMES:
+            return None            # SciPy's OpenBLAS may run it on threads of its own
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:

@@ -258,18 +258,6 @@ def routines(eqn):
     return [prefix + r for r in _CALLS[eqn.primitive.name]]
 
 
-def work(eqn):
-    """Estimated multiply-adds of a lowered equation: batch x m x n x min(m, n) of
-    its (first) matrix, or of the right-hand sides for a triangular solve."""
-    shape = eqn.invars[-1].aval.shape if eqn.primitive.name == "triangular_solve" \
-        else eqn.invars[0].aval.shape
-    *_, m, n = shape
-    if eqn.primitive.name == "triangular_solve":
-        side = m if eqn.params["left_side"] else n
-        return _batch_size(shape) * m * n * side
-    return _batch_size(shape) * m * n * min(m, n)
-
-
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a decomposition equation; returns the function."""
     k = _Kernel(ir, module, fname, eqn)
