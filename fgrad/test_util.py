@@ -6,6 +6,10 @@ random output cotangent u is checked through <u, J v> = <Jᵀu, v>, with J v fro
 central differences. Higher orders recurse on the derivative functions
 themselves (x ↦ jvp(f, x, v) and x ↦ vjp(f, x)(u)). Use float64 inputs: float32
 is too coarse for finite differences (looser tolerances apply).
+
+Complex inputs are perturbed in both parts, and cotangents pair with tangents as
+Re(sum(ct * t)) (fgrad's convention, see fgrad.grad), so the reverse check covers
+the derivatives with respect to real and imaginary parts alike.
 """
 import numpy as np
 
@@ -17,7 +21,18 @@ _DEFAULTS = {  # dtype: (eps, atol, rtol)
     np.dtype("float64"): (1e-4, 1e-6, 1e-5),
     np.dtype("float32"): (3e-3, 3e-2, 3e-2),
     np.dtype("float16"): (1e-1, 3e-1, 3e-1),
+    np.dtype("complex128"): (1e-4, 1e-6, 1e-5),
+    np.dtype("complex64"): (3e-3, 3e-2, 3e-2),
 }
+
+
+def _inexact(x):
+    return x.dtype.kind in "fc"
+
+
+def _wide(x):
+    """x in float64 or complex128, for finite differences and comparisons."""
+    return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
 
 
 def _np(x):
@@ -29,7 +44,7 @@ def _float_leaves(tree):
 
 
 def _tolerances(args, eps, atol, rtol):
-    kinds = [x.dtype for x in _float_leaves(args) if x.dtype.kind == "f"]
+    kinds = [x.dtype for x in _float_leaves(args) if _inexact(x)]
     worst = min(kinds, key=lambda d: d.itemsize) if kinds else np.dtype("float64")
     e, a, r = _DEFAULTS.get(worst, _DEFAULTS[np.dtype("float64")])
     return (eps or e), (atol or a), (rtol or r)
@@ -38,8 +53,11 @@ def _tolerances(args, eps, atol, rtol):
 def _random_like(tree, rng):
     def draw(x):
         x = _np(x)
-        if x.dtype.kind != "f":
+        if not _inexact(x):
             return np.zeros(x.shape, x.dtype)
+        if x.dtype.kind == "c":
+            return (rng.standard_normal(x.shape) + 1j * rng.standard_normal(x.shape)
+                    ).astype(x.dtype)
         return rng.standard_normal(x.shape).astype(x.dtype)
     return tree_util.map(draw, tree)
 
@@ -47,19 +65,18 @@ def _random_like(tree, rng):
 def _axpy(a, v, x):
     """x + a·v on pytrees of arrays (integer leaves stay as they are)."""
     return tree_util.map(lambda xi, vi: _np(xi) + (a * _np(vi)).astype(_np(xi).dtype)
-                         if _np(xi).dtype.kind == "f" else xi, x, v)
+                         if _inexact(_np(xi)) else xi, x, v)
 
 
 def _inner(a, b):
-    return sum(float(np.sum(_np(x).astype(np.float64) * _np(y).astype(np.float64)))
+    return sum(float(np.real(np.sum(_wide(_np(x)) * _wide(_np(y)))))
                for x, y in zip(_float_leaves(a), _float_leaves(b)))
 
 
 def _numerical_jvp(f, args, v, eps):
     plus = f(*_axpy(eps, v, args))
     minus = f(*_axpy(-eps, v, args))
-    return tree_util.map(lambda p, m: (_np(p).astype(np.float64) - _np(m).astype(np.float64))
-                         / (2 * eps), plus, minus)
+    return tree_util.map(lambda p, m: (_wide(_np(p)) - _wide(_np(m))) / (2 * eps), plus, minus)
 
 
 def _assert_close(what, got, expected, atol, rtol):
@@ -69,9 +86,9 @@ def _assert_close(what, got, expected, atol, rtol):
     for g, e in zip(got_leaves, exp_leaves):
         if g.shape != e.shape:
             raise AssertionError(f"{what}: shape {g.shape} vs expected {e.shape}")
-        if g.dtype.kind != "f" and e.dtype.kind != "f":
+        if not _inexact(g) and not _inexact(e):
             continue
-        g64, e64 = g.astype(np.float64), e.astype(np.float64)
+        g64, e64 = _wide(g), _wide(e)
         if not np.allclose(g64, e64, atol=atol, rtol=rtol, equal_nan=True):
             err = np.max(np.abs(g64 - e64)) if g64.size else 0.0
             raise AssertionError(

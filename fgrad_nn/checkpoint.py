@@ -16,8 +16,12 @@ still load.
 
 Leaves come back as NumPy arrays (every fgrad function accepts them), with the
 exact bits, dtype and shape saved: bool, int8-int64, uint8-uint64, float16,
-float32, float64; 0-d and empty arrays included. Python scalars are saved as
-0-d arrays.
+float32, float64, complex64, complex128; 0-d and empty arrays included. Python
+scalars are saved as 0-d arrays. safetensors has no complex dtype: a complex
+leaf is stored as its real view (F32 or F64, with a trailing axis of 2 holding
+the real and imaginary parts), and the header's `complex` field lists those
+tensors (such files are format version 3, which older readers refuse rather than
+load the real views as they are).
 """
 import json
 import os
@@ -33,10 +37,12 @@ __all__ = ["CheckpointError", "save", "load", "load_metadata"]
 
 _FORMAT = "fgrad.checkpoint"
 _VERSION = "2"
-_READABLE_VERSIONS = ("1", "2")   # version 1 files have no header checksum
+_COMPLEX_VERSION = "3"            # version 2 plus complex leaves stored as real views
+_READABLE_VERSIONS = ("1", "2", "3")   # version 1 files have no header checksum
 _DTYPES = frozenset(np.dtype(t) for t in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-    np.uint64, np.float16, np.float32, np.float64))
+    np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128))
+_COMPLEX_PARTS = {np.dtype(np.complex64): np.dtype("<f4"), np.dtype(np.complex128): np.dtype("<f8")}
 _KEY_TYPES = (str, int, float, bool)
 _NAMESPACE = "fgrad"
 _CHUNK = 1 << 24
@@ -130,7 +136,11 @@ def _as_saveable(name, leaf):
                               f"a checkpoint cannot hold; supported: "
                               f"{sorted(d.name for d in _DTYPES)}")
     # (np.ascontiguousarray would turn a 0-d array into shape (1,))
-    return np.require(array.astype(array.dtype.newbyteorder("<"), copy=False), requirements="C")
+    array = np.require(array.astype(array.dtype.newbyteorder("<"), copy=False), requirements="C")
+    parts = _COMPLEX_PARTS.get(array.dtype.newbyteorder("="))
+    if parts is not None:   # (re, im) pairs along a new last axis
+        array = array.reshape(array.shape + (1,)).view(parts)
+    return array
 
 
 def _crc(array):
@@ -141,6 +151,7 @@ def _serialize(tree, metadata):
     import safetensors.numpy
 
     leaves, _, names, description = _flatten(tree)
+    complex_names = [n for n, leaf in zip(names, leaves) if np.asarray(leaf).dtype.kind == "c"]
     seen = set()
     for name in names:
         if name in seen or name == "__metadata__":
@@ -148,9 +159,11 @@ def _serialize(tree, metadata):
                                   f"is reserved); rename the dict keys containing '.'")
         seen.add(name)
     tensors = {name: _as_saveable(name, leaf) for name, leaf in zip(names, leaves)}
-    header = {"format": _FORMAT, "version": _VERSION,
+    header = {"format": _FORMAT, "version": _COMPLEX_VERSION if complex_names else _VERSION,
               "tree": json.dumps(description),
               "crc32": json.dumps({n: _crc(a) for n, a in tensors.items()})}
+    if complex_names:
+        header["complex"] = json.dumps(complex_names)
     if metadata is not None:
         try:
             header["user"] = json.dumps(metadata)
@@ -314,7 +327,33 @@ def _read(path):
             raise CheckpointError(f"{path}: corrupt checkpoint: tensor {name!r} fails its "
                                   f"CRC-32 check (the data bytes were changed)")
     tensors = {n: a.astype(a.dtype.newbyteorder("="), copy=True) for n, a in tensors.items()}
+    for name in _complex_names(path, meta, tensors):
+        tensors[name] = _as_complex(path, name, tensors[name])
     return path, names, description, tensors
+
+
+def _complex_names(path, meta, tensors):
+    """The tensors that hold complex leaves as real views (version 3's `complex`)."""
+    if "complex" not in meta:
+        return []
+    try:
+        names = json.loads(meta["complex"])
+        if not (isinstance(names, list) and all(isinstance(n, str) and n in tensors
+                                                for n in names)):
+            raise ValueError("not a list of tensor names")
+    except (TypeError, ValueError, RecursionError) as e:
+        raise CheckpointError(f"{path}: corrupt checkpoint: the list of complex tensors is "
+                              f"malformed ({e})") from None
+    return names
+
+
+def _as_complex(path, name, array):
+    """A complex array from its real view (last axis: real and imaginary parts)."""
+    if array.dtype not in (np.float32, np.float64) or array.ndim == 0 or array.shape[-1] != 2:
+        raise CheckpointError(f"{path}: corrupt checkpoint: complex tensor {name!r} is stored "
+                              f"as {_signature(array)}, not float32/float64 pairs")
+    dtype = np.complex64 if array.dtype == np.float32 else np.complex128
+    return np.ascontiguousarray(array).view(dtype).reshape(array.shape[:-1])
 
 
 def _signature(array):

@@ -57,6 +57,8 @@ class Arg(NamedTuple):
             v = rng.integers(-2, 3, shape).astype(float)
         else:
             v = rng.standard_normal(shape)
+        if dt.kind == "c":  # the domain's values turned by a random angle
+            v = v * np.exp(1j * rng.uniform(-np.pi, np.pi, shape))
         return np.asarray(v).astype(dt)
 
 
@@ -118,6 +120,23 @@ case("convert_element_type", "f2f32", lambda x: lax.convert_element_type(x, f32)
 case("bitcast_convert_type", "f2i", lambda x: lax.bitcast_convert_type(x, i64), F(2, 3))
 case("bitcast_convert_type", "i2f32", lambda x: lax.bitcast_convert_type(x, f32),
      I(3, lo=0, hi=2 ** 20))
+
+# Element-wise: complex numbers
+
+c64, c128 = np.dtype("complex64"), np.dtype("complex128")
+for _name in ("real", "imag", "conj", "exp", "abs", "sqrt", "neg"):
+    case(_name, "c128", getattr(lax, _name), F(2, 3, domain="pos", dtype=c128))
+case("real", "c64", lax.real, F(3, dtype=c64))
+for _name in ("asin", "acos", "atan", "asinh", "acosh", "atanh"):
+    case(_name, "c128", getattr(lax, _name), F(2, 3, domain="unit", dtype=c128))
+case("asin", "f64", lax.asin, F(4, domain="unit"))
+case("complex", "same", lax.complex, F(2, 3), F(2, 3))
+case("complex", "bcast", lax.complex, F(2, 1, dtype=f32), F(3, dtype=f32))
+case("mul", "c64", lax.mul, F(2, 3, dtype=c64), F(3, dtype=c64))
+case("div", "c128", lax.div, F(3, 1, dtype=c128), F(1, 2, domain="pos", dtype=c128))
+case("convert_element_type", "f2c", lambda x: lax.convert_element_type(x, c128), F(2, 3))
+case("convert_element_type", "c2f", lambda x: lax.convert_element_type(x, f32),
+     F(2, 3, dtype=c64))
 
 # Element-wise: binary, with NumPy broadcasting between operands of different ranks
 
@@ -316,6 +335,9 @@ case("eigh", "w", lambda x: lax.linalg.eigh(x)[1], F(3, 3))
 case("eigh", "v_upper", lambda x: lax.linalg.eigh(_spd(x), lower=False)[0], F(3, 3))
 case("svd", "s", lambda x: lax.linalg.svd(x, compute_uv=False), F(4, 3))
 case("svd", "u_full", lambda x: lax.linalg.svd(x)[0], F(3, 4))
+case("eig", "w", lambda x: lax.linalg.eig(x, compute_right_eigenvectors=False)[0], F(3, 3))
+case("eig", "vr", lambda x: lax.linalg.eig(x)[1], F(3, 3))
+case("eig", "vl", lambda x: lax.linalg.eig(x, True, False)[1], F(3, 3))
 case("svd", "vt_reduced", lambda x: lax.linalg.svd(x, full_matrices=False)[2], F(4, 3))
 
 # Control flow (a batched predicate or index selects per member)

@@ -13,12 +13,12 @@ from fgrad_nn import checkpoint
 from fgrad_nn.checkpoint import CheckpointError
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-          np.uint64, np.float16, np.float32, np.float64]
+          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
 
 
 def sample(dtype, shape, rng):
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":   # every bit pattern: NaNs with payloads, infinities, subnormals
+    if dtype.kind in "fc":   # every bit pattern: NaNs with payloads, infinities, subnormals
         raw = rng.integers(0, 256, size=int(np.prod(shape)) * dtype.itemsize, dtype=np.uint8)
         return raw.view(dtype).reshape(shape)
     if dtype.kind == "b":
@@ -142,8 +142,8 @@ def test_metadata_round_trip(tmp_path):
 
 
 def test_bad_leaves_and_names_are_refused(tmp_path):
-    with pytest.raises(CheckpointError, match="leaf 'z' has dtype complex128"):
-        checkpoint.save(tmp_path / "c", {"z": np.zeros(2, complex)})
+    with pytest.raises(CheckpointError, match="leaf 'z' has dtype complex256"):
+        checkpoint.save(tmp_path / "c", {"z": np.zeros(2, np.clongdouble)})
     with pytest.raises(CheckpointError, match="share the name 'a.b'"):
         checkpoint.save(tmp_path / "c", {"a.b": np.zeros(1), "a": {"b": np.zeros(1)}})
     assert not os.path.exists(tmp_path / "c")
@@ -469,3 +469,41 @@ def test_saving_through_a_dangling_symlink_creates_its_target(tmp_path):
     checkpoint.save(link, {"w": np.ones(3)})
     assert link.is_symlink()
     assert bits_equal(checkpoint.load(tmp_path / "new")["w"], np.ones(3))
+
+
+# -- complex leaves ----------------------------------------------------------------------
+
+def test_complex_leaves_are_real_views_with_a_trailing_axis_of_two(tmp_path):
+    import safetensors.numpy
+    z = np.array([[1 + 2j, -0.5j], [np.nan + 1j, 3.0]], np.complex64)
+    path = tmp_path / "z.safetensors"
+    checkpoint.save(path, {"z": fnp.asarray(z), "s": np.complex128(2 - 1j), "x": np.ones(2)})
+    raw = safetensors.numpy.load_file(str(path))     # any safetensors reader
+    assert raw["z"].dtype == np.float32 and raw["z"].shape == (2, 2, 2)
+    np.testing.assert_array_equal(raw["z"][..., 0], z.real)
+    np.testing.assert_array_equal(raw["z"][..., 1], z.imag)
+    assert raw["s"].dtype == np.float64 and raw["s"].shape == (2,)
+    header, _ = split_file(path)
+    assert header["__metadata__"]["version"] == "3"
+    assert sorted(json.loads(header["__metadata__"]["complex"])) == ["s", "z"]
+    out = checkpoint.load(path)
+    assert bits_equal(out["z"], z) and bits_equal(out["s"], np.array(2 - 1j))
+    assert bits_equal(out["x"], np.ones(2))
+
+
+def test_real_only_checkpoints_keep_version_2(saved):
+    header, _ = split_file(saved)
+    assert header["__metadata__"]["version"] == "2" and "complex" not in header["__metadata__"]
+
+
+@pytest.mark.parametrize("complex_field", ['["w", "nope"]', '{"w": 1}', 'not json'])
+def test_malformed_complex_list_raises(saved, complex_field):
+    forge(saved, set_meta("complex", complex_field))
+    with pytest.raises(CheckpointError, match="complex tensors is malformed"):
+        checkpoint.load(saved)
+
+
+def test_complex_list_naming_a_non_pair_tensor_raises(saved):
+    forge(saved, set_meta("complex", '["w"]'))     # w is float32[64]: not (re, im) pairs
+    with pytest.raises(CheckpointError, match="not float32/float64 pairs"):
+        checkpoint.load(saved)

@@ -123,6 +123,10 @@ def assert_same(got, want, ulps=0, what=""):
     got, want = np.asarray(got), np.asarray(want)
     assert (got.dtype, got.shape) == (want.dtype, want.shape), \
         f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}"
+    if got.dtype.kind == "c":     # each part on its own
+        assert_same(got.real, want.real, ulps, what + " (real part)")
+        assert_same(got.imag, want.imag, ulps, what + " (imaginary part)")
+        return
     if got.dtype.kind != "f":
         bad = got != want
     else:
@@ -841,8 +845,139 @@ def _iota(data):
     assert_same(eager, want, what=f"iota {dt} {n} eager vs NumPy")
 
 
+LINALG_DTYPES = [np.dtype(d) for d in ("float32", "float64", "complex64", "complex128")]
+
+
+def _as_real_view(x):
+    """Complex arrays as their float parts (so bits compare as floats do)."""
+    x = np.asarray(x)
+    return x.view(x.real.dtype) if x.dtype.kind == "c" and x.size else x.real if \
+        x.dtype.kind == "c" else x
+
+
+def _matrices(data, dt, shape, kind):
+    """Finite matrices of `shape` at a drawn scale: random, singular (a zero row),
+    or Hermitian positive definite."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 32 - 1)))
+    x = rng.standard_normal(shape)
+    if dt.kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    x = x * data.draw(st.sampled_from([1.0, 1e-3, 1e3]))
+    if kind == "singular" and shape[-2] > 1:
+        x[..., 0, :] = 0
+    if kind == "positive" and shape[-1]:
+        x = x @ np.conj(np.swapaxes(x, -1, -2)) + shape[-1] * np.abs(x).max(initial=0) ** 2 * \
+            np.eye(shape[-1])
+    return x.astype(dt)
+
+
+def _close_to(got, want, dt, scale, what):
+    """Within a few thousand roundings of the operands' magnitude."""
+    tol = 4096 * np.finfo(dt).eps * max(scale, np.finfo(dt).tiny)
+    err = np.max(np.abs(np.asarray(got, complex) - np.asarray(want, complex)), initial=0.0)
+    assert err <= tol, f"{what}: off by {err:.3g} (tolerance {tol:.3g})"
+
+
+def _linalg(data):
+    """Each decomposition: jit equals eager bit for bit (the same LAPACK call runs);
+    eager agrees with NumPy (values, or the factors multiplied back)."""
+    from fgrad.lax import linalg as la
+    dt = data.draw(st.sampled_from(LINALG_DTYPES))
+    batch = data.draw(st.sampled_from([(), (2,), (0,), (1, 2)]))
+    m, n = data.draw(st.sampled_from([0, 1, 3, 6])), data.draw(st.sampled_from([0, 1, 3, 6]))
+    name = data.draw(st.sampled_from(["cholesky", "triangular_solve", "lu", "qr", "eigh",
+                                      "svd", "eig"]))
+    square = name in ("cholesky", "triangular_solve", "eigh", "eig")
+    shape = batch + ((n, n) if square else (m, n))
+    kind = data.draw(st.sampled_from(["random", "singular", "positive" if square else
+                                      "random"]))
+    a = _matrices(data, dt, shape, kind)
+    what = f"{name} {dt}{shape} {kind}"
+    if name == "triangular_solve":
+        params = dict(left_side=data.draw(st.booleans()), lower=data.draw(st.booleans()),
+                      transpose_a=data.draw(st.booleans()), conjugate_a=data.draw(st.booleans()),
+                      unit_diagonal=data.draw(st.booleans()))
+        a = a + (4 * np.abs(a).max(initial=0) * np.eye(n)).astype(dt)    # well conditioned
+        b = _matrices(data, dt, batch + ((n, 2) if params["left_side"] else (2, n)), "random")
+        f = lambda a, b: la.triangular_solve(a, b, **params)  # noqa: E731
+        args = (a, b)
+    else:
+        params = {"qr": dict(full_matrices=data.draw(st.booleans())),
+                  "eigh": dict(lower=data.draw(st.booleans())),
+                  "svd": dict(full_matrices=data.draw(st.booleans()),
+                              compute_uv=data.draw(st.booleans())),
+                  "eig": dict(compute_left_eigenvectors=data.draw(st.booleans()),
+                              compute_right_eigenvectors=data.draw(st.booleans()))}.get(name, {})
+        f = lambda a: getattr(la, name)(a, **params)  # noqa: E731
+        args = (a,)
+    eager = fgrad.tree.leaves(f(*args))
+    jitted = fgrad.jit(f)
+    for attempt in (jitted(*args), jitted(*args)):
+        for e, j in zip(eager, fgrad.tree.leaves(attempt)):
+            assert_same(_as_real_view(j), _as_real_view(e), what=what + " jit vs eager")
+    eager = [np.asarray(x) for x in eager]
+    scale = float(np.abs(a).max(initial=0.0))
+    with np.errstate(all="ignore"):
+        for i in np.ndindex(batch):
+            x = a[i]
+            if name == "cholesky":
+                l = eager[0][i]
+                try:
+                    want = np.linalg.cholesky(np.tril(x) + np.conj(np.tril(x, -1)).T)
+                except np.linalg.LinAlgError:
+                    assert np.isnan(l).all(), what + ": not positive definite, not NaN"
+                    continue
+                if np.isnan(l).any():     # LAPACK's test is stricter near the boundary
+                    assert np.isnan(l).all(), what
+                    continue
+                _close_to(l @ np.conj(l.T), want @ np.conj(want.T), dt, scale, what)
+            elif name == "triangular_solve":
+                t = np.tril(x) if params["lower"] else np.triu(x)
+                if params["unit_diagonal"]:
+                    t = t - np.diag(np.diag(t)) + np.eye(n)
+                op = np.conj(t) if params["conjugate_a"] else t
+                op = op.T if params["transpose_a"] else op
+                xs = eager[0][i]
+                prod = op @ xs if params["left_side"] else xs @ op
+                # a backward-stable solve: the residual is small next to |op| |x|
+                size = np.abs(op) @ np.abs(xs) if params["left_side"] else np.abs(xs) @ np.abs(op)
+                _close_to(prod, args[1][i], dt, float(size.max(initial=0.0)), what)
+            elif name == "lu":
+                lu_, piv, perm = eager[0][i], eager[1][i], eager[2][i]
+                k = min(m, n)
+                l = np.tril(lu_[:, :k], -1) + np.eye(m, k)
+                _close_to(x[perm], l @ np.triu(lu_[:k]), dt, scale, what)
+                assert sorted(perm.tolist()) == list(range(m)), what
+            elif name == "qr":
+                q, r = eager[0][i], eager[1][i]
+                _close_to(q @ r, x, dt, scale, what)
+                _close_to(np.conj(q.T) @ q, np.eye(q.shape[-1]), dt, 1.0, what)
+                assert not np.tril(r, -1).any(), what
+            elif name == "eigh":
+                v, w = eager[0][i], eager[1][i]
+                h = np.tril(x) + np.conj(np.tril(x, -1)).T if params["lower"] else \
+                    np.triu(x) + np.conj(np.triu(x, 1)).T
+                h = h - 1j * np.diag(np.diag(h).imag) if dt.kind == "c" else h
+                _close_to(w, np.linalg.eigvalsh(h), dt, scale, what)
+                _close_to(h @ v, v * w, dt, scale, what)
+            elif name == "svd":      # (u, s, vt), or s alone
+                s = eager[1][i] if params["compute_uv"] else eager[0][i]
+                _close_to(s, np.linalg.svd(x, compute_uv=False), dt, scale, what)
+                if params["compute_uv"]:
+                    u, vt = eager[0][i], eager[2][i]
+                    k = min(m, n)
+                    _close_to((u[:, :k] * s) @ vt[:k], x, dt, scale, what)
+            else:
+                w = eager[0][i]
+                _close_to(np.sort_complex(w), np.sort_complex(np.linalg.eigvals(x)), dt,
+                          scale * 16, what)   # eigenvalues are less well conditioned
+                if params["compute_right_eigenvectors"]:
+                    v = eager[-1][i]
+                    _close_to(x @ v, v * w, dt, scale * 16, what)
+
+
 STRUCTURAL = {"shape_ops": _shape_ops, "slicing": _slicing, "gather_scatter": _gather_scatter,
-              "dot_general": _dot_general, "iota": _iota}
+              "dot_general": _dot_general, "iota": _iota, "linalg": _linalg}
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))
@@ -863,12 +998,144 @@ def test_structural_slow(name, data):
 # ----------------------------------------------------------------------------
 # Coverage: a new primitive must be added to a table above (or exempted here)
 
+# ----------------------------------------------------------------------------
+# Complex numbers: jit equals eager bit for bit (cpu/complex_emit.py runs NumPy's
+# formulas, and libm's complex functions where NumPy calls them), eager equals NumPy
+
+COMPLEX = [np.dtype("complex64"), np.dtype("complex128")]
+
+
+@st.composite
+def complex_arrays(draw, dt, shape):
+    """Real and imaginary parts drawn as float arrays (special values included)."""
+    part = np.dtype(np.float32 if dt == COMPLEX[0] else np.float64)
+    re, im = draw(arrays(part, shape)), draw(arrays(part, shape))
+    out = np.empty(shape, dt)
+    out.real, out.imag = re, im
+    return out
+
+
+def _complex_specials(dt):
+    part = np.float32 if dt == COMPLEX[0] else np.float64
+    v = np.array([0.0, -0.0, 1.0, -2.5, math.inf, -math.inf, math.nan, 1e-30, 3e37],
+                 np.float64).astype(part)
+    re, im = np.meshgrid(v, v, indexing="ij")
+    return (re + np.asarray(1j, dt) * im).astype(dt).ravel()
+
+
+def _from_parts(x, y):
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), x.dtype)
+    out.real, out.imag = x.real, y.imag
+    return out
+
+
+COMPLEX_UNARY = {
+    "neg": (lax.neg, np.negative), "conj": (lax.conj, np.conjugate),
+    "real": (lax.real, np.real), "imag": (lax.imag, np.imag),
+    "abs": (lax.abs, np.abs), "sign": (lax.sign, np.sign), "exp": (lax.exp, np.exp),
+    "log": (lax.log, np.log), "sqrt": (lax.sqrt, np.sqrt), "sin": (lax.sin, np.sin),
+    "cos": (lax.cos, np.cos), "tan": (lax.tan, np.tan), "tanh": (lax.tanh, np.tanh),
+    "asin": (lax.asin, np.arcsin), "acos": (lax.acos, np.arccos), "atan": (lax.atan, np.arctan),
+    "asinh": (lax.asinh, np.arcsinh), "acosh": (lax.acosh, np.arccosh),
+    "atanh": (lax.atanh, np.arctanh),
+    "square": (lambda x: lax.integer_pow(x, 2), None),
+    "cube": (lambda x: lax.integer_pow(x, 3), None),
+    "inverse_square": (lambda x: lax.integer_pow(x, -2), None),
+    "to_float": (lambda x: lax.convert_element_type(x, np.float32), lambda x: x.real.astype(np.float32)),
+    "to_int": (lambda x: lax.convert_element_type(x, np.int32), None),
+    "to_bool": (lambda x: lax.convert_element_type(x, bool), lambda x: x != 0),
+}
+COMPLEX_BINARY = {
+    "add": (lax.add, np.add), "sub": (lax.sub, np.subtract), "mul": (lax.mul, np.multiply),
+    "div": (lax.div, np.true_divide), "eq": (lax.eq, np.equal), "ne": (lax.ne, np.not_equal),
+    "complex": (lambda x, y: lax.complex(lax.real(x), lax.imag(y)), _from_parts),
+    "select_n": (lambda x, y: lax.select_n(lax.gt(lax.real(x), lax.imag(y)), x, y),
+                 lambda x, y: np.where(x.real > y.imag, y, x)),
+}
+
+
+def _check_complex(name, f, ref, args, dt):
+    what = f"complex {name}[{dt}]"
+    eager, jitted = run_both(f, *args)
+    assert_same(jitted, eager, what=what + " jit vs eager")
+    if ref is not None:
+        want = np.asarray(ref(*[np.asarray(a) for a in args]))
+        assert_same(eager, want.astype(eager.dtype), what=what + " eager vs NumPy")
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+@QUICK
+@given(data=st.data())
+def test_complex_unary(name, data):
+    fn, ref = COMPLEX_UNARY[name]
+    dt = data.draw(st.sampled_from(COMPLEX))
+    x = data.draw(complex_arrays(dt, data.draw(st.sampled_from(SHAPES))))
+    _check_complex(name, fn, ref, (x,), dt)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+@QUICK
+@given(data=st.data())
+def test_complex_binary(name, data):
+    fn, ref = COMPLEX_BINARY[name]
+    dt = data.draw(st.sampled_from(COMPLEX))
+    sx, sy = data.draw(st.sampled_from(PAIRS))
+    x, y = data.draw(complex_arrays(dt, sx)), data.draw(complex_arrays(dt, sy))
+    _check_complex(name, fn, ref, (x, y), dt)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+@SLOW
+@given(data=st.data())
+def test_complex_unary_slow(name, data):
+    test_complex_unary.hypothesis.inner_test(name, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+@SLOW
+@given(data=st.data())
+def test_complex_binary_slow(name, data):
+    test_complex_binary.hypothesis.inner_test(name, data)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_UNARY))
+def test_complex_unary_special_values(name):
+    fn, ref = COMPLEX_UNARY[name]
+    for dt in COMPLEX:
+        _check_complex(name, fn, ref, (_complex_specials(dt),), dt)
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_BINARY))
+def test_complex_binary_special_pairs(name):
+    fn, ref = COMPLEX_BINARY[name]
+    for dt in COMPLEX:
+        v = _complex_specials(dt)
+        a, b = np.meshgrid(v, v, indexing="ij")
+        _check_complex(name, fn, ref, (a.ravel(), b.ravel()), dt)
+
+
+def test_complex_runs_natively():
+    """Every complex primitive fuzzed above compiles to native code (no NumPy step)."""
+    z = _complex_specials(COMPLEX[1])
+    for name, (fn, _) in {**COMPLEX_UNARY, **COMPLEX_BINARY}.items():
+        args = (z,) if name in COMPLEX_UNARY else (z, z[::-1].copy())
+        text = fgrad.jit(fn).lower(*args).as_text()
+        steps = [line for line in text.splitlines() if line.startswith("// ") and ": " in line]
+        assert not any(line.split(": ", 1)[1].startswith("numpy:") for line in steps), \
+            (name, steps)
+
+
 FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
+          | {"real", "imag", "conj", "complex"}     # (with the others' complex forms above)
+          | {"asin", "acos", "atan", "asinh", "acosh", "atanh"}
           | set(PARAMETRIZED) - {"clip"} | set(REDUCTIONS) | set(SCANS) - {"sort"}
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
              "scatter", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
-             "dot_general", "iota"})
+             "dot_general", "iota", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
+             "eig"})
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above
     "jit": "a call", "cond": "control flow", "while": "control flow", "scan": "control flow",

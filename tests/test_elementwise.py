@@ -62,6 +62,9 @@ UNARY = {
     "logistic": (lax.logistic, scipy.special.expit, _normal),
     "erf": (lax.erf, scipy.special.erf, _normal),
     "erf_inv": (lax.erf_inv, scipy.special.erfinv, _u(-0.8, 0.8)),
+    "asin": (lax.asin, np.arcsin, _u(-0.8, 0.8)), "acos": (lax.acos, np.arccos, _u(-0.8, 0.8)),
+    "atan": (lax.atan, np.arctan, _normal), "asinh": (lax.asinh, np.arcsinh, _normal),
+    "acosh": (lax.acosh, np.arccosh, _u(1.2, 3.0)), "atanh": (lax.atanh, np.arctanh, _u(-0.8, 0.8)),
     "integer_pow_0": (lambda x: lax.integer_pow(x, 0), lambda x: x ** 0, _normal),
     "integer_pow_1": (lambda x: lax.integer_pow(x, 1), lambda x: x ** 1, _normal),
     "integer_pow_2": (lambda x: lax.integer_pow(x, 2), lambda x: x ** 2, _normal),
@@ -107,6 +110,8 @@ COVERED = {
     "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "select_n", "convert_element_type",
     "bitcast_convert_type", "and", "or", "xor", "not", "shift_left", "shift_right_logical",
     "shift_right_arithmetic", "population_count", "stop_gradient",
+    "real", "imag", "conj", "complex",  # and the complex forms of the others: test_complex.py
+    "asin", "acos", "atan", "asinh", "acosh", "atanh",
 }
 
 

@@ -287,7 +287,7 @@ def linearize_flat(fun, primals, description="linearize", in_mask=None, tangent_
     pe.origin = trace.origin
     in_avals = [get_aval(p) for p in primals]
     if in_mask is None:
-        in_mask = [a.dtype.kind == "f" for a in in_avals]
+        in_mask = [a.dtype.kind in "fc" for a in in_avals]
     t_avals = in_avals if tangent_avals is None else tangent_avals
     args = [JVPTracer(trace, p, pe.new_arg(t)) if m else p
             for p, t, m in zip(primals, t_avals, in_mask)]

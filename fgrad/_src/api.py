@@ -80,11 +80,17 @@ class _FlatFun:
 # ----------------------------------------------------------------------------
 # Reverse mode
 
-def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
+def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """Returns f(*args) and its gradient with respect to args[argnums].
 
     f must return a real scalar (or (scalar, aux) with has_aux=True); the result is
     (value, grad) or ((value, aux), grad). A tuple `argnums` gives a tuple of grads.
+
+    Complex inputs (JAX's convention): for a real f of z = x + iy the gradient is
+    df/dx - i df/dy, the conjugate of the direction of steepest ascent (so
+    grad(lambda z: abs(z) ** 2)(z) == 2 * conj(z); descend with z - lr * conj(g)).
+    With holomorphic=True, f maps complex inputs to a complex scalar and the
+    gradient is its complex derivative f'(z).
     """
     fname = _name(fun)
     description = f"grad of {fname}"
@@ -96,7 +102,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
         diff = [args[i] for i in nums]
         flat, in_tree = tree_util.flatten(diff)
         flat = _as_arrays(flat, f"grad of {fname}")
-        _check_float_inputs(fname, flat, in_tree, nums, allow_int)
+        _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic)
         aux_box = []
 
         def flat_fun(*xs):
@@ -110,7 +116,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
                                     f"return a pair (output, aux), got {type(out).__name__}")
                 out, aux = out
                 aux_box.append(aux)
-            _check_scalar_output(fname, out)
+            _check_scalar_output(fname, out, holomorphic)
             return [full_lower(out)]
 
         (ans,), lin = linearize_flat(flat_fun, flat, description)
@@ -137,9 +143,10 @@ def _one(dtype):
     return one
 
 
-def grad(fun, argnums=0, has_aux=False, allow_int=False):
-    """The gradient of a scalar function with respect to args[argnums]."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
+    """The gradient of a scalar function with respect to args[argnums] (for complex
+    inputs and holomorphic=True see value_and_grad)."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
 
     @api_boundary
     @functools.wraps(fun)
@@ -150,12 +157,29 @@ def grad(fun, argnums=0, has_aux=False, allow_int=False):
     return grad_f
 
 
-def _check_float_inputs(fname, flat, in_tree, nums, allow_int):
+def _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic=False,
+                        complex_ok=True):
+    """Inputs to differentiate must be floating-point or complex (all complex with
+    holomorphic=True; none complex where `complex_ok` is False, as for jacfwd)."""
+    for x in flat:
+        kind = x.dtype.kind
+        if holomorphic and kind != "c":
+            raise TypeError(
+                f"{_what(fname)} with holomorphic=True: every input to differentiate must be "
+                f"complex, got {get_aval(x).str_short()} among arguments {nums}.\n  hint: "
+                f"convert it (x.astype('complex64')), or drop holomorphic=True for a real "
+                f"function")
+        if kind == "c" and not complex_ok and not holomorphic:
+            raise TypeError(
+                f"{_what(fname)}: the input {get_aval(x).str_short()} is complex; a forward-mode "
+                f"Jacobian needs real inputs or holomorphic=True.\n  hint: pass "
+                f"holomorphic=True for a holomorphic function, or differentiate with respect "
+                f"to the real and imaginary parts (or use jvp directly)")
     if allow_int:
         return
     for x in flat:
         dtype = x.dtype
-        if dtype.kind != "f":
+        if dtype.kind not in "fc":
             raise TypeError(
                 f"grad of {fname}: cannot differentiate with respect to an input of dtype "
                 f"{dtype} (shape {tuple(x.shape)}) among arguments {nums}; gradients need "
@@ -163,7 +187,31 @@ def _check_float_inputs(fname, flat, in_tree, nums, allow_int):
                 f"exclude the argument via argnums, or set allow_int=True for zero gradients.")
 
 
-def _check_scalar_output(fname, out):
+def _what(fname):
+    """'grad of f' for a bare function name; descriptions ('jacrev of f') as they are."""
+    return fname if " of " in fname else f"grad of {fname}"
+
+
+def check_output_dtype(what, aval, holomorphic):
+    """A real output, or with holomorphic=True a complex one (clear errors otherwise)."""
+    if holomorphic:
+        if aval.dtype.kind != "c":
+            raise TypeError(f"{what} with holomorphic=True: the output must be complex, got "
+                            f"{aval.str_short()}.\n  hint: drop holomorphic=True for a real "
+                            f"output")
+        return
+    if aval.dtype.kind == "c":
+        raise TypeError(
+            f"{what}: the output {aval.str_short()} is complex; reverse-mode derivatives "
+            f"need a real output or holomorphic=True.\n  hint: pass holomorphic=True for a "
+            f"holomorphic function, reduce the output to a real number (abs(z) ** 2, "
+            f"z.real), or use vjp directly with a complex cotangent")
+    if aval.dtype.kind != "f":
+        raise TypeError(f"{what}: the output must be a real floating-point value, got "
+                        f"{aval.str_short()}")
+
+
+def _check_scalar_output(fname, out, holomorphic=False):
     if not isinstance(out, (Array, Tracer, np.ndarray, np.generic, float, int)):
         raise TypeError(f"grad of {fname}: the function must return a scalar array, got "
                         f"{type(out).__name__}; use vjp or jacrev for pytree outputs")
@@ -173,9 +221,7 @@ def _check_scalar_output(fname, out):
             f"grad of {fname}: the function must return a scalar, but it returned an array "
             f"of shape {aval.shape} ({aval.str_short()}).\n  hint: reduce it (e.g. .sum() or "
             f".mean()), or use vjp / jacrev for non-scalar outputs.")
-    if aval.dtype.kind != "f":
-        raise TypeError(f"grad of {fname}: the output must be a real floating-point scalar, "
-                        f"got {aval.str_short()}")
+    check_output_dtype(f"grad of {fname}", aval, holomorphic)
 
 
 @api_boundary
@@ -221,7 +267,7 @@ def _check_tangents(fname, primals, tangents):
         if pa.shape != ta.shape:
             raise TypeError(f"jvp of {fname}: a tangent has shape {ta.shape} but its primal "
                             f"has shape {pa.shape}")
-        if pa.dtype.kind != "f":
+        if pa.dtype.kind not in "fc":
             out.append(None)  # integer inputs have no tangent
             continue
         if ta.dtype != pa.dtype and not ta.weak_type:
@@ -341,5 +387,5 @@ def stop_gradient(x):
     """x unchanged, with zero derivative (applies to every leaf of a pytree)."""
     def stop(leaf):
         leaf = full_lower(leaf)
-        return _stop_gradient_array(leaf) if leaf.dtype.kind == "f" else leaf
+        return _stop_gradient_array(leaf) if leaf.dtype.kind in "fc" else leaf
     return tree_util.map(stop, x)

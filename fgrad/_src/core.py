@@ -92,7 +92,7 @@ def get_aval(x):
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), False)
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return ShapedArray((), dtypes.dtype_of_python_scalar(x), True)
     raise TypeError(f"fgrad cannot use a value of type {t.__name__} as an array "
                     f"(value: {x!r}); pass a NumPy array, an fgrad array or a Python number")
@@ -104,7 +104,7 @@ def is_weak(x):
         return x.weak_type
     if isinstance(x, Tracer):
         return x.aval.weak_type
-    return t in (bool, int, float)  # NumPy scalars (np.float64 is a float subclass) are strong
+    return t in (bool, int, float, complex)  # NumPy scalars (np.float64 is a float subclass) are strong
 
 
 # ----------------------------------------------------------------------------
@@ -317,7 +317,7 @@ def _unshared(out, vals, multiple):
 def _concrete_value(a):
     if isinstance(a, Tracer):
         check_live(a, eval_trace)
-    if type(a) in (bool, int, float):
+    if type(a) in (bool, int, float, complex):
         return np.asarray(a, dtypes.dtype_of_python_scalar(a))
     return np.asarray(a)
 
@@ -415,6 +415,14 @@ class ArrayMethods:
         return _fnp().transpose(self)
 
     @property
+    def real(self):
+        return _fnp().real(self)
+
+    @property
+    def imag(self):
+        return _fnp().imag(self)
+
+    @property
     def at(self):
         from fgrad._src.numpy.indexing import IndexUpdateHelper
         return IndexUpdateHelper(self)
@@ -500,6 +508,7 @@ class ArrayMethods:
     clip = _method("clip")
     round = _method("round")
     conj = _method("conj")
+    conjugate = _method("conjugate")
     trace = _method("trace")
     diagonal = _method("diagonal")
     repeat = _method("repeat")
@@ -698,7 +707,7 @@ def full_lower(x):
     the call, and must not change when the NumPy array is written to."""
     if isinstance(x, (Array, Tracer)):
         return x
-    if type(x) in (bool, int, float):
+    if type(x) in (bool, int, float, complex):
         return Array(np.asarray(x, dtypes.dtype_of_python_scalar(x)), True)
     if isinstance(x, (np.ndarray, np.generic)):
         return Array(np.array(x, dtypes.canonicalize(x.dtype)), False)

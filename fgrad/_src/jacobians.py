@@ -11,18 +11,19 @@ import math
 import numpy as np
 
 from . import lax, tree_util
-from .api import _as_arrays, _check_argnums, _check_float_inputs, _name, jvp, vjp
-from .core import Array
+from .api import (_as_arrays, _check_argnums, _check_float_inputs, _name, check_output_dtype,
+                  jvp, vjp)
+from .core import Array, get_aval
 from .debug.tracebacks import api_boundary
 from .vmap_api import vmap
 
 
-def _split_args(fun, args, kwargs, argnums, has_aux, what):
+def _split_args(fun, args, kwargs, argnums, has_aux, what, holomorphic, complex_ok):
     """The function of the differentiated leaves only, and those leaves."""
     single, nums = _check_argnums(what, argnums, len(args))
     flat, in_tree = tree_util.flatten([args[i] for i in nums])
     flat = _as_arrays(flat, what)
-    _check_float_inputs(what, flat, in_tree, nums, allow_int=False)
+    _check_float_inputs(what, flat, in_tree, nums, False, holomorphic, complex_ok)
 
     def flat_fun(*leaves):
         new_args = list(args)
@@ -50,18 +51,25 @@ def _basis(leaves):
     return out, sizes
 
 
-def jacfwd(fun, argnums=0, has_aux=False):
-    """The Jacobian of `fun` by forward mode: vmap of jvp over the input basis."""
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian of `fun` by forward mode: vmap of jvp over the input basis.
+    Inputs must be real, or complex with holomorphic=True (then the outputs are
+    complex too and the Jacobian holds the complex derivatives)."""
     what = f"jacfwd of {_name(fun)}"
 
     @api_boundary
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
-        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)
+        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what,
+                                              holomorphic, complex_ok=False)
         basis, sizes = _basis(flat)
 
         def push(*tangents):
-            return jvp(flat_fun, tuple(flat), tuple(tangents), has_aux=has_aux)
+            out = jvp(flat_fun, tuple(flat), tuple(tangents), has_aux=has_aux)
+            if holomorphic:
+                for leaf in tree_util.leaves(out[0]):
+                    check_output_dtype(what, get_aval(leaf), True)
+            return out
 
         out_axes = (None, -1, None) if has_aux else (None, -1)
         result = vmap(push, out_axes=out_axes)(*basis)
@@ -71,19 +79,25 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return jacfun
 
 
-def jacrev(fun, argnums=0, has_aux=False):
-    """The Jacobian of `fun` by reverse mode: vmap of vjp over the output basis."""
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian of `fun` by reverse mode: vmap of vjp over the output basis.
+    Outputs must be real (complex inputs then get grad's convention, row by row),
+    or complex with holomorphic=True (the Jacobian of complex derivatives)."""
     what = f"jacrev of {_name(fun)}"
 
     @api_boundary
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
-        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what)
+        flat_fun, flat, rebuild = _split_args(fun, args, kwargs, argnums, has_aux, what,
+                                              holomorphic, complex_ok=True)
         if has_aux:
             out, pullback, aux = vjp(flat_fun, *flat, has_aux=True)
         else:
             out, pullback = vjp(flat_fun, *flat)
         out_leaves, out_tree = tree_util.flatten(out)
+        for leaf in out_leaves:
+            if holomorphic or get_aval(leaf).dtype.kind == "c":
+                check_output_dtype(what, get_aval(leaf), holomorphic)
         basis, sizes = _basis(out_leaves)
         rows = vmap(lambda *cts: pullback(tree_util.unflatten(out_tree, cts)))(*basis)
         # rows[i] has shape (sum(sizes), *flat[i].shape): split it per output leaf.
@@ -110,6 +124,6 @@ def _split(j, leaves, sizes, axis):
     return out
 
 
-def hessian(fun, argnums=0, has_aux=False):
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Hessian: jacfwd of jacrev."""
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)

@@ -94,8 +94,8 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import (blas, compiler_lock, indexing, interrupts, lapack, outputs, pool, program,
-               sorting, structural, summation, threads)
+from . import (blas, compiler_lock, complex_emit, indexing, interrupts, lapack, outputs,
+               pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -142,7 +142,7 @@ _OPERAND_DTYPES = {
 
 def can_copy(aval):
     """Whether a view of an array of this type can be copied by a loop nest."""
-    return aval.dtype in _ALL
+    return aval.dtype in _ALL or aval.dtype in complex_emit.COMPLEX
 
 
 def can_lower_alone(eqn):
@@ -180,6 +180,8 @@ def can_fuse(eqn):
         # caller fills a sum/or with 0 and a product/and with 1 (their identities).
         return name not in ("reduce_max", "reduce_min") or math.prod(x.shape) > 0
     allowed = _OPERAND_DTYPES.get(name)
+    if complex_emit.is_complex_eqn(eqn):
+        return eqn.primitive.elementwise and complex_emit.can_fuse(eqn, _ALL)
     if allowed is None or not eqn.primitive.elementwise:
         return False
     if any(a.aval.dtype not in _ALL for a in eqn.invars):
@@ -256,6 +258,8 @@ class _Cx:
 
     def const(self, dt, value):
         ir = self.ir
+        if dt.kind == "c":
+            return complex_emit.const(self, dt, value)
         if dt.kind == "b":
             return ir.Constant(ir.IntType(1), int(bool(value)))
         if dt.kind == "f":
@@ -832,6 +836,8 @@ def _emit_group(ir, module, fname, group):
 
     def load(k, index):
         dt = ins[k].aval.dtype
+        if dt.kind == "c":
+            return complex_emit.load(cx, body.args[k], index, dt)
         mt = cx.mem_ty(dt)
         p = b.gep(body.args[k], [index], inbounds=True, source_etype=mt)
         return cx.from_mem(b.load(p, typ=mt), dt)
@@ -898,7 +904,9 @@ def _emit_group(ir, module, fname, group):
             args = [read(a) for a in eqn.invars]
             dts = [a.aval.dtype for a in eqn.invars]
             out_dt = eqn.outvars[0].aval.dtype
-            if _F16 in dts or out_dt == _F16:
+            if out_dt.kind == "c" or any(d.kind == "c" for d in dts):
+                vals[eqn.outvars[0]] = complex_emit.emit(cx, eqn, args, dts, out_dt)
+            elif _F16 in dts or out_dt == _F16:
                 vals[eqn.outvars[0]] = _emit_half(cx, eqn, args, dts, out_dt)
             else:
                 vals[eqn.outvars[0]] = EMITTERS[eqn.primitive.name](cx, args, dts, out_dt,
@@ -915,6 +923,9 @@ def _emit_group(ir, module, fname, group):
                 acc = cx.from_mem(b.load(p, typ=mt), dt)
                 b.store(cx.to_mem(_reduce_combine(cx, red.primitive.name, dt, acc,
                                                   read(red.invars[0])), dt), p)
+                continue
+            if dt.kind == "c":
+                complex_emit.store(cx, body.args[n_in + j], flat, vals[v], dt)
                 continue
             p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
             b.store(cx.to_mem(vals[v], dt), p)

@@ -7,14 +7,16 @@ compiled once by NVRTC on the first call; steps labelled `cuda:`); dot_general
 runs through cuBLAS (`cublas:`); other primitives run with CuPy (`cupy:`) or,
 where CuPy has no counterpart, as their NumPy impl on host copies (`host:`).
 Planning needs no GPU: `as_text()` (the plan, the jaxpr and the CUDA C) works
-anywhere; device memory is touched on the first call only.
+anywhere; device memory is touched on the first call only. Complex dtypes are
+refused (`_refuse_complex`): this backend has no complex kernels.
 """
 import time
 
 from ..compiler.fusion import Fused, plan
 from ..compiler.simplify import simplify
 from ..core import Array
-from ..jaxpr import Literal, pretty_print
+from ..errors import FgradTypeError
+from ..jaxpr import ClosedJaxpr, Jaxpr, Literal, pretty_print
 from ..jit.slots import Slots, run_steps, step_summary
 from . import cuda_c, launch, ops
 from .runtime import cupy
@@ -41,6 +43,7 @@ class GpuExecutable:
     def __init__(self, closed, name="jit"):
         self.name, self.jaxpr = name, closed
         jaxpr = closed.jaxpr
+        _refuse_complex(jaxpr, name)
         slots = Slots(closed, _raw)
         template, slot_of, ref = slots.template, slots.of, slots.ref
         self.in_slots = slots.inputs
@@ -107,6 +110,34 @@ class GpuExecutable:
         if self.module is not None:
             lines += ["", "// CUDA C of the fused kernels", self.cuda_source]
         return "\n".join(lines)
+
+
+def _complex_values(jaxpr):
+    """(where, aval) of the first complex value in a jaxpr or its sub-jaxprs, or None."""
+    for v in list(jaxpr.invars) + list(jaxpr.constvars):
+        if v.aval.dtype.kind == "c":
+            return "an input", v.aval
+    for eqn in jaxpr.eqns:
+        for v in list(eqn.invars) + list(eqn.outvars):
+            if v.aval.dtype.kind == "c":
+                return f"{eqn.primitive.name}", v.aval
+        for p in eqn.params.values():
+            sub = p.jaxpr if isinstance(p, ClosedJaxpr) else p if isinstance(p, Jaxpr) else None
+            found = sub is not None and _complex_values(sub)
+            if found:
+                return found
+    return None
+
+
+def _refuse_complex(jaxpr, name):
+    found = _complex_values(jaxpr)
+    if found:
+        where, aval = found
+        raise FgradTypeError(
+            f"{name} on the GPU: complex numbers are not supported by the GPU backend "
+            f"({aval.str_short()} in {where})",
+            hint="run complex code on the CPU: move its inputs there with "
+                 "fgrad.device_put(x, fgrad.devices('cpu')[0])")
 
 
 def compile_gpu(closed, name):

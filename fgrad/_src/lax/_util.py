@@ -5,7 +5,7 @@ from .. import dtypes
 from ..core import Array, ShapedArray, Tracer, get_aval
 from ..errors import FgradTypeError
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 
 
 def shapes_str(avals):
@@ -52,16 +52,32 @@ def same_dtypes(name, avals):
     return dtype
 
 
-_KIND_NAMES = {"f": "floating-point", "i": "integer", "u": "integer", "b": "boolean"}
+_KIND_NAMES = {"f": "floating-point", "i": "integer", "u": "integer", "b": "boolean",
+               "c": "complex"}
 
 
 def check_kinds(name, avals, kinds):
     for a in avals:
         if a.dtype.kind not in kinds:
             allowed = sorted({_KIND_NAMES[k] for k in kinds})
+            hint = "convert the operand with .astype(...)"
+            if a.dtype.kind == "c":
+                hint = ("complex numbers have no order (no max, min, <, sort, ...): "
+                        "compare their real parts, imaginary parts or magnitudes instead")
             raise FgradTypeError(
                 f"{name} requires {' or '.join(allowed)} operands, got {shapes_str(avals)}",
-                hint="convert the operand with .astype(...)")
+                hint=hint)
+
+
+def reject_complex(impl):
+    """An eager impl that refuses complex operands (NumPy would order them
+    lexicographically, or take a real part): the shape rule then names the op."""
+    def checked(x, *rest, **params):
+        if x.dtype.kind == "c":
+            raise TypeError("complex operand")
+        return impl(x, *rest, **params)
+    checked.__name__ = getattr(impl, "__name__", "impl")
+    return checked
 
 
 def nary_rule(name, kinds, out_dtype=None):

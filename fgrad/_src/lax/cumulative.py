@@ -87,7 +87,7 @@ def _shift_in(x, axis, fill):
 # ----------------------------------------------------------------------------
 # cumsum: linear; its transpose accumulates in the other direction
 
-cumsum_p, cumsum = _cumulative_primitive("cumsum", np.add, "fiu")
+cumsum_p, cumsum = _cumulative_primitive("cumsum", np.add, "fiuc")
 deflinear(cumsum_p, lambda ct, x, *, axis, reverse: [cumsum(ct, axis, not reverse)])
 
 
@@ -119,7 +119,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
     return ans, rev(t_out, (axis,)) if reverse else t_out
 
 
-cumprod_p, cumprod = _cumulative_primitive("cumprod", np.multiply, "fiu")
+cumprod_p, cumprod = _cumulative_primitive("cumprod", np.multiply, "fiuc")
 cumprod_p.jvp = _cumprod_jvp
 
 

@@ -42,7 +42,7 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, preferred_element
     if lhs.dtype != rhs.dtype:
         fail("operands of different dtypes",
              "convert one operand with .astype(...) (fgrad.numpy.matmul promotes for you)")
-    check_kinds("dot_general", [lhs, rhs], "fiu")
+    check_kinds("dot_general", [lhs, rhs], "fiuc")
     if len(lc) != len(rc) or len(lb) != len(rb):
         fail("lhs and rhs name different numbers of contracting or batch dims",
              "contracting and batch dims come in (lhs, rhs) pairs")

@@ -14,16 +14,20 @@ from ..ad import defjvp, defjvp_zero, is_undefined
 from ..batching import defbroadcasting, defvectorized
 from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
-from ._util import broadcast_shapes, lift_scalars, nary_rule, unbroadcast
+from ._util import (broadcast_shapes, lift_scalars, nary_rule, reject_complex, shapes_str,
+                    unbroadcast)
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 
 FLOAT = "f"
-NUM = "fiu"
+INEXACT = "fc"     # floating-point or complex
+NUM = "fiu"        # ordered numbers (max, min, rem)
+FIELD = "fiuc"     # arithmetic: every number type
 SIGNED = "fi"
 INT = "iu"
 INT_BOOL = "iub"
-ANY = "fiub"
+ANY = "fiub"       # ordered: the comparisons lt, le, gt, ge
+ANY_C = "fiubc"    # equality
 
 
 def _quiet(fn):
@@ -38,6 +42,8 @@ def _prim(name, impl, kinds, out_dtype=None, quiet=False):
     """An element-wise primitive: NumPy impl, broadcasting shape and batching rules."""
     p = Primitive(name)
     p.impl = _quiet(impl) if quiet else impl
+    if "c" not in kinds:
+        p.impl = reject_complex(p.impl)
     p.abstract_eval = nary_rule(name, kinds, out_dtype)
     p.elementwise = True
     defbroadcasting(p)
@@ -73,6 +79,20 @@ def _match_weak_dtype(p, x, y):
     return x, y
 
 
+def _forward_complex(fn):
+    """`fn` with complex operands laid out forwards: NumPy multiplies (and takes
+    abs of) complex arrays with fused multiply-adds in its vectorised loops but
+    without them in the scalar loop it uses for negative strides (reversed
+    views), so the result's last bit would depend on the layout; compiled code
+    always rounds as the vectorised loops do."""
+    def impl(*args):
+        if args[0].dtype.kind == "c":
+            args = [a.copy() if any(s < 0 for s in a.strides) else a
+                    for a in args]
+        return fn(*args)
+    return impl
+
+
 def _int_quiet(fn):
     """Integer arithmetic wraps around silently (as in C and XLA)."""
     def impl(x, y):
@@ -86,12 +106,12 @@ def _int_quiet(fn):
 # ----------------------------------------------------------------------------
 # Arithmetic
 
-neg_p = _prim("neg", np.negative, SIGNED)
+neg_p = _prim("neg", np.negative, SIGNED + "c")
 neg = _unary_op(neg_p)
 defjvp(neg_p, lambda g, ans, x: neg(g))
 neg_p.transpose = lambda ct, x: [neg(ct)]
 
-add_p = _prim("add", _int_quiet(np.add), NUM)
+add_p = _prim("add", _int_quiet(np.add), FIELD)
 add = _binary_op(add_p)
 defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 
@@ -103,7 +123,7 @@ def _add_transpose(ct, x, y):
 
 add_p.transpose = _add_transpose
 
-sub_p = _prim("sub", _int_quiet(np.subtract), NUM)
+sub_p = _prim("sub", _int_quiet(np.subtract), FIELD)
 sub = _binary_op(sub_p)
 defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
 
@@ -115,7 +135,7 @@ def _sub_transpose(ct, x, y):
 
 sub_p.transpose = _sub_transpose
 
-mul_p = _prim("mul", _int_quiet(np.multiply), NUM)
+mul_p = _prim("mul", _forward_complex(_int_quiet(np.multiply)), FIELD)
 mul = _binary_op(mul_p)
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
 
@@ -139,7 +159,7 @@ def _div_impl(x, y):
     return np.true_divide(x, y)
 
 
-div_p = _prim("div", _div_impl, NUM, quiet=True)
+div_p = _prim("div", _div_impl, FIELD, quiet=True)
 div = _binary_op(div_p)
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
        lambda g, ans, x, y: mul(neg(g), div(ans, y)))
@@ -163,6 +183,19 @@ def _balanced_eq(x, z, y):
     """1 where x alone attains the extremum z, 0.5 on a tie with y, else 0."""
     one = select_n(eq(y, z), _full_like(z, 1.0), _full_like(z, 0.5))
     return select_n(eq(x, z), _full_like(z, 0.0), one)
+
+
+def _real_part_rule(name, kinds):
+    """Shape rule of a unary op whose result is real: a complex operand gives its
+    parts' dtype (abs, real, imag)."""
+    rule = nary_rule(name, kinds)
+
+    def real_rule(x):
+        out = rule(x)
+        if out.dtype.kind == "c":
+            return ShapedArray(out.shape, dtypes.real_dtype(out.dtype), out.weak_type)
+        return out
+    return real_rule
 
 
 def _full_like(x, value):
@@ -212,6 +245,8 @@ def _pow_impl(x, y):
     as sqrt(x) when the exponent is one broadcast value (giving -0 and NaN there,
     where pow and compiled code give +0 and +inf)."""
     out = np.power(x, y)
+    if x.dtype.kind != "f":
+        return out
     sqrt_specials = (y == 0.5) & ((x == 0) | (x == -np.inf))
     if np.any(sqrt_specials):
         out = np.where(sqrt_specials, np.where(x == 0, x.dtype.type(0), x.dtype.type(np.inf)),
@@ -219,7 +254,7 @@ def _pow_impl(x, y):
     return out
 
 
-pow_p = _prim("pow", _pow_impl, FLOAT, quiet=True)
+pow_p = _prim("pow", _pow_impl, INEXACT, quiet=True)
 pow = _binary_op(pow_p)
 defjvp(pow_p, _pow_dx, lambda g, ans, x, y: mul(g, mul(log(_replace_zero(x)), ans)))
 
@@ -232,7 +267,7 @@ MAX_UNROLLED_POW = 64
 def _integer_pow_impl(x, y):
     if y < 0 and x.dtype.kind in "iu":
         raise ValueError("integer_pow of an integer array to a negative power")
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         return np.power(x, y, dtype=x.dtype)
     if abs(y) > MAX_UNROLLED_POW:
         return np.power(x, x.dtype.type(y))
@@ -245,14 +280,16 @@ def _repeated_squaring(x, y):
     result does); float16 is computed in float32 and rounded once, as compiled
     code holds float16 values in float registers."""
     wide = x.astype(np.float32) if x.dtype == dtypes.float16 else np.asarray(x)
+    if wide.dtype.kind == "c" and any(s < 0 for s in wide.strides):
+        wide = wide.copy()       # laid out forwards (see _forward_complex)
     base = np.divide(wide.dtype.type(1), wide) if y < 0 else wide
     acc, n = None, abs(y)
     while n:
         if n & 1:
-            acc = base if acc is None else acc * base
+            acc = base if acc is None else np.multiply(acc, base)
         n >>= 1
         if n:
-            base = base * base
+            base = np.multiply(base, base)
     if acc is None:
         acc = np.ones_like(wide)
     return np.asarray(acc).astype(x.dtype)
@@ -260,7 +297,7 @@ def _repeated_squaring(x, y):
 
 integer_pow_p = Primitive("integer_pow")
 integer_pow_p.impl = _quiet(_integer_pow_impl)
-integer_pow_p.abstract_eval = nary_rule("integer_pow", NUM)
+integer_pow_p.abstract_eval = nary_rule("integer_pow", FIELD)
 defvectorized(integer_pow_p)
 integer_pow_p.elementwise = True
 
@@ -277,13 +314,34 @@ def _integer_pow_jvp(g, ans, x, *, y):
 
 defjvp(integer_pow_p, _integer_pow_jvp)
 
-abs_p = _prim("abs", np.abs, SIGNED)
+abs_p = _prim("abs", _forward_complex(np.abs), SIGNED + "c")
+abs_p.abstract_eval = _real_part_rule("abs", SIGNED + "c")
 abs = _unary_op(abs_p)
-defjvp(abs_p, lambda g, ans, x: mul(g, sign(x)))
 
-sign_p = _prim("sign", np.sign, NUM)
+
+def _abs_jvp(g, ans, x):
+    """sign(x) g; for complex x, Re(conj(x) g) / |x| (0 at x = 0, as for reals)."""
+    if x.dtype.kind != "c":
+        return mul(g, sign(x))
+    return div(real(mul(conj(x), g)), _replace_zero(ans))
+
+
+defjvp(abs_p, _abs_jvp)
+
+sign_p = _prim("sign", np.sign, FIELD)
 sign = _unary_op(sign_p)
-defjvp_zero(sign_p)
+
+
+def _sign_jvp(g, ans, x):
+    """0 for real x. A complex sign s = x/|x| turns with x: ds = (g - s Re(conj(s) g))/|x|
+    (NaN at x = 0, where the direction is undefined)."""
+    if x.dtype.kind != "c":
+        return mul(g, _full_like(ans, 0))
+    radial = mul(ans, convert_element_type(real(mul(conj(ans), g)), ans.dtype))
+    return div(sub(g, radial), convert_element_type(abs(x), ans.dtype))
+
+
+defjvp(sign_p, _sign_jvp)
 
 floor_p = _prim("floor", np.floor, FLOAT)
 floor = _unary_op(floor_p)
@@ -321,35 +379,35 @@ def round(x, rounding_method="away_from_zero"):
 # ----------------------------------------------------------------------------
 # Transcendental functions
 
-exp_p = _prim("exp", np.exp, FLOAT, quiet=True)
+exp_p = _prim("exp", np.exp, INEXACT, quiet=True)
 exp = _unary_op(exp_p)
 defjvp(exp_p, lambda g, ans, x: mul(g, ans))
 
-log_p = _prim("log", np.log, FLOAT, quiet=True)
+log_p = _prim("log", np.log, INEXACT, quiet=True)
 log = _unary_op(log_p)
 defjvp(log_p, lambda g, ans, x: div(g, x))
 
-log1p_p = _prim("log1p", np.log1p, FLOAT, quiet=True)
+log1p_p = _prim("log1p", np.log1p, INEXACT, quiet=True)
 log1p = _unary_op(log1p_p)
 defjvp(log1p_p, lambda g, ans, x: div(g, add(x, _full_like(x, 1))))
 
-expm1_p = _prim("expm1", np.expm1, FLOAT, quiet=True)
+expm1_p = _prim("expm1", np.expm1, INEXACT, quiet=True)
 expm1 = _unary_op(expm1_p)
 defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _full_like(ans, 1))))
 
-sin_p = _prim("sin", np.sin, FLOAT)
+sin_p = _prim("sin", np.sin, INEXACT, quiet=True)
 sin = _unary_op(sin_p)
 defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
 
-cos_p = _prim("cos", np.cos, FLOAT)
+cos_p = _prim("cos", np.cos, INEXACT, quiet=True)
 cos = _unary_op(cos_p)
 defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
 
-tan_p = _prim("tan", np.tan, FLOAT, quiet=True)
+tan_p = _prim("tan", np.tan, INEXACT, quiet=True)
 tan = _unary_op(tan_p)
 defjvp(tan_p, lambda g, ans, x: mul(g, add(_full_like(ans, 1), mul(ans, ans))))
 
-tanh_p = _prim("tanh", np.tanh, FLOAT)
+tanh_p = _prim("tanh", np.tanh, INEXACT, quiet=True)
 tanh = _unary_op(tanh_p)
 defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_full_like(ans, 1), mul(ans, ans))))
 
@@ -359,11 +417,11 @@ defjvp(atan2_p,
        lambda g, ans, x, y: mul(g, div(y, add(mul(x, x), mul(y, y)))),
        lambda g, ans, x, y: mul(g, div(neg(x), add(mul(x, x), mul(y, y)))))
 
-sqrt_p = _prim("sqrt", np.sqrt, FLOAT, quiet=True)
+sqrt_p = _prim("sqrt", np.sqrt, INEXACT, quiet=True)
 sqrt = _unary_op(sqrt_p)
 defjvp(sqrt_p, lambda g, ans, x: div(g, mul(ans, _full_like(ans, 2))))
 
-rsqrt_p = _prim("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), FLOAT, quiet=True)
+rsqrt_p = _prim("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT, quiet=True)
 rsqrt = _unary_op(rsqrt_p)
 defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(_full_like(x, -0.5), div(ans, x))))
 
@@ -395,17 +453,46 @@ defjvp(erf_inv_p, lambda g, ans, x: mul(g, mul(_full_like(x, math.sqrt(math.pi) 
                                               exp(mul(ans, ans)))))
 
 
+# Inverse trigonometric and hyperbolic functions: NumPy's, with their principal
+# branches, for complex numbers (fgrad.numpy's arcsin, ... of real arrays are
+# compositions of atan2, log1p and sqrt, which compile natively; these run as
+# NumPy steps under jit for real operands).
+
+def _inverse_function(name, np_fn, derivative):
+    p = _prim(name, np_fn, INEXACT, quiet=True)
+    defjvp(p, lambda g, ans, x: mul(g, derivative(x)))
+    return p, _unary_op(p)
+
+
+def _one_minus_square(x):
+    return sub(_full_like(x, 1), mul(x, x))
+
+
+asin_p, asin = _inverse_function("asin", np.arcsin, lambda x: rsqrt(_one_minus_square(x)))
+acos_p, acos = _inverse_function("acos", np.arccos,
+                                 lambda x: neg(rsqrt(_one_minus_square(x))))
+atan_p, atan = _inverse_function(
+    "atan", np.arctan, lambda x: div(_full_like(x, 1), add(_full_like(x, 1), mul(x, x))))
+asinh_p, asinh = _inverse_function(
+    "asinh", np.arcsinh, lambda x: rsqrt(add(mul(x, x), _full_like(x, 1))))
+acosh_p, acosh = _inverse_function(   # 1 / (sqrt(x - 1) sqrt(x + 1)): the principal branch
+    "acosh", np.arccosh, lambda x: div(_full_like(x, 1), mul(sqrt(sub(x, _full_like(x, 1))),
+                                                             sqrt(add(x, _full_like(x, 1))))))
+atanh_p, atanh = _inverse_function(
+    "atanh", np.arctanh, lambda x: div(_full_like(x, 1), _one_minus_square(x)))
+
+
 # ----------------------------------------------------------------------------
 # Comparisons and predicates (no derivative)
 
-def _comparison(name, fn):
-    p = _prim(name, fn, ANY, out_dtype=dtypes.bool_)
+def _comparison(name, fn, kinds=ANY):
+    p = _prim(name, fn, kinds, out_dtype=dtypes.bool_)
     defjvp_zero(p)
     return p, _binary_op(p)
 
 
-eq_p, eq = _comparison("eq", np.equal)
-ne_p, ne = _comparison("ne", np.not_equal)
+eq_p, eq = _comparison("eq", np.equal, ANY_C)
+ne_p, ne = _comparison("ne", np.not_equal, ANY_C)
 lt_p, lt = _comparison("lt", np.less)
 le_p, le = _comparison("le", np.less_equal)
 gt_p, gt = _comparison("gt", np.greater)
@@ -491,6 +578,10 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type):
 
 def _convert_impl(x, *, new_dtype, weak_type):
     x = np.asarray(x)
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        if new_dtype.kind == "b":
+            return x != 0   # either part nonzero
+        x = x.real  # a complex value becomes real (or an integer) through its real part
     if x.dtype.kind == "f" and new_dtype == dtypes.uint32:
         # Through int64, as compiled code converts: NumPy's own float -> uint32 of NaN
         # or of values outside [-2**31, 2**32) differs between its small-array and
@@ -514,7 +605,7 @@ def convert_element_type(x, new_dtype, weak_type=False):
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
     (x,), (t,) = primals, tangents
     ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
-    if t is None or new_dtype.kind != "f":
+    if t is None or new_dtype.kind not in "fc":
         return ans, None
     return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
 
@@ -546,6 +637,125 @@ defjvp_zero(bitcast_convert_type_p)
 def bitcast_convert_type(x, new_dtype):
     """Reinterpret the bits of x as another dtype of the same width."""
     return bitcast_convert_type_p.bind(x, new_dtype=dtypes.canonicalize(new_dtype))
+
+
+# ----------------------------------------------------------------------------
+# Complex numbers: parts, conjugate and construction
+#
+# Cotangents pair with tangents as Re(ct * t) (no conjugation), so every transpose
+# rule here and in the arithmetic above is the plain transpose of a real-linear
+# map: mul's is mul by the same factor; real's embeds a real cotangent as ct + 0i;
+# imag's is -i ct; conj's is conj. With this pairing, the gradient of a real
+# function f(x + iy) is df/dx - i df/dy (fgrad.grad's documented convention).
+
+def _complex_operand(name, x):
+    if x.dtype.kind != "c":
+        raise FgradTypeError(f"{name} requires a complex operand, got {x.str_short()}",
+                             hint="fgrad.numpy's real, imag and conj accept real arrays too")
+
+
+def _complex_only(impl):
+    """An eager impl that refuses real operands (the shape rule then says why)."""
+    def checked(x):
+        if x.dtype.kind != "c":
+            raise TypeError("real operand")
+        return impl(x)
+    return checked
+
+
+def _parts_rule(name):
+    def rule(x):
+        _complex_operand(name, x)
+        return ShapedArray(x.shape, dtypes.real_dtype(x.dtype), x.weak_type)
+    return rule
+
+
+real_p = Primitive("real")
+real_p.impl = _complex_only(lambda x: np.real(x).copy(order="C"))
+real_p.abstract_eval = _parts_rule("real")
+defvectorized(real_p)
+real_p.elementwise = True
+
+
+def real(x):
+    """The real part of a complex array (a real array of its parts' dtype)."""
+    return real_p.bind(x)
+
+
+imag_p = Primitive("imag")
+imag_p.impl = _complex_only(lambda x: np.imag(x).copy(order="C"))
+imag_p.abstract_eval = _parts_rule("imag")
+defvectorized(imag_p)
+imag_p.elementwise = True
+
+
+def imag(x):
+    """The imaginary part of a complex array."""
+    return imag_p.bind(x)
+
+
+def _conj_rule(x):
+    _complex_operand("conj", x)
+    return x
+
+
+conj_p = Primitive("conj")
+conj_p.impl = _complex_only(np.conjugate)
+conj_p.abstract_eval = _conj_rule
+defvectorized(conj_p)
+conj_p.elementwise = True
+
+
+def conj(x):
+    """The complex conjugate of a complex array."""
+    return conj_p.bind(x)
+
+
+def _complex_rule(x, y):
+    out = nary_rule("complex", FLOAT)(x, y)
+    if out.dtype not in (dtypes.float32, dtypes.float64):
+        raise FgradTypeError(f"complex: the parts must be float32 or float64, got "
+                             f"{shapes_str([x, y])}", hint="convert them with .astype(...)")
+    return ShapedArray(out.shape, dtypes.complex_dtype(out.dtype), out.weak_type)
+
+
+def _complex_impl(x, y):
+    if x.dtype != y.dtype or x.dtype not in (dtypes.float32, dtypes.float64):
+        raise TypeError("complex of unsupported parts")  # the shape rule explains
+    out = np.empty(np.broadcast_shapes(x.shape, y.shape), dtypes.complex_dtype(x.dtype))
+    out.real, out.imag = x, y
+    return out
+
+
+complex_p = Primitive("complex")
+complex_p.impl = _complex_impl
+complex_p.abstract_eval = _complex_rule
+defbroadcasting(complex_p)
+complex_p.elementwise = True
+complex = _binary_op(complex_p)
+complex.__doc__ = "x + iy from real parts x and y (float32 -> complex64, float64 -> complex128)."
+
+
+def _zero_part(x):
+    return Array(np.zeros((), dtypes.real_dtype(x.dtype)), True)
+
+
+defjvp(real_p, lambda g, ans, x: real(g))
+real_p.transpose = lambda ct, x: [complex(ct, _zero_part(x.aval))]
+defjvp(imag_p, lambda g, ans, x: imag(g))
+imag_p.transpose = lambda ct, x: [complex(_zero_part(x.aval), neg(ct))]
+defjvp(conj_p, lambda g, ans, x: conj(g))
+conj_p.transpose = lambda ct, x: [conj(ct)]
+defjvp(complex_p, lambda g, ans, x, y: complex(g, _zero_part(ans)),
+       lambda g, ans, x, y: complex(_zero_part(ans), g))
+
+
+def _complex_transpose(ct, x, y):
+    return [unbroadcast(real(ct), x.aval) if is_undefined(x) else None,
+            unbroadcast(neg(imag(ct)), y.aval) if is_undefined(y) else None]
+
+
+complex_p.transpose = _complex_transpose
 
 
 # ----------------------------------------------------------------------------

@@ -2,24 +2,28 @@
 
 Every primitive works on the last two axes of its operands; leading axes are
 batch axes (the impl loops over them, one LAPACK call per matrix). Operands are
-float32 or float64 (LAPACK's s- or d- routine). The eager impl and the native
-jit lowering call the same routine with the same arguments (column-major
+float32, float64, complex64 or complex128 (LAPACK's s-, d-, c- or z- routine;
+for complex matrices ?ungqr and ?heevd stand in for ?orgqr and ?syevd, and
+transposes below are conjugate transposes). eigh's eigenvalues and svd's
+singular values are real; eig always returns complex results. The eager impl and the
+native jit lowering call the same routine with the same arguments (column-major
 copies, workspace sizes from LAPACK's own workspace query, lwork = -1), so jit
 and eager give the same bits.
 
-Primitive            params                            outputs (in this order)              routine
-cholesky_p(a)        -                                 l (..., n, n), lower triangular      ?potrf (uplo 'L')
-triangular_solve_p   left_side, lower, transpose_a,    x (shape of b)                       BLAS ?trsm (alpha 1)
-  (a, b)             conjugate_a, unit_diagonal
-lu_p(a)              -                                 lu (..., m, n), pivots int32          ?getrf
-                                                       (..., min(m, n)), permutation int32
-                                                       (..., m)
-qr_p(a)              full_matrices                     q (..., m, m or k), r (..., m or k,   ?geqrf + ?orgqr
-                                                       n), k = min(m, n)
-eigh_p(a)            lower                             v (..., n, n) eigenvectors as          ?syevd (jobz 'V')
-                                                       columns, w (..., n) ascending
-svd_p(a)             full_matrices, compute_uv         s (..., k) descending, then u, vt     ?gesdd (jobz 'A'/'S'
-                                                       when compute_uv                       /'N')
+Primitive (operands) / params -> outputs, in this order; the routine called:
+- cholesky_p(a) -> l (..., n, n) lower triangular; ?potrf (uplo 'L').
+- triangular_solve_p(a, b) / left_side, lower, transpose_a, conjugate_a,
+  unit_diagonal -> x (shape of b); BLAS ?trsm (alpha 1).
+- lu_p(a) -> lu (..., m, n), pivots int32 (..., min(m, n)), permutation int32
+  (..., m); ?getrf.
+- qr_p(a) / full_matrices -> q (..., m, m or k), r (..., m or k, n), k = min(m, n);
+  ?geqrf, then ?orgqr.
+- eigh_p(a) / lower -> v (..., n, n) eigenvectors as columns, w (..., n)
+  ascending; ?syevd (jobz 'V').
+- svd_p(a) / full_matrices, compute_uv -> s (..., k) descending, then (when
+  compute_uv) u, vt; ?gesdd (jobz 'A', 'S' or 'N').
+- eig_p(a) / compute_left_eigenvectors, compute_right_eigenvectors -> w (..., n)
+  complex, then vl and/or vr (..., n, n) complex as asked; ?geev.
 
 Conventions, all as LAPACK returns them (and as NumPy/SciPy do): cholesky reads
 only the lower triangle of `a` and returns a factor whose strictly upper
@@ -29,16 +33,20 @@ was swapped with row pivots[i], in order); `a[permutation] == l @ u` with l unit
 lower triangular (strict lower part of lu) and u upper (upper part of lu); a
 singular matrix still factors (u has a zero on its diagonal). eigh reads only
 the `lower` (or upper) triangle. A decomposition that fails to converge
-(LAPACK info > 0) gives NaN outputs for that batch element.
+(LAPACK info > 0) gives NaN outputs for that batch element. eig's
+eigenvectors have unit norm and their largest component real, but of either
+sign (LAPACK's choice can flip between nearby matrices, so they are smooth only
+up to that sign); a matrix with an inf or NaN gives NaN outputs.
 
 Derivatives are forward-mode rules written with other primitives (so they
 differentiate again, and reverse mode transposes them): Murray 2016 for
-Cholesky, Giles 2008 for LU, QR and the solves, Townsend 2016 / Seeger et al.
-2017 for eigh and SVD. Where the derivative does not exist the rules give
-inf/NaN rather than a finite wrong value: eigenvectors at repeated eigenvalues,
-singular vectors at repeated or (for the non-square complement) zero singular
-values. Singular vectors of full_matrices=True with m != n, and the Q of a
-complete QR with m > n, are not unique functions of `a`: their JVP raises.
+Cholesky, Giles 2008 for LU, QR, eig and the solves, Townsend 2016 / Seeger et
+al. 2017 for eigh and SVD. Where the derivative does not exist the rules give
+inf/NaN rather than a finite wrong value: eigenvectors at repeated eigenvalues
+(eigh and eig), singular vectors at repeated or (for the non-square complement)
+zero singular values. Singular vectors of full_matrices=True with m != n, and
+the q of a complete QR with m > n, are not unique functions of `a`: their JVP
+raises NotImplementedError.
 """
 import numpy as np
 from scipy.linalg import blas as _blas
@@ -48,31 +56,40 @@ from ..ad import defjvp, is_undefined
 from ..batching import axis_size_of
 from ..core import Array, Primitive, ShapedArray, get_aval
 from ..errors import FgradTypeError
+from .. import dtypes as _dtypes
 from ._util import shapes_str
 from .dot_general import dot_general
-from .elementwise import add, convert_element_type, div, eq, mul, neg, sub
-from .reductions import reduce_sum
+from .elementwise import (add, complex as make_complex, conj, convert_element_type, div, eq,
+                          imag, mul, neg, real, sub)
+from .reductions import argmax, reduce_sum
 from .shape_ops import expand_dims, transpose
 from .slicing import batch_at, iota, pad, slice_in_dim
 
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_ALL = tuple(_PREFIX)
+_COMPLEX_NAMES = {"orgqr": "ungqr", "syevd": "heevd", "syevd_lwork": "heevd_lwork"}
 
 
 def _routine(module, name, dtype):
-    """The LAPACK/BLAS wrapper `name` (without its type prefix) for `dtype`."""
+    """The LAPACK/BLAS wrapper `name` (without its type prefix) for `dtype` (the
+    complex routines of real-only names, e.g. orgqr -> ungqr, syevd -> heevd)."""
+    if np.dtype(dtype).kind == "c":
+        name = _COMPLEX_NAMES.get(name, name)
     return getattr(module, _PREFIX[np.dtype(dtype)] + name)
 
 
-def _check_matrix(name, a, square=False):
+def _check_matrix(name, a, square=False, dtypes=_ALL):
     if a.ndim < 2:
         raise FgradTypeError(f"{name}: needs a matrix (at least 2 dims), got {a.str_short()}",
                              hint="stack vectors into a matrix, or reshape to (..., m, n)")
     if square and a.shape[-1] != a.shape[-2]:
         raise FgradTypeError(f"{name}: needs square matrices, got {a.str_short()}",
                              hint="the last two dims must be equal")
-    if np.dtype(a.dtype) not in _PREFIX:
-        raise FgradTypeError(f"{name}: supports float32 and float64, got {a.str_short()}",
-                             hint="convert with .astype(float32) or .astype(float64)")
+    if np.dtype(a.dtype) not in dtypes:
+        names = " and ".join(", ".join(map(str, dtypes)).rsplit(", ", 1))
+        raise FgradTypeError(f"{name}: supports {names}, got {a.str_short()}",
+                             hint="convert with .astype(...)")
 
 
 def _not_weak(count):
@@ -206,12 +223,15 @@ def _lu_abstract_eval(a):
 
 def permutation_from_pivots(pivots, m):
     """The row permutation (int32, last axis m) that the row swaps `pivots` apply."""
-    perm = np.broadcast_to(np.arange(m, dtype=np.int32), pivots.shape[:-1] + (m,)).copy()
-    for i in np.ndindex(pivots.shape[:-1]):
-        p = perm[i]
-        for k, j in enumerate(pivots[i]):
-            p[k], p[j] = p[j], p[k]
-    return perm
+    batch = pivots.shape[:-1]
+    count = int(np.prod(batch))
+    perm = np.broadcast_to(np.arange(m, dtype=np.int32), (count, m)).copy()
+    rows = np.arange(count)
+    for k, j in enumerate(pivots.reshape(count, pivots.shape[-1]).T):  # swap k <-> j at once
+        at_k = perm[:, k].copy()
+        perm[:, k] = perm[rows, j]
+        perm[rows, j] = at_k
+    return perm.reshape(batch + (m,))
 
 
 def _lu_impl(a):
@@ -286,22 +306,26 @@ def qr(a, full_matrices=True):
 
 def _eigh_abstract_eval(a, *, lower):
     _check_matrix("eigh", a, square=True)
-    return [ShapedArray(a.shape, a.dtype, False), ShapedArray(a.shape[:-1], a.dtype, False)]
+    return [ShapedArray(a.shape, a.dtype, False),
+            ShapedArray(a.shape[:-1], _dtypes.real_dtype(a.dtype), False)]
 
 
 def _eigh_impl(a, *, lower):
-    """?syevd (divide and conquer, eigenvectors) per matrix, reading the `lower`
-    or upper triangle; info > 0 (no convergence) -> NaN."""
+    """?syevd (?heevd for complex; divide and conquer, eigenvectors) per matrix,
+    reading the `lower` or upper triangle (a complex diagonal's imaginary parts
+    are taken as zero); info > 0 (no convergence) -> NaN."""
     v = np.zeros(a.shape, a.dtype)
-    w = np.zeros(a.shape[:-1], a.dtype)
+    w = np.zeros(a.shape[:-1], _dtypes.real_dtype(a.dtype))
     n = a.shape[-1]
     if n == 0:
         return [v, w]
     syevd = _routine(_lapack, "syevd", a.dtype)
-    work, iwork, _ = _routine(_lapack, "syevd_lwork", a.dtype)(n, compute_v=1, lower=int(lower))
-    lwork, liwork = _lwork(work), _lwork(iwork)
+    query = _routine(_lapack, "syevd_lwork", a.dtype)(n, compute_v=1, lower=int(lower))
+    sizes = dict(lwork=_lwork(query[0]), liwork=_lwork(query[1]))
+    if a.dtype.kind == "c":
+        sizes["lrwork"] = _lwork(query[2])
     for i in np.ndindex(a.shape[:-2]):
-        wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), lwork=lwork, liwork=liwork)
+        wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), **sizes)
         if info:
             wi, vi = np.nan, np.nan
         v[i], w[i] = vi, wi
@@ -326,7 +350,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv):
     *batch, m, n = a.shape
     batch = tuple(batch)
     k = min(m, n)
-    s = ShapedArray(batch + (k,), a.dtype, False)
+    s = ShapedArray(batch + (k,), _dtypes.real_dtype(a.dtype), False)
     if not compute_uv:
         return [s]
     ucols, vrows = (m, n) if full_matrices else (k, k)
@@ -337,7 +361,7 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv):
 def _svd_impl(a, *, full_matrices, compute_uv):
     """?gesdd (divide and conquer) per matrix; info > 0 (no convergence) -> NaN."""
     *batch, m, n = a.shape
-    outs = [np.zeros(aval.shape, a.dtype) for aval in _svd_abstract_eval(
+    outs = [np.zeros(aval.shape, aval.dtype) for aval in _svd_abstract_eval(
         ShapedArray(a.shape, a.dtype), full_matrices=full_matrices, compute_uv=compute_uv)]
     if min(m, n) == 0:
         if compute_uv:  # the complement's basis: the identity's columns
@@ -384,6 +408,20 @@ def _mT(x):
     return transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+def _is_complex(x):
+    return np.dtype(x.dtype).kind == "c"
+
+
+def _H(x):
+    """The conjugate transpose of each matrix (the transpose of real ones)."""
+    return conj(_mT(x)) if _is_complex(x) else _mT(x)
+
+
+def _like(x, dtype):
+    """Real x as `dtype` (a complex one), for products with complex values."""
+    return convert_element_type(x, dtype) if np.dtype(x.dtype) != np.dtype(dtype) else x
+
+
 def _mm(a, b):
     """Batched matrix product over the shared leading dims."""
     nd = len(a.shape)
@@ -406,10 +444,18 @@ def _diag(x):
 
 
 def _symmetric_from(x, lower):
-    """The symmetric matrix whose `lower` (or upper) triangle is x's."""
-    if lower:
-        return add(_tri(x, 0), _mT(_tri(x, -1)))
-    return add(_tri(x, 0, lower=False), _mT(_tri(x, 1, lower=False)))
+    """The symmetric (Hermitian) matrix whose `lower` (or upper) triangle is x's; a
+    complex diagonal's imaginary parts are dropped, as LAPACK drops them."""
+    strict = _tri(x, -1) if lower else _tri(x, 1, lower=False)
+    d = _diag(x)
+    if _is_complex(x):
+        d = _like(real(d), x.dtype)
+    eye = _const(np.eye(x.shape[-1]), x.dtype)
+    return add(add(strict, _H(strict)), mul(expand_dims(d, (len(x.shape) - 1,)), eye))
+
+
+def _zero_like(x):
+    return mul(x, _const(0, x.dtype))
 
 
 def _inverse_gaps(v):
@@ -424,8 +470,8 @@ def _inverse_gaps(v):
 
 
 # ----------------------------------------------------------------------------
-# cholesky: dL = L phi(L^-1 dA L^-T), phi = lower triangle with half the diagonal
-# (Murray 2016); dA is the symmetric matrix the tangent's lower triangle makes.
+# cholesky: dL = L phi(L^-1 dA L^-H), phi = lower triangle with half the diagonal
+# (Murray 2016); dA is the Hermitian matrix the tangent's lower triangle makes.
 
 def _cholesky_jvp(primals, tangents):
     (a,), (da,) = primals, tangents
@@ -434,7 +480,8 @@ def _cholesky_jvp(primals, tangents):
         return l, None
     n = a.shape[-1]
     y = triangular_solve(l, _symmetric_from(da, True), left_side=True, lower=True)
-    x = triangular_solve(l, y, left_side=False, lower=True, transpose_a=True)
+    x = triangular_solve(l, y, left_side=False, lower=True, transpose_a=True,
+                         conjugate_a=_is_complex(l))
     phi = mul(x, _const(np.tri(n, n, -1) + 0.5 * np.eye(n), a.dtype))
     return l, _mm(l, phi)
 
@@ -445,7 +492,9 @@ cholesky_p.jvp = _cholesky_jvp
 # ----------------------------------------------------------------------------
 # triangular_solve: linear in b; in a, d(op(a)^-1) = -op(a)^-1 op(da) op(a)^-1
 
-def _op(x, transpose_a):
+def _op(x, transpose_a, conjugate_a):
+    if conjugate_a and _is_complex(x):
+        x = conj(x)
     return _mT(x) if transpose_a else x
 
 
@@ -457,7 +506,7 @@ def _triangle_read(da, lower, unit_diagonal):
 
 def _triangular_solve_jvp_a(g, x, a, b, *, left_side, lower, transpose_a, conjugate_a,
                             unit_diagonal):
-    dop = _op(_triangle_read(g, lower, unit_diagonal), transpose_a)
+    dop = _op(_triangle_read(g, lower, unit_diagonal), transpose_a, conjugate_a)
     rhs = _mm(dop, x) if left_side else _mm(x, dop)
     return neg(triangular_solve_p.bind(
         a, rhs, left_side=left_side, lower=lower, transpose_a=transpose_a,
@@ -524,9 +573,10 @@ lu_p.jvp = _lu_jvp
 
 
 # ----------------------------------------------------------------------------
-# qr (Giles 2008 / Walter & Lehmann): with R1 = r[:, :k], C = q^T da[:, :k] R1^-1 and
-# the skew matrix W = tril(C, -1) - tril(C, -1)^T: dq = (da[:, :k] R1^-1 - q C) + q W,
-# dr = q^T da - W r. Singular R1 (rank-deficient a) gives inf/NaN.
+# qr (Giles 2008 / Walter & Lehmann): with R1 = r[:, :k], C = q^H da[:, :k] R1^-1 and
+# the skew-Hermitian W = tril(C, -1) - tril(C, -1)^H (+ i Im diag(C) for complex,
+# where LAPACK's r has a real diagonal): dq = (da[:, :k] R1^-1 - q C) + q W,
+# dr = q^H da - W r. Singular R1 (rank-deficient a) gives inf/NaN.
 
 def _qr_jvp(primals, tangents, *, full_matrices):
     (a,), (da,) = primals, tangents
@@ -544,11 +594,14 @@ def _qr_jvp(primals, tangents, *, full_matrices):
     r1 = slice_in_dim(r, 0, k, axis=nd - 1)
     da1 = slice_in_dim(da, 0, k, axis=nd - 1)
     da_rinv = triangular_solve(r1, da1, left_side=False, lower=False)
-    c = _mm(_mT(q), da_rinv)
+    c = _mm(_H(q), da_rinv)
     low = _tri(c, -1)
-    w = sub(low, _mT(low))
+    w = sub(low, _H(low))
+    if _is_complex(c):   # q^H dq is skew-Hermitian: its diagonal is imaginary
+        eye = _const(np.eye(k), c.dtype)
+        w = add(w, mul(_like(make_complex(_zero_like(real(c)), imag(c)), c.dtype), eye))
     dq = add(sub(da_rinv, _mm(q, c)), _mm(q, w))
-    dr = sub(_mm(_mT(q), da), _mm(w, r))
+    dr = sub(_mm(_H(q), da), _mm(w, r))
     return [q, r], [dq, dr]
 
 
@@ -556,18 +609,20 @@ qr_p.jvp = _qr_jvp
 
 
 # ----------------------------------------------------------------------------
-# eigh: with dA the symmetric tangent (from the triangle read) and P = v^T dA v:
+# eigh: with dA the Hermitian tangent (from the triangle read) and P = v^H dA v:
 # dw = diag(P), dv = v (F * P), F[i, j] = 1 / (w[j] - w[i]); inf/NaN at repeated
-# eigenvalues, where the eigenvectors are not differentiable.
+# eigenvalues, where the eigenvectors are not differentiable. A complex eigenvector's
+# phase is LAPACK's arbitrary choice: dv is the one with v^H dv zero on the diagonal.
 
 def _eigh_jvp(primals, tangents, *, lower):
     (a,), (da,) = primals, tangents
     v, w = eigh_p.bind(a, lower=lower)
     if da is None:
         return [v, w], [None, None]
-    p = _mm(_mT(v), _mm(_symmetric_from(da, lower), v))
-    dv = _mm(v, mul(_inverse_gaps(w), p))
-    return [v, w], [dv, _diag(p)]
+    p = _mm(_H(v), _mm(_symmetric_from(da, lower), v))
+    dv = _mm(v, mul(_like(_inverse_gaps(w), p.dtype), p))
+    dw = real(_diag(p)) if _is_complex(p) else _diag(p)
+    return [v, w], [dv, dw]
 
 
 eigh_p.jvp = _eigh_jvp
@@ -595,24 +650,152 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
             "a non-square matrix is not defined: the extra columns are any orthonormal "
             "basis of the complement. Use full_matrices=False.")
     s, u, vt = svd_p.bind(a, full_matrices=False, compute_uv=True)
-    v = _mT(vt)
-    p = _mm(_mT(u), _mm(da, v))
-    ds = _diag(p)
+    v = _H(vt)
+    p = _mm(_H(u), _mm(da, v))
+    ds = real(_diag(p)) if _is_complex(p) else _diag(p)
     if not compute_uv:
         return [s], [ds]
     nd = len(a.shape)
-    s_row = expand_dims(s, (nd - 2,))          # s[j] along a row
-    s_col = expand_dims(s, (nd - 1,))          # s[i] down a column
-    f = _inverse_gaps(mul(s, s))
-    du = _mm(u, mul(f, add(mul(p, s_row), mul(s_col, _mT(p)))))
-    dv = _mm(v, mul(f, add(mul(s_col, p), mul(_mT(p), s_row))))
+    sc = _like(s, a.dtype)
+    s_row = expand_dims(sc, (nd - 2,))         # s[j] along a row
+    s_col = expand_dims(sc, (nd - 1,))         # s[i] down a column
+    f = _like(_inverse_gaps(mul(s, s)), a.dtype)
+    du = _mm(u, mul(f, add(mul(p, s_row), mul(s_col, _H(p)))))
+    dv = _mm(v, mul(f, add(mul(s_col, p), mul(_H(p), s_row))))
+    if _is_complex(p):   # the phase shared by u[:, i] and v[:, i]: put on u, v^H dv = 0
+        phase = make_complex(_zero_like(s), div(imag(_diag(p)), s))
+        du = add(du, mul(u, expand_dims(phase, (nd - 2,))))
     if m > k:
         dav = div(_mm(da, v), s_row)
-        du = add(du, sub(dav, _mm(u, _mm(_mT(u), dav))))
+        du = add(du, sub(dav, _mm(u, _mm(_H(u), dav))))
     if n > k:
-        datu = div(_mm(_mT(da), u), s_row)
+        datu = div(_mm(_H(da), u), s_row)
         dv = add(dv, sub(datu, _mm(v, _mm(vt, datu))))
-    return [s, u, vt], [ds, du, _mT(dv)]
+    return [s, u, vt], [ds, du, _H(dv)]
 
 
 svd_p.jvp = _svd_jvp
+
+
+# ----------------------------------------------------------------------------
+# eig: eigenvalues and eigenvectors of general (non-symmetric) matrices
+
+def _eig_abstract_eval(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    _check_matrix("eig", a, square=True)
+    c = _dtypes.complex_dtype(_dtypes.real_dtype(a.dtype))
+    outs = [ShapedArray(a.shape[:-1], c, False)]
+    outs += [ShapedArray(a.shape, c, False)] * (int(compute_left_eigenvectors)
+                                                + int(compute_right_eigenvectors))
+    return outs
+
+
+def _complex_vectors(w_imag, v, dtype):
+    """LAPACK's real packing of eigenvectors (a conjugate pair's vectors as the real
+    and imaginary parts in columns j, j + 1) as complex vectors."""
+    out = v.astype(dtype)
+    for j in np.nonzero(w_imag > 0)[0]:
+        out[:, j] = v[:, j] + 1j * v[:, j + 1]
+        out[:, j + 1] = v[:, j] - 1j * v[:, j + 1]
+    return out
+
+
+def _eig_impl(a, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    """?geev per matrix (no balancing options: LAPACK's defaults). Eigenvectors have
+    unit 2-norm and their largest component real; eigenvalues come in LAPACK's
+    order. A matrix with infinite or NaN entries, or where geev fails (info > 0),
+    gives NaN outputs."""
+    avals = _eig_abstract_eval(ShapedArray(a.shape, a.dtype), compute_left_eigenvectors=
+                               compute_left_eigenvectors, compute_right_eigenvectors=
+                               compute_right_eigenvectors)
+    outs = [np.zeros(v.shape, v.dtype) for v in avals]
+    n = a.shape[-1]
+    if n == 0:
+        return outs
+    cdt = avals[0].dtype
+    geev = _routine(_lapack, "geev", a.dtype)
+    flags = dict(compute_vl=int(compute_left_eigenvectors),
+                 compute_vr=int(compute_right_eigenvectors))
+    lwork = _lwork(_routine(_lapack, "geev_lwork", a.dtype)(n, **flags)[0])
+    for i in np.ndindex(a.shape[:-2]):
+        if not np.isfinite(a[i]).all():
+            for out in outs:
+                out[i] = np.nan
+            continue
+        if a.dtype.kind == "f":
+            wr, wi, vl, vr, info = geev(a[i], lwork=lwork, **flags)
+            w = wr + 1j * wi
+            vl, vr = _complex_vectors(wi, vl, cdt), _complex_vectors(wi, vr, cdt)
+        else:
+            w, vl, vr, info = geev(a[i], lwork=lwork, **flags)
+        parts = [w] + [vl] * flags["compute_vl"] + [vr] * flags["compute_vr"]
+        for out, part in zip(outs, parts):
+            out[i] = np.nan if info else part
+    return outs
+
+
+eig_p = _primitive("eig", _eig_impl, _eig_abstract_eval, 3)
+eig_p.out_weak_types = lambda params: [False] * len(_eig_abstract_eval(
+    ShapedArray((1, 1), np.dtype(np.float64)), **params))
+
+
+def eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=True):
+    """Eigenvalues w (complex, LAPACK's order) of each square matrix, then its left
+    eigenvectors (columns, u^H a = w u^H) and right ones (a v = w v) as asked."""
+    params = dict(compute_left_eigenvectors=bool(compute_left_eigenvectors),
+                  compute_right_eigenvectors=bool(compute_right_eigenvectors))
+    _eig_abstract_eval(get_aval(a), **params)
+    return tuple(eig_p.bind(a, **params))
+
+
+def _first_largest(v):
+    """One-hot (along axis -2) of each column's first component of largest modulus."""
+    nd = len(v.shape)
+    size = add(mul(real(v), real(v)), mul(imag(v), imag(v)))
+    k = argmax(size, nd - 2, np.int32)
+    rows = iota(np.int32, tuple(v.shape), nd - 2)
+    return convert_element_type(eq(rows, expand_dims(k, (nd - 2,))), v.dtype)
+
+
+def _keep_normalized(v, dv):
+    """dv plus the multiple of each column v_j that keeps LAPACK's normalization of
+    v_j (unit 2-norm, its first largest component real)."""
+    nd = len(v.shape)
+    norm_part = real(reduce_sum(mul(conj(v), dv), (nd - 2,)))
+    pick = _first_largest(v)
+    ratio = div(reduce_sum(mul(pick, dv), (nd - 2,)), reduce_sum(mul(pick, v), (nd - 2,)))
+    c = make_complex(neg(norm_part), neg(imag(ratio)))
+    return add(dv, mul(v, expand_dims(c, (nd - 2,))))
+
+
+def _eig_jvp(primals, tangents, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    """With u, v the left and right eigenvectors, D = diag(u^H v) and
+    Q = D^-1 u^H da v (= v^-1 da v), F[i, j] = 1 / (w[j] - w[i]):
+    dw = diag(Q); dv = v (F * Q); du = u K^H with K[i, j] = -D[i] F[i, j] Q[i, j] / D[j]
+    (from differentiating u^H a = w u^H); then a multiple of each vector is added to
+    keep LAPACK's normalization (unit norm, largest component real). Repeated
+    eigenvalues give inf/NaN; so does a defective matrix (D singular)."""
+    (a,), (da,) = primals, tangents
+    params = dict(compute_left_eigenvectors=compute_left_eigenvectors,
+                  compute_right_eigenvectors=compute_right_eigenvectors)
+    if da is None:
+        outs = eig_p.bind(a, **params)
+        return outs, [None] * len(outs)
+    w, u, v = eig_p.bind(a, compute_left_eigenvectors=True, compute_right_eigenvectors=True)
+    nd = len(a.shape)
+    uh = conj(_mT(u))
+    dac = convert_element_type(da, w.dtype) if da.dtype != w.dtype else da
+    d = _diag(_mm(uh, v))
+    q = div(_mm(uh, _mm(dac, v)), expand_dims(d, (nd - 1,)))
+    f_q = mul(_inverse_gaps(w), q)
+    outs, touts = [w], [_diag(q)]
+    if compute_left_eigenvectors:
+        k = div(mul(expand_dims(d, (nd - 1,)), f_q), expand_dims(d, (nd - 2,)))
+        outs.append(u)
+        touts.append(_keep_normalized(u, neg(_mm(u, conj(_mT(k))))))
+    if compute_right_eigenvectors:
+        outs.append(v)
+        touts.append(_keep_normalized(v, _mm(v, f_q)))
+    return outs, touts
+
+
+eig_p.jvp = _eig_jvp

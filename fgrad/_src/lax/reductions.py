@@ -14,7 +14,7 @@ from ..ad import defjvp, defjvp_zero, deflinear, jvp_flat
 from ..batching import defreduction
 from ..core import Array, Primitive, ShapedArray
 from ..errors import FgradTypeError
-from ._util import check_kinds
+from ._util import check_kinds, reject_complex
 
 
 def _check_axes(name, x, axes):
@@ -68,7 +68,7 @@ def _accumulated(reduce):
 
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.impl = _accumulated(np.sum)
-reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiu")
+reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiuc")
 defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 
@@ -121,7 +121,7 @@ def _reduce_prod_impl(x, *, axes):
 
 reduce_prod_p = Primitive("reduce_prod")
 reduce_prod_p.impl = _reduce_prod_impl
-reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiu")
+reduce_prod_p.abstract_eval = _reduction_rule("reduce_prod", "fiuc")
 defreduction(reduce_prod_p)
 reduce_prod_p.jvp = _reduce_prod_jvp
 
@@ -193,7 +193,7 @@ def _extremum_impl(pick_max):
 
 
 reduce_max_p = Primitive("reduce_max")
-reduce_max_p.impl = _extremum_impl(True)
+reduce_max_p.impl = reject_complex(_extremum_impl(True))
 reduce_max_p.abstract_eval = _reduction_rule("reduce_max", "fiub")
 defreduction(reduce_max_p)
 defjvp(reduce_max_p, _extremum_jvp)
@@ -204,7 +204,7 @@ def reduce_max(x, axes):
 
 
 reduce_min_p = Primitive("reduce_min")
-reduce_min_p.impl = _extremum_impl(False)
+reduce_min_p.impl = reject_complex(_extremum_impl(False))
 reduce_min_p.abstract_eval = _reduction_rule("reduce_min", "fiub")
 defreduction(reduce_min_p)
 defjvp(reduce_min_p, _extremum_jvp)
@@ -222,6 +222,7 @@ def _arg_rule(name):
         _check_axes(name, x, axes)
         if len(axes) != 1:
             raise FgradTypeError(f"{name} reduces exactly one axis, got {axes}")
+        check_kinds(name, [x], "fiub")
         return ShapedArray(_reduced_shape(x.shape, axes), index_dtype, False)
     return rule
 
@@ -235,13 +236,13 @@ def _argmin_impl(x, *, axes, index_dtype):
 
 
 argmax_p = Primitive("argmax")
-argmax_p.impl = _argmax_impl
+argmax_p.impl = reject_complex(_argmax_impl)
 argmax_p.abstract_eval = _arg_rule("argmax")
 defreduction(argmax_p)
 defjvp_zero(argmax_p)
 
 argmin_p = Primitive("argmin")
-argmin_p.impl = _argmin_impl
+argmin_p.impl = reject_complex(_argmin_impl)
 argmin_p.abstract_eval = _arg_rule("argmin")
 defreduction(argmin_p)
 defjvp_zero(argmin_p)

@@ -143,7 +143,10 @@ def dot(a, b, out=None):
 
 
 def vdot(a, b, /):
+    """The dot product of the flattened arrays, conjugating a complex `a` (as NumPy)."""
     a, b = _value(a), _value(b)
+    if a.dtype.kind == "c":
+        a = lax.conj(a)
     if a.size != b.size:
         raise FgradTypeError(f"vdot: operands of sizes {a.size} and {b.size} "
                              f"({shape_str(a)}, {shape_str(b)}) differ")

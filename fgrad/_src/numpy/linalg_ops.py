@@ -13,10 +13,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import dtypes
 from ..custom_derivatives import custom_jvp
 from ..errors import FgradTypeError
 from ..lax import linalg as lax_linalg
-from . import creation, reductions, shape, sorting, ufuncs
+from . import complex_math, creation, reductions, shape, sorting, ufuncs
 from . import linalg as _products
 from .util import asarray, canonicalize_axis, promote_inexact, static_int, to_inexact
 
@@ -41,6 +42,11 @@ class QRResult(NamedTuple):
     R: object
 
 
+class EigResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
 class SlogdetResult(NamedTuple):
     sign: object
     logabsdet: object
@@ -54,9 +60,10 @@ class LstsqResult(NamedTuple):
 
 
 _LAPACK_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_WITH_COMPLEX = _LAPACK_DTYPES + (np.dtype(np.complex64), np.dtype(np.complex128))
 
 
-def _matrices(name, a, square=False):
+def _matrices(name, a, square=False, dtypes=_WITH_COMPLEX):
     """a as a float array of (stacked) matrices, or LinAlgError."""
     a = to_inexact(asarray(a))
     if len(a.shape) < 2:
@@ -65,7 +72,7 @@ def _matrices(name, a, square=False):
     if square and a.shape[-1] != a.shape[-2]:
         raise LinAlgError(f"{name}: the last 2 dimensions of the array must be square, got "
                           f"shape {tuple(a.shape)}")
-    if a.dtype not in _LAPACK_DTYPES:
+    if a.dtype not in dtypes:
         raise LinAlgError(f"{name}: array type {a.dtype} is unsupported in linalg",
                           hint="convert to float32 or float64 with .astype(...)")
     return a
@@ -73,6 +80,35 @@ def _matrices(name, a, square=False):
 
 def _mT(x):
     return shape.swapaxes(x, -1, -2)
+
+
+def _H(x):
+    """Conjugate transpose (the transpose of real matrices)."""
+    return complex_math.conj(_mT(x)) if x.dtype.kind == "c" else _mT(x)
+
+
+def _take(x, index, axis):
+    """take_along_axis, for complex x part by part (gather's transpose, a
+    scatter-add, takes real operands only)."""
+    if x.dtype.kind != "c":
+        return shape.take_along_axis(x, index, axis=axis)
+    from .. import lax
+    return lax.complex(shape.take_along_axis(complex_math.real(x), index, axis=axis),
+                       shape.take_along_axis(complex_math.imag(x), index, axis=axis))
+
+
+def _main_diagonal(x):
+    """The main diagonal of each square matrix (as a masked sum: no gather)."""
+    return reductions.sum(x * creation.eye(x.shape[-1], dtype=x.dtype), axis=-1)
+
+
+def _real(dtype):
+    return dtypes.real_dtype(np.dtype(dtype))
+
+
+def _abs2(x):
+    """|x|^2, smooth at 0 for complex x too."""
+    return complex_math.real(x * complex_math.conj(x)) if x.dtype.kind == "c" else x * x
 
 
 def _eye_like(a):
@@ -88,13 +124,13 @@ def _lu_solve(lu_packed, perm, b, transposed=False):
     a's batch dims."""
     tri = lax_linalg.triangular_solve
     if not transposed:
-        pb = shape.take_along_axis(b, perm[..., :, None], axis=-2)
+        pb = _take(b, perm[..., :, None], axis=-2)
         y = tri(lu_packed, pb, left_side=True, lower=True, unit_diagonal=True)
         return tri(lu_packed, y, left_side=True, lower=False)
     z = tri(lu_packed, b, left_side=True, lower=False, transpose_a=True)
     w = tri(lu_packed, z, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
     inverse = sorting.argsort(perm, axis=-1)
-    return shape.take_along_axis(w, inverse[..., :, None], axis=-2)
+    return _take(w, inverse[..., :, None], axis=-2)
 
 
 def _broadcast_batch(a, b):
@@ -140,7 +176,7 @@ def _lu_sign_and_diagonal(name, a):
     n = a.shape[-1]
     swaps = reductions.sum(pivots != creation.arange(n, dtype=pivots.dtype), axis=-1)
     sign = ufuncs.where(swaps % 2 == 1, -1.0, 1.0).astype(a.dtype)
-    return sign, _products.diagonal(lu_packed, 0, -2, -1)
+    return sign, _main_diagonal(lu_packed)
 
 
 def det(a):
@@ -150,9 +186,15 @@ def det(a):
 
 
 def slogdet(a):
-    """(sign, log|det|) of each square matrix; a singular one gives (0, -inf)."""
+    """(sign, log|det|) of each square matrix (for complex ones, sign is det / |det|);
+    a singular one gives (0, -inf)."""
     sign, d = _lu_sign_and_diagonal("slogdet", a)
-    sign = sign * reductions.prod(ufuncs.sign(d), axis=-1)
+    if d.dtype.kind == "c":
+        size = ufuncs.abs(d).astype(d.dtype)
+        unit = ufuncs.where(size == 0, 0, d / ufuncs.where(size == 0, 1, size))
+    else:
+        unit = ufuncs.sign(d)
+    sign = sign * reductions.prod(unit, axis=-1)
     return SlogdetResult(sign, reductions.sum(ufuncs.log(ufuncs.abs(d)), axis=-1))
 
 
@@ -183,7 +225,7 @@ def cholesky(a, /, *, upper=False):
     """The lower (or, with upper, upper) Cholesky factor, reading a's lower
     triangle; a matrix that is not positive definite gives a NaN factor."""
     l = lax_linalg.cholesky(_matrices("cholesky", a, square=True))
-    return _mT(l) if upper else l
+    return _H(l) if upper else l
 
 
 def _check_uplo(name, UPLO):
@@ -205,6 +247,23 @@ def eigvalsh(a, UPLO="L"):
     return eigh(a, UPLO).eigenvalues
 
 
+def eig(a):
+    """(eigenvalues, right eigenvectors as unit-norm columns) of each square matrix,
+    both complex (NumPy returns real arrays when every eigenvalue is real: a dtype
+    that depends on values, which jit cannot give). Each eigenvector's largest
+    component is real but of either sign (LAPACK's choice, which may flip between
+    nearby matrices); derivatives are those of the branch at hand, and NaN/inf at
+    repeated eigenvalues."""
+    w, v = lax_linalg.eig(_matrices("eig", a, square=True, dtypes=_WITH_COMPLEX))
+    return EigResult(w, v)
+
+
+def eigvals(a):
+    """The (complex) eigenvalues of each square matrix."""
+    a = _matrices("eigvals", a, square=True, dtypes=_WITH_COMPLEX)
+    return lax_linalg.eig(a, compute_right_eigenvectors=False)[0]
+
+
 def _hermitian_svd(a, compute_uv):
     """SVD of symmetric matrices from eigh: s = |w| in descending order."""
     w, v = eigh(a)
@@ -213,8 +272,8 @@ def _hermitian_svd(a, compute_uv):
     s = ufuncs.abs(w)
     if not compute_uv:
         return s
-    v = shape.take_along_axis(v, order[..., None, :], axis=-1)
-    return SVDResult(v, s, _mT(v * ufuncs.sign(w)[..., None, :]))
+    v = _take(v, order[..., None, :], axis=-1)
+    return SVDResult(v, s, _H(v * ufuncs.sign(w).astype(v.dtype)[..., None, :]))
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -255,17 +314,17 @@ def _pinv(a, rcond):
     cutoff = rcond[..., None] * reductions.max(s, axis=-1, keepdims=True, initial=0.0)
     large = s > cutoff
     s_inv = ufuncs.where(large, 1.0 / ufuncs.where(large, s, 1.0), 0.0)
-    return _products.matmul(_mT(vt) * s_inv[..., None, :], _mT(u))
+    return _products.matmul(_H(vt) * s_inv.astype(a.dtype)[..., None, :], _H(u))
 
 
 @_pinv.defjvp
 def _pinv_jvp(primals, tangents):
     """Golub & Pereyra 1973: where the rank is locally constant,
-    dp = -p da p + p p^T da^T (I - a p) + (I - p a) da^T p^T p."""
+    dp = -p da p + p p^H da^H (I - a p) + (I - p a) da^H p^H p."""
     (a, rcond), (da, _) = primals, tangents
     p = _pinv(a, rcond)
     mm = _products.matmul
-    pt, dat = _mT(p), _mT(da)
+    pt, dat = _H(p), _H(da)
     eye_m = creation.eye(a.shape[-2], dtype=a.dtype)
     eye_n = creation.eye(a.shape[-1], dtype=a.dtype)
     dp = (-mm(mm(p, da), p) + mm(mm(mm(p, pt), dat), eye_m - mm(a, p))
@@ -290,9 +349,9 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE):
             rcond = rtol
     elif rtol is not _NO_VALUE:
         raise ValueError("pinv: `rtol` and `rcond` can't be both set")
-    rcond = shape.broadcast_to(asarray(rcond, a.dtype), tuple(a.shape[:-2]))
+    rcond = shape.broadcast_to(asarray(rcond, _real(a.dtype)), tuple(a.shape[:-2]))
     if hermitian:  # the SVD of a symmetric matrix, from eigh (not differentiated apart)
-        a = (a + _mT(a)) * 0.5
+        a = (a + _H(a)) * 0.5
     return _pinv(a, rcond)
 
 
@@ -314,10 +373,10 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
         if rtol is None:
             rtol = max(A.shape[-2:]) * np.finfo(A.dtype).eps
         else:
-            rtol = asarray(rtol, A.dtype)[..., None]
+            rtol = asarray(rtol, _real(A.dtype))[..., None]
         tol = reductions.max(s, axis=-1, keepdims=True, initial=0.0) * rtol
     else:
-        tol = asarray(tol, A.dtype)[..., None]
+        tol = asarray(tol, _real(A.dtype))[..., None]
     return _rank_of(s, tol)
 
 
@@ -339,14 +398,14 @@ def lstsq(a, b, rcond=None):
         rcond = np.finfo(a.dtype).eps * max(m, n)
     vector = len(b.shape) == 1
     b2 = b[:, None] if vector else b
-    p = _pinv(a, asarray(rcond, a.dtype))
+    p = _pinv(a, asarray(rcond, _real(a.dtype)))
     x = _products.matmul(p, b2)
     s = svd(a, compute_uv=False)
     cutoff = rcond * reductions.max(s, initial=0.0)
     rank = _rank_of(s, cutoff)
     if m > n:
         r = b2 - _products.matmul(a, x)
-        residuals = reductions.sum(r * r, axis=0)
+        residuals = reductions.sum(_abs2(r), axis=0)
     else:
         residuals = creation.zeros((0,), a.dtype)
     return LstsqResult(x[:, 0] if vector else x, residuals, rank, s)
@@ -358,13 +417,13 @@ def lstsq(a, b, rcond=None):
 def _vector_norm(x, ord, axes, keepdims):
     ax = ufuncs.abs(x)
     if ord is None or ord == 2:
-        return ufuncs.sqrt(reductions.sum(x * x, axis=axes, keepdims=keepdims))
+        return ufuncs.sqrt(reductions.sum(_abs2(x), axis=axes, keepdims=keepdims))
     if ord == np.inf:
         return reductions.max(ax, axis=axes, keepdims=keepdims)
     if ord == -np.inf:
         return reductions.min(ax, axis=axes, keepdims=keepdims)
     if ord == 0:
-        return reductions.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
+        return reductions.sum((x != 0).astype(ax.dtype), axis=axes, keepdims=keepdims)
     if ord == 1:
         return reductions.sum(ax, axis=axes, keepdims=keepdims)
     if isinstance(ord, str):
@@ -379,7 +438,7 @@ def _keep(out, axes, keepdims):
 
 def _matrix_norm(x, ord, row, col, keepdims):
     if ord in (None, "fro"):
-        return ufuncs.sqrt(reductions.sum(x * x, axis=(row, col), keepdims=keepdims))
+        return ufuncs.sqrt(reductions.sum(_abs2(x), axis=(row, col), keepdims=keepdims))
     if ord in (2, -2, "nuc"):
         s = svdvals(shape.moveaxis(x, (row, col), (-2, -1)))
         out = (reductions.max(s, axis=-1) if ord == 2 else
@@ -402,7 +461,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     nd = len(x.shape)
     if axis is None:
         if ord is None:
-            out = ufuncs.sqrt(reductions.sum(x * x))
+            out = ufuncs.sqrt(reductions.sum(_abs2(x)))
             return shape.reshape(out, (1,) * nd) if keepdims else out
         if nd not in (1, 2):
             raise ValueError("norm: improper number of dimensions to norm (pass axis for "

@@ -100,7 +100,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
 def _inexact_dtype(a, dtype):
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    return a.dtype if a.dtype.kind == "f" else dtypes.default_float
+    return a.dtype if a.dtype.kind in "fc" else dtypes.default_float
 
 
 def _accumulation_dtype(dtype):
@@ -142,7 +142,11 @@ def _variance(a, axis, dtype, ddof, keepdims, where, mean, correction):
     else:
         mu = _cast(_value(mean), acc)
     centered = lax.sub(a, mu)
-    sq = lax.mul(centered, centered)
+    if centered.dtype.kind == "c":  # |x - mean|^2: a real variance, as NumPy's
+        sq = lax.real(lax.mul(centered, lax.conj(centered)))
+        acc, dtype = dtypes.real_dtype(acc), dtypes.real_dtype(dtype)
+    else:
+        sq = lax.mul(centered, centered)
     total = sum(sq, axes, keepdims=keepdims, where=where)
     n = _count("var", a, axes, where, acc, keepdims)
     return lax.div(total, lax.sub(n, scalar_like(n, ddof))), dtype
@@ -297,7 +301,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
 
 def _nan_to(a, value):
     a = _value(a)
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":
         return a
     return lax.select_n(lax.ne(a, a), a, scalar_like(a, value))
 
@@ -312,7 +316,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     a = _value(a)
-    if a.dtype.kind != "f":
+    if a.dtype.kind not in "fc":
         return mean(a, axis, dtype, keepdims=keepdims, where=where)
     keep = lax.eq(a, a)
     if where is not None:

@@ -18,8 +18,8 @@ _ARRAYS = (Array, Tracer)
 
 
 def _inexact1(x):
-    """x as a floating-point fgrad value (fast path for float arrays)."""
-    if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind == "f":
+    """x as a floating-point or complex fgrad value (fast path for float arrays)."""
+    if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind in "fc":
         return x
     return promote_inexact(x)[0]
 
@@ -385,6 +385,8 @@ def arctan2(x1, x2, /):
 
 def arcsin(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.asin(x)
     return lax.atan2(x, lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x))))
 
 
@@ -393,12 +395,16 @@ def arccos(x, /):
     and one formula on the whole domain, so the derivative at -1 is the true one
     (no constant pi substituted there, whose derivative would be 0)."""
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.acos(x)
     r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
     return lax.atan2(r, x)
 
 
 def arctan(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.atan(x)
     return lax.atan2(x, _c(x, 1))
 
 
@@ -408,6 +414,8 @@ _LN2 = math.log(2)
 @_half_in_float32
 def sinh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return _complex_sinh(x)
     small = lax.lt(lax.abs(x), _c(x, 1))
     xs = lax.select_n(small, _c(x, 0), x)           # safe input for the small branch
     xl = lax.select_n(small, x, _c(x, 1))            # safe input for the large branch
@@ -420,6 +428,8 @@ def sinh(x, /):
 @_half_in_float32
 def cosh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return _complex_cosh(x)
     return lax.add(lax.exp(lax.sub(x, _c(x, _LN2))), lax.exp(lax.sub(lax.neg(x), _c(x, _LN2))))
 
 
@@ -438,6 +448,8 @@ def _log_asymptote_from(x):
 
 def arcsinh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.asinh(x)
     a, neg = _abs_by_select(x)
     big = lax.gt(a, _log_asymptote_from(x))
     s = lax.select_n(big, a, _c(x, 1))
@@ -452,6 +464,8 @@ def arcsinh(x, /):
 
 def arccosh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.acosh(x)
     big = lax.gt(x, _log_asymptote_from(x))
     s = lax.select_n(big, x, _c(x, 1))
     t = lax.sub(s, _c(x, 1))
@@ -465,6 +479,8 @@ def arccosh(x, /):
 
 def arctanh(x, /):
     x = _inexact1(x)
+    if _kind(x) == "c":
+        return lax.atanh(x)
     return lax.mul(_c(x, 0.5), lax.sub(lax.log1p(x), lax.log1p(lax.neg(x))))
 
 
@@ -526,18 +542,28 @@ def sinc(x, /):
 # ----------------------------------------------------------------------------
 # Rounding
 
+def _no_complex(name, x):
+    if _kind(x) == "c":
+        raise FgradTypeError(f"{name} is not defined for complex numbers (as in NumPy), got "
+                             f"{x.dtype}", hint="apply it to the real and imaginary parts "
+                             "(fgrad.numpy.real, fgrad.numpy.imag)")
+
+
 def floor(x, /):
     x = _value1(x)
+    _no_complex("floor", x)
     return lax.floor(x) if _kind(x) == "f" else x
 
 
 def ceil(x, /):
     x = _value1(x)
+    _no_complex("ceil", x)
     return lax.ceil(x) if _kind(x) == "f" else x
 
 
 def trunc(x, /):
     x = _value1(x)
+    _no_complex("trunc", x)
     if _kind(x) != "f":
         return x
     return lax.select_n(lax.lt(x, _c(x, 0)), lax.floor(x), lax.ceil(x))
@@ -548,6 +574,8 @@ fix = trunc
 
 def rint(x, /):
     x = _value1(x)
+    if _kind(x) == "c":
+        return _on_parts(rint, x)
     return lax.round(x, "to_nearest_even") if _kind(x) == "f" else x
 
 
@@ -555,6 +583,8 @@ def round(a, decimals=0, out=None):
     """Round half to even, to `decimals` decimal places (as numpy.round)."""
     a = _value1(a)
     decimals = int(decimals)
+    if _kind(a) == "c":
+        return _on_parts(lambda part: round(part, decimals), a)
     if _kind(a) != "f":
         if decimals >= 0:
             return a
@@ -599,6 +629,8 @@ greater_equal = _comparison("greater_equal", lax.ge)
 
 def isnan(x, /):
     x = _value1(x)
+    if _kind(x) == "c":
+        return _any_part(isnan, x)
     if _kind(x) != "f":
         return _const_bool(x, False)
     return lax.ne(x, x)
@@ -606,6 +638,8 @@ def isnan(x, /):
 
 def isinf(x, /):
     x = _value1(x)
+    if _kind(x) == "c":
+        return _any_part(isinf, x)
     if _kind(x) != "f":
         return _const_bool(x, False)
     return lax.eq(lax.abs(x), _c(x, np.inf))
@@ -627,6 +661,8 @@ def isneginf(x, /):
 
 def isfinite(x, /):
     x = _value1(x)
+    if _kind(x) == "c":
+        return _both_parts(isfinite, x)
     if _kind(x) != "f":
         return _const_bool(x, True)
     return lax.is_finite(x)
@@ -656,15 +692,15 @@ def _const_bool(x, value):
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol |b| element-wise; infinities equal only to themselves."""
     a, b = promote(a, b)
-    if _kind(a) != "f":
+    if _kind(a) not in "fc":
         a, b = promote_inexact(a, b)
     with np.errstate(invalid="ignore"):  # inf - inf: decided by the equality test below
         diff = lax.abs(lax.sub(a, b))
-    tol = lax.add(_c(a, atol), lax.mul(_c(a, rtol), lax.abs(b)))
-    out = lax.bitwise_and(lax.le(diff, tol), lax.is_finite(b))
+    tol = lax.add(_c(diff, atol), lax.mul(_c(diff, rtol), lax.abs(b)))
+    out = lax.bitwise_and(lax.le(diff, tol), isfinite(b))
     out = lax.bitwise_or(out, lax.eq(a, b))
     if equal_nan:
-        out = lax.bitwise_or(out, lax.bitwise_and(lax.ne(a, a), lax.ne(b, b)))
+        out = lax.bitwise_or(out, lax.bitwise_and(isnan(a), isnan(b)))
     return out
 
 
@@ -680,7 +716,7 @@ def array_equal(a1, a2, equal_nan=False):
         return Array(np.asarray(False), False)
     from .reductions import all as _all
     eq = lax.eq(*promote(a1, a2))
-    if equal_nan and a1.dtype.kind == "f":
+    if equal_nan and a1.dtype.kind in "fc":
         eq = lax.bitwise_or(eq, lax.bitwise_and(isnan(a1), isnan(a2)))
     return _all(eq)
 
@@ -782,7 +818,7 @@ def bitwise_count(x, /):
 
 
 # ----------------------------------------------------------------------------
-# Selection, conversion and complex-number helpers for real arrays
+# Selection and conversion
 
 def where(condition, x=None, y=None, /):
     """x where condition else y (broadcast together); with only `condition`, the
@@ -808,25 +844,10 @@ def astype(x, dtype, /, *, copy=True):
     return lax.convert_element_type(x, dtype)
 
 
-def conjugate(x, /):
-    """Identity: fgrad arrays are real."""
-    return _value1(x)
-
-
-conj = conjugate
-
-
-def real(x, /):
-    return _value1(x)
-
-
-def imag(x, /):
-    x = _value1(x)
-    return Array(np.zeros(tuple(x.shape), x.dtype), False)
-
-
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     x = _value1(x)
+    if _kind(x) == "c":
+        return _on_parts(lambda part: nan_to_num(part, copy, nan, posinf, neginf), x)
     if _kind(x) != "f":
         return x
     info = np.finfo(x.dtype)
@@ -836,6 +857,45 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     out = lax.select_n(lax.eq(out, _c(x, np.inf)), out, _c(x, posinf))
     return lax.select_n(lax.eq(out, _c(x, -np.inf)), out, _c(x, neginf))
 
+
+
+# ----------------------------------------------------------------------------
+# Complex arrays: the forms NumPy's functions take on them (parts, conjugate and
+# predicates are in complex_math.py)
+
+def _times_i(z):
+    """i z, exactly (the parts swap, one changes sign)."""
+    return lax.complex(lax.neg(lax.imag(z)), lax.real(z))
+
+
+def _times_minus_i(z):
+    """-i z, exactly."""
+    return lax.complex(lax.imag(z), lax.neg(lax.real(z)))
+
+
+def _complex_sinh(z):
+    """sinh z = -i sin(iz)."""
+    return _times_minus_i(lax.sin(_times_i(z)))
+
+
+def _complex_cosh(z):
+    """cosh z = cos(iz)."""
+    return lax.cos(_times_i(z))
+
+
+def _any_part(pred, z):
+    """pred(re) | pred(im): NaN or infinite where either part is."""
+    return lax.bitwise_or(pred(lax.real(z)), pred(lax.imag(z)))
+
+
+def _both_parts(pred, z):
+    """pred(re) & pred(im): finite where both parts are."""
+    return lax.bitwise_and(pred(lax.real(z)), pred(lax.imag(z)))
+
+
+def _on_parts(fn, z):
+    """fn applied to the real and imaginary parts separately (round, nan_to_num)."""
+    return lax.complex(fn(lax.real(z)), fn(lax.imag(z)))
 
 
 # ----------------------------------------------------------------------------

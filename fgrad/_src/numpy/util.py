@@ -5,7 +5,7 @@ from .. import dtypes, lax
 from ..core import Array, Tracer, check_size, full_lower
 from ..errors import FgradTypeError
 
-_PY_SCALARS = (bool, int, float)
+_PY_SCALARS = (bool, int, float, complex)
 _ARRAYS = (Array, Tracer)
 
 
@@ -53,11 +53,14 @@ def _has_traced(e):
 
 
 def _default_for(np_dtype):
-    """NumPy's 64-bit defaults for Python lists become fgrad's 32-bit defaults."""
+    """NumPy's 64-bit defaults for Python lists become fgrad's 32-bit defaults
+    (complex128 becomes complex64)."""
     if np_dtype == np.float64:
         return dtypes.default_float
     if np_dtype == np.int64:
         return dtypes.default_int
+    if np_dtype == np.complex128:
+        return dtypes.default_complex()
     return dtypes.canonicalize(np_dtype)
 
 
@@ -70,8 +73,8 @@ def _typed(x):
     return aval.dtype, aval.weak_type
 
 
-_SCALAR_KIND = {bool: "b", int: "i", float: "f"}
-_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
+_SCALAR_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def promote(*args):
@@ -110,7 +113,7 @@ def promote_inexact(*args):
     """Promote, then turn integer/bool results into the default float type."""
     args = promote(*args)
     dtype = args[0].dtype
-    if dtype.kind != "f":
+    if dtype.kind not in "fc":
         weak = all(_typed(a)[1] for a in args)
         args = [lax.convert_element_type(a, dtypes.default_float, weak) for a in args]
     return args
@@ -130,9 +133,9 @@ def result_dtype(*args):
 
 
 def to_inexact(x):
-    """x as an fgrad value of a floating dtype (ints and bools become float32)."""
+    """x as an fgrad value of an inexact dtype (ints and bools become float32)."""
     x = asarray(x)
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         return lax.convert_element_type(x, dtypes.default_float, is_weak(x))
     return x
 
