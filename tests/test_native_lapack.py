@@ -1,6 +1,6 @@
 """The linear-algebra primitives lowered to native LAPACK calls
 (fgrad/_src/cpu/lapack.py) against their eager impls, bit for bit: every
-primitive and parameter, float32 and float64, batched and unbatched, odd
+primitive and parameter, float32/64 and complex64/128, batched and unbatched, odd
 shapes (m < n, m > n, one row or column, 1x1, an empty batch), failures
 (matrices that are not positive definite, singular ones, NaN); the labels
 as_text shows; what stays a NumPy step; derivative programs and native loops
@@ -27,7 +27,7 @@ from fgrad._src.lax import linalg
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DTYPES = [np.float32, np.float64]
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
 def _labels(f, *args):
@@ -56,13 +56,18 @@ def _check(f, *args, native):
     _assert_same_bits(jit(f)(*args), f(*args), native)
 
 
-def _spd(rng, shape, dt):
+def _random(rng, shape, dt):
     a = rng.standard_normal(shape)
-    return (a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dt)
+    return (a + 1j * rng.standard_normal(shape) if np.dtype(dt).kind == "c" else a).astype(dt)
+
+
+def _spd(rng, shape, dt):
+    a = _random(rng, shape, dt)
+    return (a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dt)
 
 
 SQUARE = [(1, 1), (5, 5), (2, 3, 4, 4), (0, 4, 4)]
-RECTANGULAR = [(1, 1), (3, 5), (5, 3), (4, 1), (1, 4), (2, 3, 4, 6), (3, 6, 4), (0, 3, 2)]
+RECTANGULAR = [(1, 1), (3, 5), (5, 3), (4, 1), (2, 3, 4, 6), (0, 3, 2)]
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -71,7 +76,7 @@ def test_cholesky_and_eigh(dt, shape):
     rng = np.random.default_rng(0)
     a = _spd(rng, shape, dt)
     if a.size:
-        a[(0,) * (a.ndim - 2)] += rng.standard_normal(shape[-2:]).astype(dt)  # not symmetric
+        a[(0,) * (a.ndim - 2)] += _random(rng, shape[-2:], dt)      # not Hermitian
     _check(lambda a: (linalg.cholesky(a), linalg.eigh(a, lower=True),
                       linalg.eigh(a, lower=False)), a, native=["cholesky", "eigh"])
 
@@ -79,7 +84,7 @@ def test_cholesky_and_eigh(dt, shape):
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("shape", RECTANGULAR)
 def test_lu_qr_svd(dt, shape):
-    a = np.random.default_rng(1).standard_normal(shape).astype(dt)
+    a = _random(np.random.default_rng(1), shape, dt)
 
     def f(a):
         return (linalg.lu(a), linalg.qr(a, full_matrices=True), linalg.qr(a, full_matrices=False),
@@ -89,18 +94,19 @@ def test_lu_qr_svd(dt, shape):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("left_side", [True, False])
-@pytest.mark.parametrize("lower", [True, False])
-def test_triangular_solve_every_flag(dt, left_side, lower):
+def test_triangular_solve_every_flag(dt):
     rng = np.random.default_rng(2)
-    a = (rng.standard_normal((2, 5, 5)) + 4 * np.eye(5)).astype(dt)
-    b = rng.standard_normal((2, 5, 3) if left_side else (2, 3, 5)).astype(dt)
+    a = (_random(rng, (2, 5, 5), dt) + 4 * np.eye(5)).astype(dt)
+    b_left, b_right = _random(rng, (2, 5, 3), dt), _random(rng, (2, 3, 5), dt)
+    flags = [dict(left_side=s, lower=lo, transpose_a=t, conjugate_a=c, unit_diagonal=u)
+             for s in (True, False) for lo in (True, False) for t in (False, True)
+             for c in ((False, True) if np.dtype(dt).kind == "c" else (False,))
+             for u in (False, True)]
 
-    def f(a, b):
-        return [linalg.triangular_solve(a, b, left_side=left_side, lower=lower,
-                                        transpose_a=t, unit_diagonal=u)
-                for t in (False, True) for u in (False, True)]
-    _check(f, a, b, native=["triangular_solve"])
+    def f(a, b_left, b_right):
+        return [linalg.triangular_solve(a, b_left if p["left_side"] else b_right, **p)
+                for p in flags]
+    _check(f, a, b_left, b_right, native=["triangular_solve"])
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -109,33 +115,34 @@ def test_triangular_solve_every_flag(dt, left_side, lower):
                                              ((0, 3, 3), (0, 3, 2))])
 def test_triangular_solve_shapes(dt, a_shape, b_shape):
     rng = np.random.default_rng(3)
-    a = (rng.standard_normal(a_shape) + 3 * np.eye(a_shape[-1])).astype(dt)
-    b = rng.standard_normal(b_shape).astype(dt)
+    a = (_random(rng, a_shape, dt) + 3 * np.eye(a_shape[-1])).astype(dt)
+    b = _random(rng, b_shape, dt)
     _check(lambda a, b: linalg.triangular_solve(a, b, left_side=True, lower=True,
                                                 transpose_a=True), a, b,
            native=["triangular_solve"])
 
 
-def test_failures_agree_with_eager():
+@pytest.mark.parametrize("dt", [np.float64, np.complex64])
+def test_failures_agree_with_eager(dt):
     """A matrix that is not positive definite: that batch element's factor is NaN;
     singular matrices factor and solve to inf/NaN; NaN input makes eigh and svd
     report failure (NaN results), the same in jit and eager."""
     rng = np.random.default_rng(4)
-    a = _spd(rng, (3, 4, 4), np.float64)
+    a = _spd(rng, (3, 4, 4), dt)
     a[1, 2, 2] = -50.0
     chol = jit(linalg.cholesky)(a)
     assert np.isnan(chol[1]).all() and not np.isnan(chol[[0, 2]]).any()
     _assert_same_bits(chol, linalg.cholesky(a))
 
-    singular = np.ones((2, 3, 3))
+    singular = np.ones((2, 3, 3), dt)
     singular[1] = np.diag([1.0, 0.0, 2.0])
     _assert_same_bits(jit(linalg.lu)(singular), linalg.lu(singular))
     solve = lambda a, b: linalg.triangular_solve(a, b, left_side=True, lower=False)  # noqa: E731
-    b = np.ones((2, 3, 1))
+    b = np.ones((2, 3, 1), dt)
     assert not np.isfinite(jit(solve)(singular, b)[1]).all()
     _assert_same_bits(jit(solve)(singular, b), solve(singular, b))
 
-    bad = rng.standard_normal((2, 4, 4))
+    bad = _random(rng, (2, 4, 4), dt)
     bad[0, 1, 1] = np.nan
     for f in (lambda a: linalg.eigh(a), lambda a: linalg.svd(a),
               lambda a: linalg.svd(a, compute_uv=False)):

@@ -23,10 +23,12 @@ Each kernel has the signature of a fused group's body,
 
     i1 fname_body(ptr operands..., ptr outputs..., i64, i64)
 
-(the range is ignored: a decomposition is never split over threads). It loops
-over the batch (the leading dims), copies each matrix into a column-major
-buffer as LAPACK wants it, calls the routine(s) exactly as the eager impl
-does (same routine, same arguments, same workspace sizes: queried with
+(the range is ignored: a decomposition is never split over threads). Every
+dtype the primitives take is lowered: float32, float64, complex64 and
+complex128 (s-, d-, c- and z- routines; ?ungqr and ?heevd for complex). It
+loops over the batch (the leading dims), copies each matrix into a
+column-major buffer as LAPACK wants it, calls the routine(s) exactly as the
+eager impl does (same routine, same arguments, same workspace sizes: queried with
 lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
 order. Buffers are malloc'd once per call and freed before it returns.
@@ -40,11 +42,14 @@ from ..jaxpr import Var
 from . import loops
 
 NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
-_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
-# every routine a kernel may call (each in its s and d flavour): LAPACK's, and
-# the one BLAS routine the triangular solve calls (from cython_blas)
-_ROUTINES = ("potrf", "getrf", "geqrf", "orgqr", "syevd", "gesdd")
-_BLAS_ROUTINES = ("trsm",)
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+# every routine a kernel may call: LAPACK's (real ones, complex ones, both),
+# and the one BLAS routine the triangular solve calls (from cython_blas)
+_REAL, _COMPLEX, _BOTH = "sd", "cz", "sdcz"
+_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH,
+             "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
+_BLAS_ROUTINES = {"trsm": _BOTH}
 _registered = None
 _ALIGN = 64
 _TILE = 8            # elements a transposing copy moves side by side
@@ -73,7 +78,7 @@ def available():
             addresses = {p + r: _capsule_address(module.__pyx_capi__[p + r])
                          for module, routines in ((cython_lapack, _ROUTINES),
                                                   (cython_blas, _BLAS_ROUTINES))
-                         for r in routines for p in "sd"}
+                         for r, prefixes in routines.items() for p in prefixes}
         except (ImportError, AttributeError, KeyError, ValueError):
             return False
         if all(addresses.values()):
@@ -95,7 +100,11 @@ class _Kernel:
         self.prefix = _PREFIX[self.dtype]
         self.ptr, self.i1 = ir.PointerType(), ir.IntType(1)
         self.i8, self.i32, self.i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-        self.real = ir.FloatType() if self.dtype.itemsize == 4 else ir.DoubleType()
+        self.complex = self.dtype.kind == "c"
+        self.real_size = self.dtype.itemsize // (2 if self.complex else 1)
+        self.real = ir.FloatType() if self.real_size == 4 else ir.DoubleType()
+        # an element: a real, or a complex number's (real, imaginary) pair
+        self.elem = ir.ArrayType(self.real, 2) if self.complex else self.real
         n_in, n_out = len(eqn.invars), len(eqn.outvars)
         self.fn = ir.Function(module, ir.FunctionType(
             self.i1, [self.ptr] * (n_in + n_out) + [self.i64, self.i64]), fname + "_body")
@@ -155,8 +164,15 @@ class _Kernel:
         aligned = b.and_(b.add(address, self.const(_ALIGN - 1)), self.const(-_ALIGN))
         return b.gep(raw, [b.sub(aligned, address)], inbounds=True, source_etype=self.i8)
 
+    def scalar(self, value):
+        """An element constant: `value` (a complex number's real part)."""
+        if not self.complex:
+            return self.ir.Constant(self.real, value)
+        return self.ir.Constant(self.elem, [self.ir.Constant(self.real, value),
+                                            self.ir.Constant(self.real, 0.0)])
+
     def at(self, p, index, typ=None):
-        typ = typ or self.real
+        typ = typ or self.elem
         return self.b.gep(p, [self.const(index)], inbounds=True, source_etype=typ)
 
     def finish(self):
@@ -190,14 +206,16 @@ class _Kernel:
         if rest:
             tile(self.const(whole * _TILE), rest)
 
-    def to_columns(self, src, offset, rows, cols, dst, ld):
-        """dst[i + j*ld] = src[offset + i*cols + j]: a row-major (rows, cols) matrix
-        into a column-major buffer."""
+    def to_columns(self, src, offset, rows, cols, dst, ld, conjugate=False):
+        """dst[i + j*ld] = src[offset + i*cols + j] (conjugated when asked): a
+        row-major (rows, cols) matrix into a column-major buffer."""
         b = self.b
 
         def element(j, i):
             v = b.load(self.at(src, b.add(offset, b.add(b.mul(i, self.const(cols)), j))),
-                       typ=self.real)
+                       typ=self.elem)
+            if conjugate:
+                v = b.insert_value(v, b.fneg(b.extract_value(v, 1)), 1)
             b.store(v, self.at(dst, b.add(i, b.mul(j, self.const(ld)))))
         self.tiles(cols, rows, element, "j")
 
@@ -205,27 +223,31 @@ class _Kernel:
         """dst[offset + i*cols + j] = src[i + j*ld] (or 0 where keep(i, j), an i1,
         is false): a column-major buffer into a row-major (rows, cols) matrix."""
         b = self.b
-        zero = self.ir.Constant(self.real, 0.0)
+        zero = self.scalar(0.0)
 
         def element(i, j):
-            v = b.load(self.at(src, b.add(i, b.mul(j, self.const(ld)))), typ=self.real)
+            v = b.load(self.at(src, b.add(i, b.mul(j, self.const(ld)))), typ=self.elem)
             if keep is not None:
                 v = b.select(keep(i, j), v, zero)
             b.store(v, self.at(dst, b.add(offset, b.add(b.mul(i, self.const(cols)), j))))
         self.tiles(rows, cols, element, "i")
 
     def copy(self, src, src_offset, dst, dst_offset, count, typ=None):
-        """dst[dst_offset + k] = src[src_offset + k] for k < count."""
-        typ, b = typ or self.real, self.b
+        """dst[dst_offset + k] = src[src_offset + k] for k < count (elements, or
+        values of `typ`)."""
+        typ, b = typ or self.elem, self.b
 
         def one(k):
             v = b.load(self.at(src, b.add(src_offset, k), typ), typ=typ)
             b.store(v, self.at(dst, b.add(dst_offset, k), typ))
         self.loop(count, one, "k")
 
-    def fill_nan(self, dst, offset, count):
-        nan = self.ir.Constant(self.real, float("nan"))
-        self.loop(count, lambda k: self.b.store(nan, self.at(dst, self.b.add(offset, k))), "k")
+    def fill_nan(self, dst, offset, count, real=False):
+        """NaN (complex: NaN + 0j, as NumPy stores a NaN into a complex array) in
+        `count` elements, or reals when `real`."""
+        nan = self.ir.Constant(self.real, float("nan")) if real else self.scalar(float("nan"))
+        self.loop(count, lambda k: self.b.store(nan, self.at(dst, self.b.add(offset, k),
+                                                             nan.type)), "k")
 
     def if_else(self, info, failed, succeeded):
         """failed() when the INTEGER at `info` is not 0, else succeeded()."""
@@ -237,25 +259,27 @@ class _Kernel:
             with otherwise:
                 succeeded()
 
-    def workspace(self, routine, args, work, iwork=None):
-        """Call `routine` as a workspace query (`args` hold lwork = -1, `work` and
-        `iwork` point at one element each) and return LAPACK's preferred sizes:
-        max(1, int(work[0])) as the eager impl reads it (truncated), and the same of
-        iwork[0] when given; i64 values."""
+    def workspace(self, routine, args, probes):
+        """Call `routine` as a workspace query (`args` hold lwork = -1, and the
+        `probes` are where it writes its preferred sizes: a work array's first
+        element, a real one's, an INTEGER) and return max(1, int(size)) of each,
+        as the eager impl reads them (truncated; a complex size's real part);
+        i64 values."""
         self.call(routine, args)
-        one = self.const(1)
-
-        def at_least_one(v):
-            return self.b.select(self.b.icmp_signed("<", v, one), one, v)
-        sizes = [at_least_one(self.b.fptosi(self.b.load(work, typ=self.real), self.i64))]
-        if iwork is not None:
-            sizes.append(at_least_one(self.load_int(iwork)))
+        one, sizes = self.const(1), []
+        for p, kind in probes:
+            if kind == "int":
+                v = self.load_int(p)
+            else:
+                v = self.b.fptosi(self.b.load(p, typ=self.real), self.i64)
+            sizes.append(self.b.select(self.b.icmp_signed("<", v, one), one, v))
         return sizes
 
 
 def can_lower(eqn):
-    """A decomposition of float32/float64 array operands whose outputs are all
-    non-empty, or all empty (an empty batch: the caller makes them)."""
+    """A decomposition of array operands of a dtype LAPACK has (float32/64,
+    complex64/128) whose outputs are all non-empty, or all empty (an empty batch:
+    the caller makes them)."""
     if eqn.primitive.name not in NAMES or any(type(a) is not Var for a in eqn.invars):
         return False
     if any(np.dtype(a.aval.dtype) not in _PREFIX for a in eqn.invars) or not available():
@@ -266,8 +290,14 @@ def can_lower(eqn):
 
 def routines(eqn):
     """The names of the routines a lowered equation calls, e.g. ['dgeqrf', 'dorgqr']."""
-    prefix = _PREFIX[np.dtype(eqn.invars[0].aval.dtype)]
-    return [prefix + r for r in _CALLS[eqn.primitive.name]]
+    dtype = np.dtype(eqn.invars[0].aval.dtype)
+    return [_PREFIX[dtype] + r for r in _calls(eqn.primitive.name, dtype.kind == "c")]
+
+
+def _calls(name, complex_):
+    return {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
+            "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
+            "eigh": ("heevd" if complex_ else "syevd",), "svd": ("gesdd",)}[name]
 
 
 def emit(ir, module, fname, eqn):
@@ -299,16 +329,20 @@ def _cholesky(k, shape):
 
 def _triangular_solve(k, a_shape, b_shape, *, left_side, lower, transpose_a, conjugate_a,
                       unit_diagonal):
-    """BLAS ?trsm with alpha = 1 per pair of matrices (a real matrix: conjugate_a
-    changes nothing)."""
+    """BLAS ?trsm with alpha = 1 per pair of matrices; op(a) is a, a.T or (complex
+    with conjugate_a) a^H by the trans flag, or conj(a) by conjugating the copy, as
+    the impl passes it (a real matrix: conjugate_a changes nothing)."""
     n, (m, cols), b = a_shape[-1], b_shape[-2:], k.b
     a, x = k.buffer(n * n), k.buffer(m * cols)
-    alpha = k.slot(k.real, k.ir.Constant(k.real, 1.0))
-    flags = [k.char("L" if left_side else "R"), k.char("L" if lower else "U"),
-             k.char("T" if transpose_a else "N"), k.char("U" if unit_diagonal else "N")]
+    alpha = k.slot(k.elem, k.scalar(1.0))
+    conjugate = conjugate_a and k.complex
+    trans = ("C" if conjugate else "T") if transpose_a else "N"
+    flags = [k.char("L" if left_side else "R"), k.char("L" if lower else "U"), k.char(trans),
+             k.char("U" if unit_diagonal else "N")]
 
     def pair(e):
-        k.to_columns(k.ins[0], b.mul(e, k.const(n * n)), n, n, a, n)
+        k.to_columns(k.ins[0], b.mul(e, k.const(n * n)), n, n, a, n,
+                     conjugate=conjugate and not transpose_a)
         offset = b.mul(e, k.const(m * cols))
         k.to_columns(k.ins[1], offset, m, cols, x, m)
         k.call("trsm", flags + [k.integer(m), k.integer(cols), alpha, a, k.integer(n), x,
@@ -346,23 +380,25 @@ def _lu(k, shape):
 
 
 def _qr(k, shape, *, full_matrices):
-    """?geqrf, then ?orgqr on a copy of the reflectors (columns past min(n, cols)
-    zero, as the impl passes them); r is the upper triangle of geqrf's first rows.
-    Workspace sizes from both routines' queries."""
+    """?geqrf, then ?orgqr (?ungqr) on a copy of the reflectors (columns past
+    min(n, cols) zero, as the impl passes them); r is the upper triangle of
+    geqrf's first rows. Workspace sizes from both routines' queries."""
     (m, n), b = shape[-2:], k.b
     steps = min(m, n)
     cols = m if full_matrices else steps
     kept = min(n, cols)
+    form_q = _calls("qr", k.complex)[1]
     a, tau, q_buf, info = k.buffer(m * n), k.buffer(steps), k.buffer(m * cols), k.slot(k.i32)
-    probe, minus_one = k.slot(k.real), k.integer(-1)
+    probe, minus_one = k.slot(k.elem), k.integer(-1)
     (lwork_qr,) = k.workspace("geqrf", [k.integer(m), k.integer(n), a, k.integer(m), tau, probe,
-                                        minus_one, info], probe)
-    (lwork_q,) = k.workspace("orgqr", [k.integer(m), k.integer(cols), k.integer(steps), q_buf,
-                                       k.integer(m), tau, probe, minus_one, info], probe)
+                                        minus_one, info], [(probe, "real")])
+    (lwork_q,) = k.workspace(form_q, [k.integer(m), k.integer(cols), k.integer(steps), q_buf,
+                                      k.integer(m), tau, probe, minus_one, info],
+                             [(probe, "real")])
     bigger = b.select(b.icmp_signed(">", lwork_qr, lwork_q), lwork_qr, lwork_q)
     work = k.buffer(bigger)
     q, r = k.outs
-    zero = k.ir.Constant(k.real, 0.0)
+    zero = k.scalar(0.0)
 
     def matrix(e):
         k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
@@ -373,69 +409,87 @@ def _qr(k, shape, *, full_matrices):
         k.copy(a, k.const(0), q_buf, k.const(0), m * kept)
         k.loop(m * (cols - kept), lambda t: b.store(zero, k.at(q_buf, b.add(t, k.const(m * kept)))),
                "t")
-        k.call("orgqr", [k.integer(m), k.integer(cols), k.integer(steps), q_buf, k.integer(m),
-                         tau, work, k.integer(lwork_q), info])
+        k.call(form_q, [k.integer(m), k.integer(cols), k.integer(steps), q_buf, k.integer(m),
+                        tau, work, k.integer(lwork_q), info])
         k.from_columns(q_buf, m, m, cols, q, b.mul(e, k.const(m * cols)))
     k.batch(_batch_size(shape), matrix)
 
 
 def _eigh(k, shape, *, lower):
-    """?syevd('V') per matrix with the queried workspace; NaN where info != 0."""
+    """?syevd ('V'; ?heevd for complex, with its real workspace) per matrix with
+    the queried workspaces; NaN where info != 0."""
     n, b = shape[-1], k.b
-    a, w_buf, info = k.buffer(n * n), k.buffer(n), k.slot(k.i32)
-    probe, iprobe, minus_one = k.slot(k.real), k.slot(k.i32), k.integer(-1)
+    routine = _calls("eigh", k.complex)[0]
+    a, w_buf, info = k.buffer(n * n), k.buffer(n, k.real_size), k.slot(k.i32)
+    probe, rprobe, iprobe = k.slot(k.elem), k.slot(k.real), k.slot(k.i32)
+    minus_one = k.integer(-1)
     head = [k.char("V"), k.char("L" if lower else "U"), k.integer(n), a, k.integer(n), w_buf]
-    lwork, liwork = k.workspace("syevd", head + [probe, minus_one, iprobe, minus_one, info],
-                                probe, iprobe)
-    work, iwork = k.buffer(lwork), k.buffer(liwork, 4)
+    if k.complex:   # work, lwork, rwork, lrwork, iwork, liwork
+        query = [probe, minus_one, rprobe, minus_one, iprobe, minus_one]
+        lwork, lrwork, liwork = k.workspace(routine, head + query + [info],
+                                            [(probe, "real"), (rprobe, "real"), (iprobe, "int")])
+        work, rwork, iwork = k.buffer(lwork), k.buffer(lrwork, k.real_size), k.buffer(liwork, 4)
+        tail = [work, k.integer(lwork), rwork, k.integer(lrwork), iwork, k.integer(liwork), info]
+    else:           # work, lwork, iwork, liwork
+        lwork, liwork = k.workspace(routine, head + [probe, minus_one, iprobe, minus_one, info],
+                                    [(probe, "real"), (iprobe, "int")])
+        work, iwork = k.buffer(lwork), k.buffer(liwork, 4)
+        tail = [work, k.integer(lwork), iwork, k.integer(liwork), info]
     v, w = k.outs
 
     def matrix(e):
         offset = b.mul(e, k.const(n * n))
         k.to_columns(k.ins[0], offset, n, n, a, n)
-        k.call("syevd", head + [work, k.integer(lwork), iwork, k.integer(liwork), info])
+        k.call(routine, head + tail)
 
         def failed():
             k.fill_nan(v, offset, n * n)
-            k.fill_nan(w, b.mul(e, k.const(n)), n)
+            k.fill_nan(w, b.mul(e, k.const(n)), n, real=True)
 
         def succeeded():
             k.from_columns(a, n, n, n, v, offset)
-            k.copy(w_buf, k.const(0), w, b.mul(e, k.const(n)), n)
+            k.copy(w_buf, k.const(0), w, b.mul(e, k.const(n)), n, k.real)
         k.if_else(info, failed, succeeded)
     k.batch(_batch_size(shape), matrix)
 
 
 def _svd(k, shape, *, full_matrices, compute_uv):
     """?gesdd per matrix (jobz 'A', 'S' or 'N', leading dimensions as SciPy's
-    wrapper passes them) with the queried workspace; NaN where info != 0."""
+    wrapper passes them; complex: a real workspace of the size LAPACK documents)
+    with the queried workspace; NaN where info != 0."""
     (m, n), b = shape[-2:], k.b
-    steps = min(m, n)
+    steps, most = min(m, n), max(m, n)
     u_rows, u_cols = (m, m if full_matrices else steps) if compute_uv else (1, 1)
     vt_rows, vt_cols = (n if full_matrices else steps, n) if compute_uv else (1, 1)
     jobz = ("A" if full_matrices else "S") if compute_uv else "N"
-    a, s_buf = k.buffer(m * n), k.buffer(steps)
+    a, s_buf = k.buffer(m * n), k.buffer(steps, k.real_size)
     u_buf, vt_buf = k.buffer(u_rows * u_cols), k.buffer(vt_rows * vt_cols)
     iwork, info = k.buffer(8 * steps, 4), k.slot(k.i32)
+    rwork = []
+    if k.complex:
+        size = max(7 * steps, 5 * steps * steps + 5 * steps,
+                   2 * most * steps + 2 * steps * steps + steps)
+        rwork = [k.buffer(size, k.real_size)]
     head = [k.char(jobz), k.integer(m), k.integer(n), a, k.integer(m), s_buf, u_buf,
             k.integer(u_rows), vt_buf, k.integer(vt_rows)]
-    probe = k.slot(k.real)
-    (lwork,) = k.workspace("gesdd", head + [probe, k.integer(-1), iwork, info], probe)
+    probe = k.slot(k.elem)
+    (lwork,) = k.workspace("gesdd", head + [probe, k.integer(-1)] + rwork + [iwork, info],
+                           [(probe, "real")])
     work = k.buffer(lwork)
 
     def matrix(e):
         k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
-        k.call("gesdd", head + [work, k.integer(lwork), iwork, info])
-        parts = [(k.outs[0], steps)]
+        k.call("gesdd", head + [work, k.integer(lwork)] + rwork + [iwork, info])
+        parts = [(k.outs[0], steps, True)]
         if compute_uv:
-            parts += [(k.outs[1], u_rows * u_cols), (k.outs[2], vt_rows * vt_cols)]
+            parts += [(k.outs[1], u_rows * u_cols, False), (k.outs[2], vt_rows * vt_cols, False)]
 
         def failed():
-            for out, size in parts:
-                k.fill_nan(out, b.mul(e, k.const(size)), size)
+            for out, size, real in parts:
+                k.fill_nan(out, b.mul(e, k.const(size)), size, real=real)
 
         def succeeded():
-            k.copy(s_buf, k.const(0), k.outs[0], b.mul(e, k.const(steps)), steps)
+            k.copy(s_buf, k.const(0), k.outs[0], b.mul(e, k.const(steps)), steps, k.real)
             if compute_uv:
                 k.from_columns(u_buf, u_rows, m, u_cols, k.outs[1],
                                b.mul(e, k.const(m * u_cols)))
@@ -447,5 +501,3 @@ def _svd(k, shape, *, full_matrices, compute_uv):
 
 _EMITTERS = {"cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu,
              "qr": _qr, "eigh": _eigh, "svd": _svd}
-_CALLS = {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
-          "qr": ("geqrf", "orgqr"), "eigh": ("syevd",), "svd": ("gesdd",)}
