@@ -217,7 +217,18 @@ class _Kernel:
             if conjugate:
                 v = b.insert_value(v, b.fneg(b.extract_value(v, 1)), 1)
             b.store(v, self.at(dst, b.add(i, b.mul(j, self.const(ld)))))
-        self.tiles(cols, rows, element, "j")
+
+        def block(i, j):        # rows i.., columns j.. of src become columns of dst
+            rows_ = [self._vector(src, b.add(offset, b.add(b.mul(b.add(i, self.const(r)),
+                                                                 self.const(cols)), j)))
+                     for r in range(_TILE)]
+            for c, column in enumerate(self._transpose(rows_)):
+                self._vector(dst, b.add(i, b.mul(b.add(j, self.const(c)), self.const(ld))),
+                             column)
+        if self.complex:
+            self.tiles(cols, rows, element, "j")
+        else:
+            self.blocks(rows, cols, block, lambda i, j: element(j, i))
 
     def from_columns(self, src, ld, rows, cols, dst, offset, keep=None):
         """dst[offset + i*cols + j] = src[i + j*ld] (or 0 where keep(i, j), an i1,
@@ -230,7 +241,66 @@ class _Kernel:
             if keep is not None:
                 v = b.select(keep(i, j), v, zero)
             b.store(v, self.at(dst, b.add(offset, b.add(b.mul(i, self.const(cols)), j))))
-        self.tiles(rows, cols, element, "i")
+
+        def block(i, j):        # columns j.., rows i.. of src become rows of dst
+            columns = [self._vector(src, b.add(i, b.mul(b.add(j, self.const(c)),
+                                                          self.const(ld))))
+                       for c in range(_TILE)]
+            for r, row in enumerate(self._transpose(columns)):
+                self._vector(dst, b.add(offset, b.add(b.mul(b.add(i, self.const(r)),
+                                                            self.const(cols)), j)), row)
+        if self.complex or keep is not None:
+            self.tiles(rows, cols, element, "i")
+        else:
+            self.blocks(rows, cols, block, element)
+
+    def blocks(self, rows, cols, block, element):
+        """block(i, j) for each whole _TILE x _TILE block at (i, j) of a (rows, cols)
+        matrix, then element(i, j) for the rest (the ragged right and bottom edges)."""
+        b = self.b
+        whole_r, whole_c = rows // _TILE * _TILE, cols // _TILE * _TILE
+        if whole_r and whole_c:
+            self.loop(rows // _TILE, lambda bi: self.loop(
+                cols // _TILE, lambda bj: block(b.mul(bi, self.const(_TILE)),
+                                                b.mul(bj, self.const(_TILE))), "bj"), "bi")
+        if whole_c < cols:          # the right edge, every row
+            self.loop(rows, lambda i: self.loop(cols - whole_c, lambda j: element(
+                i, b.add(j, self.const(whole_c))), "ej"), "ei")
+        if whole_r < rows and whole_c:      # the bottom edge left of it
+            self.loop(rows - whole_r, lambda i: self.loop(whole_c, lambda j: element(
+                b.add(i, self.const(whole_r)), j), "fj"), "fi")
+
+    def _vector(self, p, index, value=None):
+        """Load (or store `value` as) _TILE neighbouring reals at p[index]."""
+        vec = self.ir.VectorType(self.real, _TILE)
+        address = self.at(p, index, self.real)
+        if value is None:
+            return self.b.load(address, typ=vec, align=self.real_size)
+        self.b.store(value, address, align=self.real_size)
+
+    def _transpose(self, vectors):
+        """The 8 x 8 transpose of 8 vectors (rows to columns): three rounds of
+        shuffles interleaving single elements, pairs, then fours."""
+        b, i32 = self.b, self.i32
+
+        def shuffle(x, y, mask):
+            return b.shuffle_vector(x, y, self.ir.Constant(self.ir.VectorType(i32, 8),
+                                                           [self.ir.Constant(i32, m) for m in mask]))
+        v = list(vectors)
+        a = [None] * 8
+        for k in range(4):
+            a[2 * k] = shuffle(v[2 * k], v[2 * k + 1], [0, 8, 2, 10, 4, 12, 6, 14])
+            a[2 * k + 1] = shuffle(v[2 * k], v[2 * k + 1], [1, 9, 3, 11, 5, 13, 7, 15])
+        c = [None] * 8
+        for g in (0, 4):
+            for j in (0, 1):
+                c[g + j] = shuffle(a[g + j], a[g + j + 2], [0, 1, 8, 9, 4, 5, 12, 13])
+                c[g + j + 2] = shuffle(a[g + j], a[g + j + 2], [2, 3, 10, 11, 6, 7, 14, 15])
+        out = [None] * 8
+        for j in range(4):
+            out[j] = shuffle(c[j], c[j + 4], [0, 1, 2, 3, 8, 9, 10, 11])
+            out[j + 4] = shuffle(c[j], c[j + 4], [4, 5, 6, 7, 12, 13, 14, 15])
+        return out
 
     def copy(self, src, src_offset, dst, dst_offset, count, typ=None):
         """dst[dst_offset + k] = src[src_offset + k] for k < count (elements, or
