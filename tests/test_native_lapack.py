@@ -66,8 +66,9 @@ def _spd(rng, shape, dt):
     return (a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dt)
 
 
-SQUARE = [(1, 1), (5, 5), (2, 3, 4, 4), (0, 4, 4)]
-RECTANGULAR = [(1, 1), (3, 5), (5, 3), (4, 1), (2, 3, 4, 6), (0, 3, 2)]
+# (sizes from 8 up are copied in 8x8 blocks, with ragged edges)
+SQUARE = [(1, 1), (5, 5), (2, 3, 4, 4), (2, 17, 17), (0, 4, 4)]
+RECTANGULAR = [(1, 1), (3, 5), (5, 3), (4, 1), (2, 3, 4, 6), (2, 19, 11), (0, 3, 2)]
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -112,6 +113,7 @@ def test_triangular_solve_every_flag(dt):
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 1), (1, 1)), ((4, 4), (4, 1)),
                                              ((1, 1), (1, 6)), ((3, 6, 6), (3, 6, 2)),
+                                             ((2, 9, 9), (2, 9, 16)),
                                              ((0, 3, 3), (0, 3, 2))])
 def test_triangular_solve_shapes(dt, a_shape, b_shape):
     rng = np.random.default_rng(3)
