@@ -15,23 +15,26 @@ integers), whose gemm the matmuls call (see `blas`). NumPy's copy carries
 LAPACK too, but the eager impls in `lax/linalg.py` call `scipy.linalg.lapack`,
 whose routines are the very functions the capsules point at, so jit and eager
 run the same code and give the same bits; NumPy's copy, another OpenBLAS
-version, need not. The price of a second copy is its own thread pool: see
-`fused.parallel_plan`, which keeps fgrad's workers out of segments that make
-big LAPACK calls.
+version, need not. (JAX's CPU backend takes its LAPACK from the same capsules.)
+The price of a second copy is its own thread pool: see `fused.parallel_plan`,
+which keeps fgrad's workers out of segments that call LAPACK, and the bench
+README on two threads.
 
 Each kernel has the signature of a fused group's body,
 
     i1 fname_body(ptr operands..., ptr outputs..., i64, i64)
 
 (the range is ignored: a decomposition is never split over threads). Every
-dtype the primitives take is lowered: float32, float64, complex64 and
+dtype these primitives take is lowered: float32, float64, complex64 and
 complex128 (s-, d-, c- and z- routines; ?ungqr and ?heevd for complex). It
 loops over the batch (the leading dims), copies each matrix into a
 column-major buffer as LAPACK wants it, calls the routine(s) exactly as the
 eager impl does (same routine, same arguments, same workspace sizes: queried with
 lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
-order. Buffers are malloc'd once per call and freed before it returns.
+order. Real matrices are transposed in 8x8 blocks of vector shuffles, complex
+ones element by element. Buffers are malloc'd once per call and freed before
+it returns. `eig` (?geev) is not lowered: it stays a NumPy step.
 """
 import ctypes
 import math
