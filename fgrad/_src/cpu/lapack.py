@@ -287,8 +287,8 @@ class _Kernel:
         b, i32 = self.b, self.i32
 
         def shuffle(x, y, mask):
-            return b.shuffle_vector(x, y, self.ir.Constant(self.ir.VectorType(i32, 8),
-                                                           [self.ir.Constant(i32, m) for m in mask]))
+            picks = [self.ir.Constant(i32, m) for m in mask]
+            return b.shuffle_vector(x, y, self.ir.Constant(self.ir.VectorType(i32, 8), picks))
         v = list(vectors)
         a = [None] * 8
         for k in range(4):
