@@ -95,6 +95,24 @@ def test_lu_qr_svd(dt, shape):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5, 5), (2, 9, 9), (0, 3, 3)])
+def test_eig(dt, shape):
+    """Real matrices' complex pairs are assembled as NumPy does it, signs of zeros
+    included (exact zeros: a rotation's eigenvectors); an inf gives NaN outputs."""
+    rng = np.random.default_rng(8)
+    a = _random(rng, shape, dt)
+    if len(shape) == 3 and shape[0] == 3:
+        a[1] = 0
+        a[1, 0, 1], a[1, 1, 0] = -1, 1            # eigenvalues +-i, vectors with zeros
+        a[2, 0, 0] = np.inf
+
+    def f(a):
+        return [linalg.eig(a, compute_left_eigenvectors=left, compute_right_eigenvectors=right)
+                for left in (False, True) for right in (False, True)]
+    _check(f, a, native=["eig"])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 def test_triangular_solve_every_flag(dt):
     rng = np.random.default_rng(2)
     a = (_random(rng, (2, 5, 5), dt) + 4 * np.eye(5)).astype(dt)

@@ -26,7 +26,8 @@ Each kernel has the signature of a fused group's body,
 
 (the range is ignored: a decomposition is never split over threads). Every
 dtype these primitives take is lowered: float32, float64, complex64 and
-complex128 (s-, d-, c- and z- routines; ?ungqr and ?heevd for complex). It
+complex128 (s-, d-, c- and z- routines; ?ungqr and ?heevd for complex), and
+eig's complex results of a real matrix are assembled natively. It
 loops over the batch (the leading dims), copies each matrix into a
 column-major buffer as LAPACK wants it, calls the routine(s) exactly as the
 eager impl does (same routine, same arguments, same workspace sizes: queried with
@@ -34,7 +35,7 @@ lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
 order. Real matrices are transposed in 8x8 blocks of vector shuffles, complex
 ones element by element. Buffers are malloc'd once per call and freed before
-it returns. `eig` (?geev) is not lowered: it stays a NumPy step.
+it returns.
 """
 import ctypes
 import math
@@ -44,13 +45,13 @@ import numpy as np
 from ..jaxpr import Var
 from . import loops
 
-NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
+NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 # every routine a kernel may call: LAPACK's (real ones, complex ones, both),
 # and the one BLAS routine the triangular solve calls (from cython_blas)
 _REAL, _COMPLEX, _BOTH = "sd", "cz", "sdcz"
-_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH,
+_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH, "geev": _BOTH,
              "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
 _BLAS_ROUTINES = {"trsm": _BOTH}
 _registered = None
@@ -370,7 +371,8 @@ def routines(eqn):
 def _calls(name, complex_):
     return {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
             "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
-            "eigh": ("heevd" if complex_ else "syevd",), "svd": ("gesdd",)}[name]
+            "eigh": ("heevd" if complex_ else "syevd",), "svd": ("gesdd",),
+            "eig": ("geev",)}[name]
 
 
 def emit(ir, module, fname, eqn):
@@ -572,5 +574,111 @@ def _svd(k, shape, *, full_matrices, compute_uv):
     k.batch(_batch_size(shape), matrix)
 
 
+def _eig(k, shape, *, compute_left_eigenvectors, compute_right_eigenvectors):
+    """?geev per matrix with the queried workspace; a matrix with an inf or NaN, or
+    info != 0, gives NaN + 0j outputs. For a real matrix the complex results are
+    built as the impl builds them with NumPy: w = wr + 1j*wi, and for a conjugate
+    pair (wi[j] > 0) columns v[:, j] + 1j*v[:, j+1] and v[:, j] - 1j*v[:, j+1],
+    with NumPy's operations (1j*x = (0*x - 1*0, 0*0 + 1*x), then a complex add or
+    subtract), so signs of zeros agree too."""
+    n, b, ir = shape[-1], k.b, k.ir
+    left, right = compute_left_eigenvectors, compute_right_eigenvectors
+    pair = ir.ArrayType(k.real, 2)
+    ld_l, ld_r = (n if left else 1), (n if right else 1)
+    a, info = k.buffer(n * n), k.slot(k.i32)
+    vl_buf, vr_buf = k.buffer(ld_l * n), k.buffer(ld_r * n)
+    if k.complex:
+        w_bufs, extra = [k.buffer(n)], [k.buffer(2 * n, k.real_size)]      # w; rwork
+    else:
+        w_bufs, extra = [k.buffer(n), k.buffer(n)], []                       # wr, wi
+    head = [k.char("V" if left else "N"), k.char("V" if right else "N"), k.integer(n), a,
+            k.integer(n)] + w_bufs + [vl_buf, k.integer(ld_l), vr_buf, k.integer(ld_r)]
+    probe = k.slot(k.elem)
+    (lwork,) = k.workspace("geev", head + [probe, k.integer(-1)] + extra + [info],
+                           [(probe, "real")])
+    work = k.buffer(lwork)
+    outs = list(k.outs)
+    vectors = [buf for buf, asked in ((vl_buf, left), (vr_buf, right)) if asked]
+    real_nan = ir.Constant(k.real, float("nan"))
+    nan = ir.Constant(pair, [real_nan, ir.Constant(k.real, 0.0)])
+    zero, one = ir.Constant(k.real, 0.0), ir.Constant(k.real, 1.0)
+    inf = ir.Constant(k.real, float("inf"))
+
+    def finite(x):
+        return b.and_(b.fcmp_ordered(">", x, b.fneg(inf)), b.fcmp_ordered("<", x, inf))
+
+    def fill(e):
+        for out, size in zip(outs, [n] + [n * n] * len(vectors)):
+            k.loop(size, lambda t, out=out, size=size: b.store(nan, k.at(out, b.add(
+                b.mul(e, k.const(size)), t), pair)), "t")
+
+    def times_i(x):
+        """(re, im) of 1j * x as NumPy multiplies."""
+        return (b.fsub(b.fmul(zero, x), b.fmul(one, zero)),
+                b.fadd(b.fmul(zero, zero), b.fmul(one, x)))
+
+    def complex_of(v, x, subtract=False):
+        re, im = times_i(x)
+        op = b.fsub if subtract else b.fadd
+        value = b.insert_value(ir.Constant(pair, ir.Undefined), op(v, re), 0)
+        return b.insert_value(value, op(zero, im), 1)
+
+    def real_results(e):
+        wr, wi = w_bufs
+
+        def eigenvalue(j):
+            x = complex_of(b.load(k.at(wr, j), typ=k.real), b.load(k.at(wi, j), typ=k.real))
+            b.store(x, k.at(outs[0], b.add(b.mul(e, k.const(n)), j), pair))
+        k.loop(n, eigenvalue, "j")
+        for out, v in zip(outs[1:], vectors):
+            base = b.mul(e, k.const(n * n))
+
+            def at(r, c, out=out):
+                return k.at(out, b.add(base, b.add(b.mul(r, k.const(n)), c)), pair)
+
+            def plain(r, c, out=out, v=v):
+                x = b.load(k.at(v, b.add(r, b.mul(c, k.const(n)))), typ=k.real)
+                value = b.insert_value(ir.Constant(pair, ir.Undefined), x, 0)
+                b.store(b.insert_value(value, zero, 1), at(r, c))
+            k.loop(n, lambda r: k.loop(n, lambda c: plain(r, c), "c"), "r")
+
+            def conjugate_pair(j, v=v):
+                positive = b.fcmp_ordered(">", b.load(k.at(wi, j), typ=k.real), zero)
+                with b.if_then(b.and_(positive, b.icmp_signed("<", j, k.const(n - 1)))):
+                    def row(r):
+                        x = b.load(k.at(v, b.add(r, b.mul(j, k.const(n)))), typ=k.real)
+                        y = b.load(k.at(v, b.add(r, b.mul(b.add(j, k.const(1)), k.const(n)))),
+                                   typ=k.real)
+                        b.store(complex_of(x, y), at(r, j))
+                        b.store(complex_of(x, y, subtract=True), at(r, b.add(j, k.const(1))))
+                    k.loop(n, row, "r")
+            k.loop(n, conjugate_pair, "j")
+
+    def complex_results(e):
+        k.copy(w_bufs[0], k.const(0), outs[0], b.mul(e, k.const(n)), n)
+        for out, v in zip(outs[1:], vectors):
+            k.from_columns(v, n, n, n, out, b.mul(e, k.const(n * n)))
+
+    def matrix(e):
+        offset = b.mul(e, k.const(n * n))
+
+        def check(t, ok):
+            x = b.load(k.at(k.ins[0], b.add(offset, t)), typ=k.elem)
+            parts = [b.extract_value(x, 0), b.extract_value(x, 1)] if k.complex else [x]
+            for part in parts:
+                ok = b.and_(ok, finite(part))
+            return ok
+        all_finite = loops.fold(ir, b, k.fn, n * n, check, ir.Constant(k.i1, 1), "t")
+        with b.if_else(all_finite, likely=True) as (then, otherwise):
+            with then:
+                k.to_columns(k.ins[0], offset, n, n, a, n)
+                k.call("geev", head + [work, k.integer(lwork)] + extra + [info])
+                k.if_else(info, lambda: fill(e),
+                          lambda: (complex_results if k.complex else real_results)(e))
+            with otherwise:
+                fill(e)
+    k.batch(_batch_size(shape), matrix)
+
+
 _EMITTERS = {"cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu,
-             "qr": _qr, "eigh": _eigh, "svd": _svd}
+             "qr": _qr, "eigh": _eigh, "svd": _svd, "eig": _eig}
