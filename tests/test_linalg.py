@@ -641,3 +641,14 @@ def test_empty_matrices_like_numpy():
                                                                         "complete")):
         close(got, want)
     assert L.solve(np.zeros((0, 0)), np.zeros((0, 2))).shape == (0, 2)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_matrices_give_nan(bad):
+    a = spd(3, 2)
+    a[1, 0, 1] = a[1, 1, 0] = bad
+    for f in (lambda a: lax_linalg.eigh(a)[1], lambda a: lax_linalg.svd(a, compute_uv=False),
+              lambda a: lax_linalg.svd(a)[0], lambda a: lax_linalg.eig(a)[0]):
+        for g in (f, fgrad.jit(f)):
+            out = np.asarray(g(a))
+            assert np.isnan(out[1]).all() and np.isfinite(out[0]).all()

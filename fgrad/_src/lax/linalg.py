@@ -36,7 +36,8 @@ the `lower` (or upper) triangle. A decomposition that fails to converge
 (LAPACK info > 0) gives NaN outputs for that batch element. eig's
 eigenvectors have unit norm and their largest component real, but of either
 sign (LAPACK's choice can flip between nearby matrices, so they are smooth only
-up to that sign); a matrix with an inf or NaN gives NaN outputs.
+up to that sign). eigh, svd and eig give NaN outputs for a matrix holding an
+inf or NaN (without calling LAPACK, which would fail on it).
 
 Derivatives are forward-mode rules written with other primitives (so they
 differentiate again, and reverse mode transposes them): Murray 2016 for
@@ -313,7 +314,8 @@ def _eigh_abstract_eval(a, *, lower):
 def _eigh_impl(a, *, lower):
     """?syevd (?heevd for complex; divide and conquer, eigenvectors) per matrix,
     reading the `lower` or upper triangle (a complex diagonal's imaginary parts
-    are taken as zero); info > 0 (no convergence) -> NaN."""
+    are taken as zero); a matrix with an inf or NaN, or info > 0 (no
+    convergence), gives NaN."""
     v = np.zeros(a.shape, a.dtype)
     w = np.zeros(a.shape[:-1], _dtypes.real_dtype(a.dtype))
     n = a.shape[-1]
@@ -325,6 +327,9 @@ def _eigh_impl(a, *, lower):
     if a.dtype.kind == "c":
         sizes["lrwork"] = _lwork(query[2])
     for i in np.ndindex(a.shape[:-2]):
+        if not np.isfinite(a[i]).all():   # LAPACK would fail on it (and print why)
+            v[i], w[i] = np.nan, np.nan
+            continue
         wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), **sizes)
         if info:
             wi, vi = np.nan, np.nan
@@ -359,7 +364,8 @@ def _svd_abstract_eval(a, *, full_matrices, compute_uv):
 
 
 def _svd_impl(a, *, full_matrices, compute_uv):
-    """?gesdd (divide and conquer) per matrix; info > 0 (no convergence) -> NaN."""
+    """?gesdd (divide and conquer) per matrix; a matrix with an inf or NaN, or
+    info != 0 (no convergence), gives NaN."""
     *batch, m, n = a.shape
     outs = [np.zeros(aval.shape, aval.dtype) for aval in _svd_abstract_eval(
         ShapedArray(a.shape, a.dtype), full_matrices=full_matrices, compute_uv=compute_uv)]
@@ -372,6 +378,10 @@ def _svd_impl(a, *, full_matrices, compute_uv):
     flags = dict(compute_uv=int(compute_uv), full_matrices=int(full_matrices))
     lwork = _lwork(_routine(_lapack, "gesdd_lwork", a.dtype)(m, n, **flags)[0])
     for i in np.ndindex(a.shape[:-2]):
+        if not np.isfinite(a[i]).all():   # LAPACK would fail on it (and print why)
+            for out in outs:
+                out[i] = np.nan
+            continue
         u, s, vt, info = gesdd(a[i], lwork=lwork, **flags)
         parts = (s, u, vt) if compute_uv else (s,)
         for out, part in zip(outs, parts):

@@ -119,16 +119,17 @@ def _eye_like(a):
 # ----------------------------------------------------------------------------
 # Solving and inverting (LU with partial pivoting)
 
-def _lu_solve(lu_packed, perm, b, transposed=False):
-    """x with a @ x = b (or a.T @ x = b), given a's LU factors; b (..., m, k) with
-    a's batch dims."""
+def _lu_solve(lu_packed, perm, b, transposed=False, conjugate=False):
+    """x with a @ x = b (or a.T @ x = b, or with conjugate a^H @ x = b), given a's LU
+    factors; b (..., m, k) with a's batch dims."""
     tri = lax_linalg.triangular_solve
     if not transposed:
         pb = _take(b, perm[..., :, None], axis=-2)
         y = tri(lu_packed, pb, left_side=True, lower=True, unit_diagonal=True)
         return tri(lu_packed, y, left_side=True, lower=False)
-    z = tri(lu_packed, b, left_side=True, lower=False, transpose_a=True)
-    w = tri(lu_packed, z, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    z = tri(lu_packed, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conjugate)
+    w = tri(lu_packed, z, left_side=True, lower=True, transpose_a=True, conjugate_a=conjugate,
+            unit_diagonal=True)
     inverse = sorting.argsort(perm, axis=-1)
     return _take(w, inverse[..., :, None], axis=-2)
 

@@ -150,13 +150,15 @@ def _permutation_from_pivots(piv, m):
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
-    """x with a @ x = b (trans 0) or a.T @ x = b (trans 1 or 2), given lu_factor(a)."""
+    """x with a @ x = b (trans 0), a.T @ x = b (1 or 'T') or a^H @ x = b (2 or 'C'),
+    given lu_factor(a)."""
     packed, piv = lu_and_piv
     packed = _matrices("lu_solve", packed, square=True)
     packed, b, vector = _as_matrix_rhs("lu_solve", packed, b)
     perm = _permutation_from_pivots(piv, packed.shape[-1])
     perm = shape.broadcast_to(perm, tuple(packed.shape[:-1]))
-    return _vector_back(_lu_solve(packed, perm, b, _trans("lu_solve", trans)), vector)
+    x = _lu_solve(packed, perm, b, _trans("lu_solve", trans), conjugate=trans in (2, "C"))
+    return _vector_back(x, vector)
 
 
 # ----------------------------------------------------------------------------
@@ -184,9 +186,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
           assume_a=None, transposed=False):
     """x with a @ x = b (a.T @ x = b when transposed). assume_a picks the method:
     'gen' (LU, also for None and 'banded'), 'sym'/'her' (LU of the symmetric or
-    Hermitian matrix a's `lower` or upper triangle makes), 'pos' (Cholesky of that triangle),
-    'diagonal', 'tridiagonal' (LU of the three diagonals), 'upper triangular',
-    'lower triangular': each reads only the entries SciPy's method reads."""
+    Hermitian matrix a's `lower` or upper triangle makes), 'pos' (Cholesky of that
+    triangle), 'diagonal', 'tridiagonal' (LU of the three diagonals), 'upper
+    triangular', 'lower triangular': each reads only the entries SciPy's reads."""
     if assume_a not in _ASSUME:
         raise ValueError(f"solve: unknown assume_a {assume_a!r}; use one of "
                          f"{sorted(k for k in _ASSUME if k)}")
