@@ -144,8 +144,9 @@ def test_triangular_solve_shapes(dt, a_shape, b_shape):
 @pytest.mark.parametrize("dt", [np.float64, np.complex64])
 def test_failures_agree_with_eager(dt):
     """A matrix that is not positive definite: that batch element's factor is NaN;
-    singular matrices factor and solve to inf/NaN; NaN input makes eigh and svd
-    report failure (NaN results), the same in jit and eager."""
+    singular matrices factor and solve to inf/NaN; a NaN or inf anywhere in a
+    matrix (the triangle eigh does not read included) gives eigh and svd NaN
+    results without calling LAPACK, the same in jit and eager."""
     rng = np.random.default_rng(4)
     a = _spd(rng, (3, 4, 4), dt)
     a[1, 2, 2] = -50.0
@@ -167,8 +168,12 @@ def test_failures_agree_with_eager(dt):
               lambda a: linalg.svd(a, compute_uv=False)):
         got = optree.tree_leaves(jit(f)(bad))
         _assert_same_bits(got, f(bad))
-        assert all(np.isnan(np.asarray(o)[0]).all() for o in got)     # LAPACK's info != 0
+        assert all(np.isnan(np.asarray(o)[0]).all() for o in got)
         assert not any(np.isnan(np.asarray(o)[1]).any() for o in got)
+    unread = _spd(rng, (2, 3, 3), dt)
+    unread[1, 0, 2] = np.inf                    # above the diagonal: eigh reads below
+    _assert_same_bits(jit(linalg.eigh)(unread), linalg.eigh(unread))
+    assert np.isnan(jit(linalg.eigh)(unread)[1][1]).all()
 
 
 def test_as_text_names_the_routines():

@@ -323,6 +323,27 @@ class _Kernel:
         self.loop(count, lambda k: self.b.store(nan, self.at(dst, self.b.add(offset, k),
                                                              nan.type)), "k")
 
+    def unless_finite(self, src, offset, count, failed, finite):
+        """failed() when one of the `count` elements at src[offset] is an inf or a
+        NaN (either part of a complex one), else finite(): the impls check so
+        instead of handing LAPACK such a matrix (it fails, printing why)."""
+        b, ir = self.b, self.ir
+        inf = ir.Constant(self.real, float("inf"))
+
+        def check(t, ok):
+            x = b.load(self.at(src, b.add(offset, t)), typ=self.elem)
+            for part in ([b.extract_value(x, 0), b.extract_value(x, 1)] if self.complex
+                         else [x]):
+                ok = b.and_(ok, b.and_(b.fcmp_ordered(">", part, b.fneg(inf)),
+                                       b.fcmp_ordered("<", part, inf)))
+            return ok
+        ok = loops.fold(ir, b, self.fn, count, check, ir.Constant(self.i1, 1), "t")
+        with b.if_else(ok, likely=True) as (then, otherwise):
+            with then:
+                finite()
+            with otherwise:
+                failed()
+
     def if_else(self, info, failed, succeeded):
         """failed() when the INTEGER at `info` is not 0, else succeeded()."""
         bad = self.b.icmp_signed("!=", self.b.load(info, typ=self.i32),
@@ -492,7 +513,8 @@ def _qr(k, shape, *, full_matrices):
 
 def _eigh(k, shape, *, lower):
     """?syevd ('V'; ?heevd for complex, with its real workspace) per matrix with
-    the queried workspaces; NaN where info != 0."""
+    the queried workspaces; NaN where the matrix holds an inf or NaN (LAPACK is
+    not called) or info != 0."""
     n, b = shape[-1], k.b
     routine = _calls("eigh", k.complex)[0]
     a, w_buf, info = k.buffer(n * n), k.buffer(n, k.real_size), k.slot(k.i32)
@@ -514,8 +536,6 @@ def _eigh(k, shape, *, lower):
 
     def matrix(e):
         offset = b.mul(e, k.const(n * n))
-        k.to_columns(k.ins[0], offset, n, n, a, n)
-        k.call(routine, head + tail)
 
         def failed():
             k.fill_nan(v, offset, n * n)
@@ -524,14 +544,20 @@ def _eigh(k, shape, *, lower):
         def succeeded():
             k.from_columns(a, n, n, n, v, offset)
             k.copy(w_buf, k.const(0), w, b.mul(e, k.const(n)), n, k.real)
-        k.if_else(info, failed, succeeded)
+
+        def decompose():
+            k.to_columns(k.ins[0], offset, n, n, a, n)
+            k.call(routine, head + tail)
+            k.if_else(info, failed, succeeded)
+        k.unless_finite(k.ins[0], offset, n * n, failed, decompose)
     k.batch(_batch_size(shape), matrix)
 
 
 def _svd(k, shape, *, full_matrices, compute_uv):
     """?gesdd per matrix (jobz 'A', 'S' or 'N', leading dimensions as SciPy's
     wrapper passes them; complex: a real workspace of the size LAPACK documents)
-    with the queried workspace; NaN where info != 0."""
+    with the queried workspace; NaN where the matrix holds an inf or NaN (LAPACK
+    is not called) or info != 0."""
     (m, n), b = shape[-2:], k.b
     steps, most = min(m, n), max(m, n)
     u_rows, u_cols = (m, m if full_matrices else steps) if compute_uv else (1, 1)
@@ -553,8 +579,6 @@ def _svd(k, shape, *, full_matrices, compute_uv):
     work = k.buffer(lwork)
 
     def matrix(e):
-        k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
-        k.call("gesdd", head + [work, k.integer(lwork)] + rwork + [iwork, info])
         parts = [(k.outs[0], steps, True)]
         if compute_uv:
             parts += [(k.outs[1], u_rows * u_cols, False), (k.outs[2], vt_rows * vt_cols, False)]
@@ -570,7 +594,12 @@ def _svd(k, shape, *, full_matrices, compute_uv):
                                b.mul(e, k.const(m * u_cols)))
                 k.from_columns(vt_buf, vt_rows, vt_rows, n, k.outs[2],
                                b.mul(e, k.const(vt_rows * n)))
-        k.if_else(info, failed, succeeded)
+
+        def decompose():
+            k.to_columns(k.ins[0], b.mul(e, k.const(m * n)), m, n, a, m)
+            k.call("gesdd", head + [work, k.integer(lwork)] + rwork + [iwork, info])
+            k.if_else(info, failed, succeeded)
+        k.unless_finite(k.ins[0], b.mul(e, k.const(m * n)), m * n, failed, decompose)
     k.batch(_batch_size(shape), matrix)
 
 
@@ -602,10 +631,6 @@ def _eig(k, shape, *, compute_left_eigenvectors, compute_right_eigenvectors):
     real_nan = ir.Constant(k.real, float("nan"))
     nan = ir.Constant(pair, [real_nan, ir.Constant(k.real, 0.0)])
     zero, one = ir.Constant(k.real, 0.0), ir.Constant(k.real, 1.0)
-    inf = ir.Constant(k.real, float("inf"))
-
-    def finite(x):
-        return b.and_(b.fcmp_ordered(">", x, b.fneg(inf)), b.fcmp_ordered("<", x, inf))
 
     def fill(e):
         for out, size in zip(outs, [n] + [n * n] * len(vectors)):
@@ -662,21 +687,12 @@ def _eig(k, shape, *, compute_left_eigenvectors, compute_right_eigenvectors):
     def matrix(e):
         offset = b.mul(e, k.const(n * n))
 
-        def check(t, ok):
-            x = b.load(k.at(k.ins[0], b.add(offset, t)), typ=k.elem)
-            parts = [b.extract_value(x, 0), b.extract_value(x, 1)] if k.complex else [x]
-            for part in parts:
-                ok = b.and_(ok, finite(part))
-            return ok
-        all_finite = loops.fold(ir, b, k.fn, n * n, check, ir.Constant(k.i1, 1), "t")
-        with b.if_else(all_finite, likely=True) as (then, otherwise):
-            with then:
-                k.to_columns(k.ins[0], offset, n, n, a, n)
-                k.call("geev", head + [work, k.integer(lwork)] + extra + [info])
-                k.if_else(info, lambda: fill(e),
-                          lambda: (complex_results if k.complex else real_results)(e))
-            with otherwise:
-                fill(e)
+        def decompose():
+            k.to_columns(k.ins[0], offset, n, n, a, n)
+            k.call("geev", head + [work, k.integer(lwork)] + extra + [info])
+            k.if_else(info, lambda: fill(e),
+                      lambda: (complex_results if k.complex else real_results)(e))
+        k.unless_finite(k.ins[0], offset, n * n, lambda: fill(e), decompose)
     k.batch(_batch_size(shape), matrix)
 
 
