@@ -98,8 +98,8 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import (blas, compiler_lock, complex_emit, indexing, interrupts, outputs, pool,
-               program, sorting, structural, summation, threads)
+from . import (blas, compiler_lock, complex_emit, indexing, interrupts, lapack, outputs,
+               pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 
@@ -157,11 +157,22 @@ def can_lower_alone(eqn):
     array operands), or a structural primitive (`structural`: pad, concatenate,
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
-    if structural.can_lower(eqn) or sorting.can_lower(eqn):
+    if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
     return blas.gemm_spec(eqn) is not None or indexing.can_lower(eqn)
+
+
+def calls_note(group):
+    """What a standalone kernel calls, for its label in `as_text`: ' (LAPACK
+    dgeqrf, dorgqr)' for a decomposition, else ''."""
+    eqn = group.eqns[0]
+    if eqn.primitive.name not in lapack.NAMES:
+        return ""
+    names = lapack.routines(eqn)
+    library = "BLAS" if eqn.primitive.name == "triangular_solve" else "LAPACK"
+    return f" ({library} {', '.join(names)})"
 
 
 def can_fuse(eqn):
@@ -1116,6 +1127,12 @@ def _emit_sort(ir, module, fname, group):
     return sorting.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
+def _emit_lapack(ir, module, fname, group):
+    """A single decomposition as LAPACK calls (see `lapack`)."""
+    (eqn,) = group.eqns
+    return lapack.emit(ir, module, fname, eqn), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -1147,7 +1164,8 @@ def group_info(group, loops):
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind * blas.is_small(spec))
-    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
+            or op in lapack.NAMES:
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1169,6 +1187,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_structural
         elif op in sorting.NAMES:
             emit = _emit_sort
+        elif op in lapack.NAMES:
+            emit = _emit_lapack
         else:
             emit = _emit_group
         try:
@@ -1246,7 +1266,10 @@ def parallel_plan(seg, info_of):
     """How the segment `seg` shares work with the worker pool (a program.Parallel),
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
     loop may be split. Not with a product big enough for OpenBLAS's own threads
-    (they and ours would oversubscribe the cores), nor with a native loop."""
+    (they and ours would oversubscribe the cores), nor with a decomposition
+    (SciPy's OpenBLAS, whose thread count we leave alone, may use its threads even
+    for 32x32 solves; on a busy machine our waiting workers made a batch of small
+    inverses 20x slower), nor with a native loop."""
     n = _split_threads()
     if n < 2:
         return None
@@ -1262,6 +1285,8 @@ def parallel_plan(seg, info_of):
             if not blas.is_small(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
+        if eqn.primitive.name in lapack.NAMES:
+            return None            # SciPy's OpenBLAS may run it on threads of its own
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:
@@ -1327,7 +1352,8 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
         tables += [(n, [canonical(v) for v in seg.imported], [canonical(v) for v in seg.exported],
                     seg.workspace) for seg, n in zip(segments, segment_names)]
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
-                                 f"{threads.num_threads()} blas {blas.available()}")
+                                 f"{threads.num_threads()} blas {blas.available()} "
+                                 f"lapack {lapack.available()}")
     found = engine.load_alias(alias, entries) if alias else None
     if found is not None:
         # the code was compiled for these infos and plans (they set loop bounds and

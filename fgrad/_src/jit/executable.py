@@ -125,7 +125,8 @@ class Executable:
         written = set()
         for index, step in enumerate(steps):
             if type(step) is Fused:
-                label = "native:" + "+".join(e.primitive.name for e in step.eqns)
+                label = "native:" + "+".join(e.primitive.name for e in step.eqns) \
+                    + fused.calls_note(step)
                 ins = [a for a in step.inputs if type(a) is not Literal]
                 pairs = pairs_of[id(step)]
                 if pairs:
@@ -263,7 +264,7 @@ class Executable:
         lines = [f"// program {self.name}: {len(self.kernels)} steps "
                  f"({step_summary(self.kernels)} kernels)",
                  "// steps marked native: are fused loops or BLAS calls compiled to machine "
-                 "code; numpy: run the primitive's NumPy implementation (no native lowering "
+                 "code (or call the LAPACK/BLAS routines named, SciPy's, from it); numpy: run the primitive's NumPy implementation (no native lowering "
                  "for that primitive and dtype); python: call back into Python (debug "
                  "callbacks); loop:/branch:/call: drive compiled sub-programs; kernels in "
                  "one [segment] run as a single native call"]
