@@ -24,6 +24,9 @@ from .dot_general import dot_general, dot_general_p  # noqa: F401
 from .sorting import sort, sort_key_val, sort_p  # noqa: F401
 from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,  # noqa: F401
                          cumsum, cumsum_p)
+from .convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: F401
+                          conv_general_dilated, conv_general_dilated_p, conv_transpose,
+                          conv_with_general_padding, padtype_to_pads)
 from .control_flow import (cond, cond_p, fori_loop, map, scan, scan_p, switch,  # noqa: F401
                            while_loop, while_p)
 
