@@ -96,6 +96,7 @@ from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
                sorting, structural, summation, threads)
+from . import convolution
 from .dispatch import NativeEntry
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
@@ -151,7 +152,7 @@ def can_lower_alone(eqn):
     array operands), or a structural primitive (`structural`: pad, concatenate,
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
-    if structural.can_lower(eqn) or sorting.can_lower(eqn):
+    if structural.can_lower(eqn) or sorting.can_lower(eqn) or convolution.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -1096,6 +1097,12 @@ def _emit_sort(ir, module, fname, group):
     return sorting.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
+def _emit_conv(ir, module, fname, group):
+    """A single convolution as im2col and BLAS gemm calls (see `convolution`)."""
+    (eqn,) = group.eqns
+    return convolution.emit(ir, module, fname, eqn), (False, 0, False)
+
+
 def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
@@ -1127,7 +1134,8 @@ def group_info(group, loops):
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind * blas.is_small(spec))
-    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
+    if (op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES
+            or op in convolution.NAMES):
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1149,6 +1157,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_structural
         elif op in sorting.NAMES:
             emit = _emit_sort
+        elif op in convolution.NAMES:
+            emit = _emit_conv
         else:
             emit = _emit_group
         try:
@@ -1240,6 +1250,10 @@ def parallel_plan(seg, info_of):
             return None
         if eqn.primitive.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
             if not blas.is_small(blas.gemm_spec(eqn)):
+                return None
+            calls_blas = True
+        if eqn.primitive.name in convolution.NAMES:
+            if not convolution.is_small(eqn):
                 return None
             calls_blas = True
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:

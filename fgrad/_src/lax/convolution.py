@@ -193,11 +193,11 @@ def _from(x, spec):
     return x if spec == tuple(range(len(spec))) else transpose(x, tuple(np.argsort(spec)))
 
 
-def _bind(lhs, rhs, strides, padding, lhs_dil, rhs_dil, groups=1, batch_groups=1):
+def _bind(lhs, rhs, strides, padding, lhs_dil, rhs_dil, groups=1, batch_groups=1, dn=None):
     return conv_general_dilated_p.bind(
         lhs, rhs, window_strides=tuple(strides), padding=tuple(map(tuple, padding)),
         lhs_dilation=tuple(lhs_dil), rhs_dilation=tuple(rhs_dil),
-        dimension_numbers=_canonical_dn(len(lhs.shape)), feature_group_count=groups,
+        dimension_numbers=dn or _canonical_dn(len(lhs.shape)), feature_group_count=groups,
         batch_group_count=batch_groups, preferred_element_type=None)
 
 
@@ -210,40 +210,54 @@ def _swap_in_groups(w, groups):
     return reshape(w, (groups * i, o // groups, *k))
 
 
-def _lhs_cotangent(ct, w, lhs_shape, strides, padding, lhs_dil, rhs_dil, g, bg):
-    """Cotangent of the canonical lhs (N, C, *x) from ct (N/bg, O, *y) and w (O, I, *k)."""
+def _swapped(spec):
+    """A spec with its first two roles exchanged (batch <-> feature, out <-> in)."""
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+def _lhs_cotangent(ct, w, dn, lhs_shape, strides, padding, lhs_dil, rhs_dil, g, bg):
+    """Cotangent of lhs (canonical shape `lhs_shape`) from ct and w in their layouts."""
     nsp = len(strides)
-    spatial = tuple(range(2, 2 + nsp))
-    kernel, xs, ys = w.shape[2:], lhs_shape[2:], ct.shape[2:]
+    kernel = [w.shape[d] for d in dn.rhs_spec[2:]]
+    ys = [ct.shape[d] for d in dn.out_spec[2:]]
     pads = []
-    for k, x, y, s, (lo, _), ld, rd in zip(kernel, xs, ys, strides, padding, lhs_dil, rhs_dil):
-        span = _dilate(k, rd)
-        pads.append((span - 1 - lo, _dilate(x, ld) + lo - 1 - (y - 1) * s))
+    for k, x, y, s, (lo, _), ld, rd in zip(kernel, lhs_shape[2:], ys, strides, padding,
+                                           lhs_dil, rhs_dil):
+        pads.append((_dilate(k, rd) - 1 - lo, _dilate(x, ld) + lo - 1 - (y - 1) * s))
     groups = max(g, bg)
-    flipped = _swap_in_groups(rev(w, spatial), groups)
-    out = _bind(ct, flipped, lhs_dil, pads, strides, rhs_dil, groups=groups)
+    if groups == 1:     # in/out features trade places through the dimension numbers
+        flipped = rev(w, dn.rhs_spec[2:])
+        return _bind(ct, flipped, lhs_dil, pads, strides, rhs_dil,
+                     dn=ConvDimensionNumbers(dn.out_spec, _swapped(dn.rhs_spec), dn.lhs_spec))
+    # groups: the kernel's features are regrouped in the canonical layout (rev last:
+    # the jit backend copies a lone rev natively, not a view of one)
+    spatial = tuple(range(2, 2 + nsp))
+    flipped = rev(_swap_in_groups(_to(w, dn.rhs_spec), groups), spatial)
+    out = _bind(_to(ct, dn.out_spec), flipped, lhs_dil, pads, strides, rhs_dil, groups=groups)
     if bg > 1:      # (N/bg, bg·C, *x) -> (bg·N/bg, C, *x): batch groups are major
         nb, _, *rest = out.shape
         c = lhs_shape[1]
         out = reshape(out, (nb, bg, c, *rest))
         out = transpose(out, (1, 0) + tuple(range(2, 3 + nsp)))
         out = reshape(out, (bg * nb, c, *rest))
-    return out
+    return _from(out, dn.lhs_spec)
 
 
-def _rhs_cotangent(ct, x, rhs_shape, strides, padding, lhs_dil, rhs_dil, g, bg):
-    """Cotangent of the canonical rhs (O, I, *k) from ct (N/bg, O, *y) and x (N, C, *x)."""
-    nsp = len(strides)
-    kernel, xs, ys = rhs_shape[2:], x.shape[2:], ct.shape[2:]
+def _rhs_cotangent(ct, x, dn, rhs_shape, strides, padding, lhs_dil, rhs_dil, g, bg):
+    """Cotangent of rhs (canonical shape `rhs_shape`) from ct and x in their layouts:
+    x's features act as the batch and its examples as the features, ct is the
+    kernel with its examples as in-features, and the output is rhs's layout with
+    out/in features as batch/features. Dimension numbers say so: nothing moves."""
+    xs = [x.shape[d] for d in dn.lhs_spec[2:]]
+    ys = [ct.shape[d] for d in dn.out_spec[2:]]
     pads = []
-    for k, xsz, y, s, (lo, hi), ld, rd in zip(kernel, xs, ys, strides, padding, lhs_dil,
-                                              rhs_dil):
+    for k, xsz, y, s, (lo, hi), ld, rd in zip(rhs_shape[2:], xs, ys, strides, padding,
+                                              lhs_dil, rhs_dil):
         spare = _dilate(xsz, ld) + lo + hi - _dilate(k, rd) - (y - 1) * s   # unread tail
         pads.append((lo, hi - spare))
-    swap = (1, 0) + tuple(range(2, 2 + nsp))
-    out = _bind(transpose(x, swap), transpose(ct, swap), rhs_dil, pads, lhs_dil, strides,
-                groups=bg, batch_groups=g)
-    return transpose(out, swap)          # (I, O, *k) -> (O, I, *k)
+    trans = ConvDimensionNumbers(_swapped(dn.lhs_spec), _swapped(dn.out_spec),
+                                 _swapped(dn.rhs_spec))
+    return _bind(x, ct, rhs_dil, pads, lhs_dil, strides, groups=bg, batch_groups=g, dn=trans)
 
 
 def _conv_transpose_rule(ct, lhs, rhs, *, window_strides, padding, lhs_dilation,
@@ -255,19 +269,14 @@ def _conv_transpose_rule(ct, lhs, rhs, *, window_strides, padding, lhs_dilation,
     dn = dimension_numbers
     args = (window_strides, padding, lhs_dilation, rhs_dilation, feature_group_count,
             batch_group_count)
-    ct = _to(ct, dn.out_spec)
-    if is_undefined(lhs):
-        aval = lhs.aval
-        if ct.dtype != aval.dtype:
-            ct = convert_element_type(ct, aval.dtype)
-        shape = tuple(aval.shape[d] for d in dn.lhs_spec)
-        return [_from(_lhs_cotangent(ct, _to(rhs, dn.rhs_spec), shape, *args), dn.lhs_spec),
-                None]
-    aval = rhs.aval
+    aval = lhs.aval if is_undefined(lhs) else rhs.aval
     if ct.dtype != aval.dtype:
         ct = convert_element_type(ct, aval.dtype)
+    if is_undefined(lhs):
+        shape = tuple(aval.shape[d] for d in dn.lhs_spec)
+        return [_lhs_cotangent(ct, rhs, dn, shape, *args), None]
     shape = tuple(aval.shape[d] for d in dn.rhs_spec)
-    return [None, _from(_rhs_cotangent(ct, _to(lhs, dn.lhs_spec), shape, *args), dn.rhs_spec)]
+    return [None, _rhs_cotangent(ct, lhs, dn, shape, *args)]
 
 
 conv_general_dilated_p.transpose = _conv_transpose_rule
