@@ -10,13 +10,16 @@ weight that is not (O, I, k...) contiguous is packed once per call, and an
 output that is not (N, O, spatial...) contiguous is written from a buffer.
 
 The blocks hold as many examples as keep the column buffer near `COL_ELEMENTS`
-(a divisor of the batch, so every block has the same static size). Products
-under blas.SMALL_GEMM multiply-adds in all run OpenBLAS on the calling thread,
-as dot_general's do. Sums are gemm's (its blocking decides their order), so
+(a divisor of the batch, so every block has the same static size). OpenBLAS
+always runs on the calling thread: the parallelism is fgrad's own, over
+(group, block) units (on a busy machine OpenBLAS's spinning workers made
+large convolutions 10x slower). Sums are gemm's (its blocking decides their order), so
 jit agrees with the NumPy impl (im2col + matmul) to rounding, not bit for bit.
 
 The body has the signature of a fused group's,
-`i1 fname_body(ptr lhs, ptr rhs, ptr out, i64, i64)` (the range is ignored).
+`i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
+(group, block) units (`split_extent`), so fgrad's worker threads can share a
+convolution, each thread with its own buffers and OpenBLAS on one thread.
 """
 import math
 
@@ -79,6 +82,32 @@ def _block(examples, per_example):
     return best
 
 
+def split_extent(eqn):
+    """The body's units of work, (group, block of examples) pairs: its [lo, hi)
+    range, which threads may share (each with its own buffers)."""
+    p = eqn.params
+    (_, _, *_), (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
+    groups = p["feature_group_count"] * p["batch_group_count"]
+    return groups * (nb // _block(nb, i * math.prod(ks) * math.prod(ys)))
+
+
+def _range_loop(ir, b, fn, lo, hi, body):
+    """for u in [lo, hi): body(u), with run-time bounds."""
+    i64 = ir.IntType(64)
+    pre = b.block
+    head, step, done = (fn.append_basic_block(n) for n in ("unit", "unit_body", "unit_done"))
+    b.branch(head)
+    b.position_at_end(head)
+    u = b.phi(i64, name="u")
+    u.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", u, hi), step, done)
+    b.position_at_end(step)
+    body(u)
+    u.add_incoming(b.add(u, ir.Constant(i64, 1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
     p = eqn.params
@@ -92,6 +121,7 @@ def emit(ir, module, fname, eqn):
     ksize, positions = math.prod(ks), math.prod(ys)
     kk = i * ksize
     block = _block(nb, kk * positions)
+    blocks = nb // block
     cols = block * positions
     x_st = _layout([a.aval.shape for a in eqn.invars][0], dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
@@ -121,7 +151,7 @@ def emit(ir, module, fname, eqn):
     def alloc(elements):
         return b.call(malloc, [const(elements * dt.itemsize)])
 
-    restore = blas.one_thread(ir, module, b) if is_small(eqn) else (lambda: None)
+    restore = blas.one_thread(ir, module, b)
     col = alloc(kk * cols)
     buf = None if out_direct else alloc(og * cols)
     weights = rhs
@@ -136,7 +166,8 @@ def emit(ir, module, fname, eqn):
 
     zero = ir.Constant(real, 0.0)
 
-    def group(gi):
+    def unit(u):         # u = group · blocks + block: the kernel's unit of work
+        gi, bi = b.udiv(u, const(blocks)), b.urem(u, const(blocks))
         x_n0 = b.mul(gi, const(nb * x_st[0])) if bg > 1 else const(0)
         x_c0 = b.mul(gi, const(i * x_st[1])) if g > 1 else const(0)
         w_g = at(weights, b.mul(gi, const(og * kk)))
@@ -194,8 +225,8 @@ def emit(ir, module, fname, eqn):
                     b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
                 b.store(b.load(at(buf, src), typ=real), at(out, dst))
             loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
-        loops.loop(ir, b, fn, 0, nb // block, block_of, "block")
-    loops.loop(ir, b, fn, 0, groups, group, "group")
+        block_of(bi)
+    _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
 
     for allocated in (col, buf, None if w_packed else weights):
         if allocated is not None:

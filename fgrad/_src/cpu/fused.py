@@ -1100,7 +1100,12 @@ def _emit_sort(ir, module, fname, group):
 def _emit_conv(ir, module, fname, group):
     """A single convolution as im2col and BLAS gemm calls (see `convolution`)."""
     (eqn,) = group.eqns
-    return convolution.emit(ir, module, fname, eqn), (False, 0, False)
+    return convolution.emit(ir, module, fname, eqn), _conv_info(eqn)
+
+
+def _conv_info(eqn):
+    """A convolution's units (group, block of examples) split like a gemm's rows."""
+    return (False, convolution.split_extent(eqn), blas.SPLIT_ROWS)
 
 
 def _emit_dot(ir, module, fname, group):
@@ -1134,8 +1139,9 @@ def group_info(group, loops):
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind * blas.is_small(spec))
-    if (op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES
-            or op in convolution.NAMES):
+    if op in convolution.NAMES:
+        return _conv_info(group.eqns[0])
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1253,9 +1259,7 @@ def parallel_plan(seg, info_of):
                 return None
             calls_blas = True
         if eqn.primitive.name in convolution.NAMES:
-            if not convolution.is_small(eqn):
-                return None
-            calls_blas = True
+            calls_blas = True       # its gemms run on each worker's thread
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:
@@ -1287,6 +1291,8 @@ def _work(group):
     if eqn.primitive.name == "dot_general":
         spec = blas.gemm_spec(eqn)
         return math.prod(spec.batch) * spec.m * spec.n * spec.k
+    if eqn.primitive.name in convolution.NAMES:
+        return convolution.work(eqn)
     return math.prod(group.shape) * _cost_per_element(group)
 
 
