@@ -258,3 +258,23 @@ def test_jit_runs_a_native_step_in_any_layout(dn):
     (v1, (gx1, gw1)), (v2, (gx2, gw2)) = g(x, w), fgrad.value_and_grad(loss, argnums=(0, 1))(x, w)
     for a, b in [(v1, v2), (gx1, gx2), (gw1, gw2)]:
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-4)
+
+
+def test_jitted_weight_gradient_sums_row_chunks():
+    """A weight gradient contracts over examples and positions: more rows than one
+    gemm takes (convolution.K_ROWS), summed chunk by chunk; and a batch split into
+    several blocks of examples. Both against float64."""
+    from fgrad._src.cpu import convolution as native
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 3, 40, 36)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    ct = rng.standard_normal((4, 5, 20, 34)).astype(np.float32)
+
+    def grads(x, w, ct):
+        f = lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 0)))  # noqa: E731
+        return fgrad.vjp(f, x, w)[1](ct)
+    assert 4 * 20 * 34 > native.K_ROWS
+    got = fgrad.jit(grads)(x, w, ct)
+    want = grads(x.astype(np.float64), w.astype(np.float64), ct.astype(np.float64))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-3)

@@ -30,6 +30,7 @@ from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
 COL_ELEMENTS = 1 << 20
+K_ROWS = 1024
 
 
 def _layout(shape, spec):
@@ -73,22 +74,30 @@ def is_small(eqn):
     return work(eqn) < blas.SMALL_GEMM
 
 
-def _block(examples, per_example):
-    """The largest divisor of `examples` whose columns fit COL_ELEMENTS (at least 1)."""
-    best = 1
-    for d in range(1, examples + 1):
-        if examples % d == 0 and d * per_example <= COL_ELEMENTS:
-            best = d
-    return best
+def _largest_divisor(n, fits):
+    """The largest divisor d of n with fits(d), or 1."""
+    return max((d for d in range(1, n + 1) if n % d == 0 and fits(d)), default=1)
+
+
+def _plan(eqn):
+    """(chunk, block): the input features whose patches one gemm contracts (up to
+    K_ROWS rows of the column buffer), and the examples whose patches sit side by
+    side in it (up to COL_ELEMENTS in all). A weight gradient contracts over
+    examples and positions (rows in the thousands, few columns per example), so
+    its rows come in chunks whose products are summed (gemm's beta = 1)."""
+    _, (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
+    ksize, positions = math.prod(ks), math.prod(ys)
+    chunk = _largest_divisor(i, lambda d: d * ksize <= K_ROWS)
+    block = _largest_divisor(nb, lambda d: chunk * ksize * d * positions <= COL_ELEMENTS)
+    return chunk, block
 
 
 def split_extent(eqn):
     """The body's units of work, (group, block of examples) pairs: its [lo, hi)
     range, which threads may share (each with its own buffers)."""
     p = eqn.params
-    (_, _, *_), (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
-    groups = p["feature_group_count"] * p["batch_group_count"]
-    return groups * (nb // _block(nb, i * math.prod(ks) * math.prod(ys)))
+    nb = _sizes(eqn)[2][0]
+    return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
 
 
 def _range_loop(ir, b, fn, lo, hi, body):
@@ -120,15 +129,16 @@ def emit(ir, module, fname, eqn):
     og = o // groups
     ksize, positions = math.prod(ks), math.prod(ys)
     kk = i * ksize
-    block = _block(nb, kk * positions)
-    blocks = nb // block
+    chunk, block = _plan(eqn)
+    chunks, rows, blocks = i // chunk, chunk * ksize, nb // block
     cols = block * positions
-    x_st = _layout([a.aval.shape for a in eqn.invars][0], dn.lhs_spec)
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
     out_direct = o_st == _layout([nb, o, *ys], range(nsp + 2))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
+    k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
 
     ptr, i1, i32, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(32), ir.IntType(64)
     real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
@@ -136,11 +146,12 @@ def emit(ir, module, fname, eqn):
     fn.linkage = "internal"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     lhs, rhs, out = fn.args[:3]
-    gemm = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
-                         [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
-                          i64])
+    gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
+                            [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
+                             i64])
     malloc = loops.declare(ir, module, "malloc", ptr, [i64])
     free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+    zero, one = ir.Constant(real, 0.0), ir.Constant(real, 1.0)
 
     def const(v):
         return v if isinstance(v, ir.Value) else ir.Constant(i64, int(v))
@@ -151,8 +162,14 @@ def emit(ir, module, fname, eqn):
     def alloc(elements):
         return b.call(malloc, [const(elements * dt.itemsize)])
 
+    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta):
+        """c = a @ bmat + beta·c, row-major, no transposes."""
+        b.call(gemm_fn, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
+                         ir.Constant(i32, blas._NO_TRANS), const(m), const(ncols), const(k),
+                         one, a, const(lda), bmat, const(ldb), beta, c, const(ldc)])
+
     restore = blas.one_thread(ir, module, b)
-    col = alloc(kk * cols)
+    col = alloc(rows * cols)
     buf = None if out_direct else alloc(og * cols)
     weights = rhs
     if not w_packed:        # weights as (O, I·k) rows
@@ -160,26 +177,28 @@ def emit(ir, module, fname, eqn):
 
         def pack(idx):
             src = loops.linear(ir, b, idx, w_st)
-            dst = loops.linear(ir, b, idx, [kk, ksize] + _layout(ks, range(nsp)))
+            dst = loops.linear(ir, b, idx, [kk, ksize] + k_st)
             b.store(b.load(at(rhs, src), typ=real), at(weights, dst))
         loops.nest(ir, b, fn, [o, i, *ks], pack, "pack")
 
-    zero = ir.Constant(real, 0.0)
-
     def unit(u):         # u = group · blocks + block: the kernel's unit of work
         gi, bi = b.udiv(u, const(blocks)), b.urem(u, const(blocks))
-        x_n0 = b.mul(gi, const(nb * x_st[0])) if bg > 1 else const(0)
-        x_c0 = b.mul(gi, const(i * x_st[1])) if g > 1 else const(0)
+        x_base = const(0)
+        if bg > 1:
+            x_base = b.add(x_base, b.mul(gi, const(nb * x_st[0])))
+        if g > 1:
+            x_base = b.add(x_base, b.mul(gi, const(i * x_st[1])))
         w_g = at(weights, b.mul(gi, const(og * kk)))
         o_g = b.mul(gi, const(og * o_st[1]))
+        first = b.mul(bi, const(block))
 
-        def block_of(bi):
-            first = b.mul(bi, const(block))
+        def chunk_of(ch):
+            c0 = b.mul(ch, const(chunk))
 
-            def patch(idx):      # idx: ci, k..., example in block, y...
+            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
                 ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
-                offset = b.add(b.add(x_n0, x_c0), b.add(
-                    b.mul(b.add(first, e), const(x_st[0])), b.mul(ci, const(x_st[1]))))
+                offset = b.add(x_base, b.add(b.mul(b.add(first, e), const(x_st[0])),
+                                             b.mul(b.add(c0, ci), const(x_st[1]))))
                 valid = ir.Constant(i1, 1)
                 for d in range(nsp):
                     pos = b.sub(b.add(b.mul(yidx[d], const(p["window_strides"][d])),
@@ -193,39 +212,34 @@ def emit(ir, module, fname, eqn):
                         pos = b.udiv(pos, const(ld))
                     offset = b.add(offset, b.mul(pos, const(x_st[2 + d])))
                 v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
-                row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, _layout(ks, range(nsp))))
-                column = b.add(b.mul(e, const(positions)),
-                               loops.linear(ir, b, yidx, _layout(ys, range(nsp))))
+                row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, k_st))
+                column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
                 b.store(b.select(valid, v, zero),
                         at(col, b.add(b.mul(row, const(cols)), column)))
-            loops.nest(ir, b, fn, [i, *ks, block, *ys], patch, "col")
+            loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
 
+            beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
+            w_chunk = at(w_g, b.mul(ch, const(rows)))
             if out_direct:      # one gemm per example, straight into the output
                 def example(e):
-                    b_mat = at(col, b.mul(e, const(positions)))
                     c_mat = at(out, b.add(o_g, b.mul(b.add(first, e), const(o_st[0]))))
-                    b.call(gemm, [ir.Constant(i32, blas._ROW_MAJOR),
-                                  ir.Constant(i32, blas._NO_TRANS),
-                                  ir.Constant(i32, blas._NO_TRANS), const(og),
-                                  const(positions), const(kk), ir.Constant(real, 1.0), w_g,
-                                  const(kk), b_mat, const(cols), ir.Constant(real, 0.0), c_mat,
-                                  const(positions)])
+                    gemm(w_chunk, at(col, b.mul(e, const(positions))), c_mat, og, positions,
+                         rows, kk, cols, positions, beta)
                 loops.loop(ir, b, fn, 0, block, example, "example")
-                return
-            b.call(gemm, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
-                          ir.Constant(i32, blas._NO_TRANS), const(og), const(cols), const(kk),
-                          ir.Constant(real, 1.0), w_g, const(kk), col, const(cols),
-                          ir.Constant(real, 0.0), buf, const(cols)])
+            else:
+                gemm(w_chunk, col, buf, og, cols, rows, kk, cols, cols, beta)
+        loops.loop(ir, b, fn, 0, chunks, chunk_of, "chunk")
+        if out_direct:
+            return
 
-            def scatter(idx):    # idx: o in group, example in block, y...
-                oi, e, yidx = idx[0], idx[1], idx[2:]
-                src = b.add(b.mul(oi, const(cols)), b.add(
-                    b.mul(e, const(positions)), loops.linear(ir, b, yidx, _layout(ys, range(nsp)))))
-                dst = b.add(b.add(o_g, b.mul(oi, const(o_st[1]))), b.add(
-                    b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
-                b.store(b.load(at(buf, src), typ=real), at(out, dst))
-            loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
-        block_of(bi)
+        def scatter(idx):    # idx: o in group, example in block, y...
+            oi, e, yidx = idx[0], idx[1], idx[2:]
+            src = b.add(b.mul(oi, const(cols)),
+                        b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st)))
+            dst = b.add(b.add(o_g, b.mul(oi, const(o_st[1]))), b.add(
+                b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
+            b.store(b.load(at(buf, src), typ=real), at(out, dst))
+        loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
     _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
 
     for allocated in (col, buf, None if w_packed else weights):
