@@ -12,7 +12,6 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad.test_util import check_grads
-from fgrad_nn import functional as F
 from fgrad_nn import layers as L
 from fgrad_nn import losses, optim
 from tree_asserts import assert_trees_close

@@ -1,20 +1,21 @@
 """conv_general_dilated as a native kernel: im2col by index arithmetic, then BLAS gemm.
 
 For each group (feature or batch group) and each block of examples, the kernel
-writes the block's patches into a column buffer col[I·k, block·P] (P output
-positions per example; an element is the input at y·stride + k·rhs_dil - lo in
-lhs-dilated coordinates, or 0 in the padding and between dilated elements), and
-one gemm multiplies the group's weights W[O/groups, I·k] by it. Layouts come
-from the dimension numbers as element strides, so no operand is transposed: a
-weight that is not (O, I, k...) contiguous is packed once per call, and an
-output that is not (N, O, spatial...) contiguous is written from a buffer.
+writes patches into a column buffer col[chunk·k, block·P] (P output positions
+per example; an element is the input at y·stride + k·rhs_dil - lo in
+lhs-dilated coordinates, or 0 in the padding and between dilated elements) and
+a gemm multiplies the matching columns of the group's weights W[O/groups, I·k]
+by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
+`_plan`). Layouts come from the dimension numbers as element strides, so no
+operand is transposed: a weight that is not (O, I, k...) contiguous is packed
+once per call, and an output that is not (N, O, spatial...) contiguous is
+written from a buffer.
 
-The blocks hold as many examples as keep the column buffer near `COL_ELEMENTS`
-(a divisor of the batch, so every block has the same static size). OpenBLAS
-always runs on the calling thread: the parallelism is fgrad's own, over
-(group, block) units (on a busy machine OpenBLAS's spinning workers made
-large convolutions 10x slower). Sums are gemm's (its blocking decides their order), so
-jit agrees with the NumPy impl (im2col + matmul) to rounding, not bit for bit.
+OpenBLAS always runs on the calling thread: the parallelism is fgrad's own,
+over (group, block) units (on a busy machine OpenBLAS's spinning workers made
+large convolutions 10x slower). Sums are gemm's (its blocking decides their
+order), so jit agrees with the NumPy impl (im2col + matmul) to rounding, not
+bit for bit; the tests compare both with float64 references.
 
 The body has the signature of a fused group's,
 `i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects

@@ -143,7 +143,7 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
         lhs = lhs.astype(preferred_element_type, copy=False)
         rhs = rhs.astype(preferred_element_type, copy=False)
     x, w = np.transpose(lhs, dn.lhs_spec), np.transpose(rhs, dn.rhs_spec)
-    (n, c, *_), (o, i, *kernel) = x.shape, w.shape
+    n, (o, i, *kernel) = x.shape[0], w.shape
     nsp = len(kernel)
     out_sizes = [_out_size(*a) for a in zip(x.shape[2:], kernel, window_strides, padding,
                                             lhs_dilation, rhs_dilation)]
@@ -306,7 +306,6 @@ def _conv_batch(vals, dims, *, window_strides, padding, lhs_dilation, rhs_dilati
             feature_group_count=groups, batch_group_count=batch_groups,
             preferred_element_type=preferred_element_type)
 
-    rest = tuple(range(3, 3 + nsp))
     if ld is not None and rd is None:
         x, w = canon(lhs, ld, dn.lhs_spec), _to(rhs, dn.rhs_spec)
         _, n, c, *xs = x.shape
