@@ -327,3 +327,57 @@ def test_jitted_cnn_training_step_is_native_and_matches_eager():
     assert ": numpy:" not in text
     got, want = jitted(model, state), step(model, state)
     assert_trees_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------
+# PyTorch cross-check (runs where torch imports, e.g. bench/.venv-peers)
+
+TORCH_LAYERS = [
+    ("Conv1d", (4, 6, 3), dict(stride=2, padding=1, groups=2, padding_mode="circular"),
+     (2, 4, 9)),
+    ("Conv2d", (3, 6, (3, 2)), dict(padding="same", dilation=(2, 1), groups=3,
+                                     padding_mode="reflect"), (2, 3, 7, 6)),
+    ("Conv2d", (2, 4, 3), dict(stride=2, padding=(1, 0), bias=True), (2, 2, 7, 6)),
+    ("Conv3d", (2, 2, 2), dict(padding=1, padding_mode="replicate"), (1, 2, 3, 4, 3)),
+    ("ConvTranspose2d", (4, 2, 3), dict(stride=2, padding=1, output_padding=1, groups=2,
+                                        dilation=1), (2, 4, 3, 4)),
+    ("ConvTranspose1d", (2, 3, 4), dict(stride=3, padding=2, dilation=2), (1, 2, 5)),
+    ("MaxPool2d", (3,), dict(stride=2, padding=1, ceil_mode=True), (2, 2, 8, 7)),
+    ("AvgPool2d", (3,), dict(stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+     (2, 2, 8, 7)),
+    ("AvgPool1d", (2,), dict(ceil_mode=True), (1, 2, 7)),
+    ("AdaptiveAvgPool2d", ((3, 5),), {}, (1, 2, 7, 9)),
+    ("AdaptiveMaxPool1d", (4,), {}, (2, 2, 10)),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name, args, kwargs, shape", TORCH_LAYERS,
+                         ids=[c[0] for c in TORCH_LAYERS])
+def test_layers_match_pytorch(name, args, kwargs, shape):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(10).standard_normal(shape)
+    ours_cls = getattr(L, name)
+    is_conv = name.startswith("Conv")
+    ours = ours_cls(*args, **kwargs, key=_key(11), dtype=F64) if is_conv else ours_cls(*args,
+                                                                                       **kwargs)
+    theirs = getattr(torch.nn, name)(*args, **kwargs).double()
+    if is_conv:
+        with torch.no_grad():
+            theirs.weight.copy_(torch.from_numpy(np.array(ours.weight)))
+            theirs.bias.copy_(torch.from_numpy(np.array(ours.bias)))
+    tx = torch.from_numpy(x).requires_grad_()
+    ty = theirs(tx)
+    g = np.random.default_rng(12).standard_normal(tuple(ty.shape))
+    ty.backward(torch.from_numpy(g))
+    _close(ours(x), ty.detach().numpy(), rtol=1e-10)
+
+    def loss(model, v):
+        return fnp.sum(model(v) * g)
+    if is_conv:
+        gm, gx = fgrad.grad(loss, argnums=(0, 1))(ours, x)
+        _close(gm.weight, theirs.weight.grad.numpy(), rtol=1e-9)
+        _close(gm.bias, theirs.bias.grad.numpy(), rtol=1e-9)
+    else:
+        gx = fgrad.grad(lambda v: loss(ours, v))(x)
+    _close(gx, tx.grad.numpy(), rtol=1e-9)
