@@ -31,7 +31,8 @@ from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
 COL_ELEMENTS = 1 << 20
-K_ROWS = 1024
+K_ROWS = 2048
+DIRECT_POSITIONS = 512
 
 
 def _layout(shape, spec):
@@ -137,7 +138,10 @@ def emit(ir, module, fname, eqn):
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
-    out_direct = o_st == _layout([nb, o, *ys], range(nsp + 2))
+    # straight into an (N, O, spatial...) output, one gemm per example, when its rows
+    # are long enough for gemm to run at speed; else one wide gemm per block
+    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2))
+                  and (block == 1 or positions >= DIRECT_POSITIONS))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
 
