@@ -33,6 +33,7 @@ NAMES = frozenset({"conv_general_dilated"})
 COL_ELEMENTS = 1 << 20
 K_ROWS = 2048
 DIRECT_POSITIONS = 512
+TRANSPOSED_RATIO = 4
 
 
 def _layout(shape, spec):
@@ -140,7 +141,11 @@ def emit(ir, module, fname, eqn):
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
     # straight into an (N, O, spatial...) output, one gemm per example, when its rows
     # are long enough for gemm to run at speed; else one wide gemm per block
-    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2))
+    # a large kernel over few output positions (a weight gradient) is im2col'd
+    # transposed, col[(example, y), (feature, k)], so its copy loops run along the
+    # kernel's long rows, and gemm computes out^T = col @ W^T
+    transposed = ksize > TRANSPOSED_RATIO * positions
+    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2)) and not transposed
                   and (block == 1 or positions >= DIRECT_POSITIONS))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
@@ -167,10 +172,11 @@ def emit(ir, module, fname, eqn):
     def alloc(elements):
         return b.call(malloc, [const(elements * dt.itemsize)])
 
-    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta):
-        """c = a @ bmat + beta·c, row-major, no transposes."""
+    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
+        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
         b.call(gemm_fn, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
-                         ir.Constant(i32, blas._NO_TRANS), const(m), const(ncols), const(k),
+                         ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
+                         const(m), const(ncols), const(k),
                          one, a, const(lda), bmat, const(ldb), beta, c, const(ldc)])
 
     restore = blas.one_thread(ir, module, b)
@@ -219,9 +225,14 @@ def emit(ir, module, fname, eqn):
                 v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
                 row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, k_st))
                 column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
-                b.store(b.select(valid, v, zero),
-                        at(col, b.add(b.mul(row, const(cols)), column)))
-            loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
+                where = (b.add(b.mul(column, const(rows)), row) if transposed
+                         else b.add(b.mul(row, const(cols)), column))
+                b.store(b.select(valid, v, zero), at(col, where))
+            if transposed:      # idx reordered so the kernel's positions run innermost
+                loops.nest(ir, b, fn, [block, *ys, chunk, *ks], lambda idx: patch(
+                    [idx[1 + nsp], *idx[2 + nsp:], idx[0], *idx[1:1 + nsp]]), "col")
+            else:
+                loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
 
             beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
             w_chunk = at(w_g, b.mul(ch, const(rows)))
@@ -231,6 +242,8 @@ def emit(ir, module, fname, eqn):
                     gemm(w_chunk, at(col, b.mul(e, const(positions))), c_mat, og, positions,
                          rows, kk, cols, positions, beta)
                 loops.loop(ir, b, fn, 0, block, example, "example")
+            elif transposed:    # buf[(example, y), o] = col @ W_chunk^T
+                gemm(col, w_chunk, buf, cols, og, rows, rows, kk, og, beta, trans_b=True)
             else:
                 gemm(w_chunk, col, buf, og, cols, rows, kk, cols, cols, beta)
         loops.loop(ir, b, fn, 0, chunks, chunk_of, "chunk")
@@ -239,8 +252,9 @@ def emit(ir, module, fname, eqn):
 
         def scatter(idx):    # idx: o in group, example in block, y...
             oi, e, yidx = idx[0], idx[1], idx[2:]
-            src = b.add(b.mul(oi, const(cols)),
-                        b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st)))
+            column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
+            src = (b.add(b.mul(column, const(og)), oi) if transposed
+                   else b.add(b.mul(oi, const(cols)), column))
             dst = b.add(b.add(o_g, b.mul(oi, const(o_st[1]))), b.add(
                 b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
             b.store(b.load(at(buf, src), typ=real), at(out, dst))
