@@ -6,7 +6,10 @@ per example; an element is the input at y·stride + k·rhs_dil - lo in
 lhs-dilated coordinates, or 0 in the padding and between dilated elements) and
 a gemm multiplies the matching columns of the group's weights W[O/groups, I·k]
 by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
-`_plan`). Layouts come from the dimension numbers as element strides, so no
+`_plan`). A large kernel over few output positions (what a weight gradient
+is) is laid out transposed instead, col[(example, y), (feature, k)], and gemm
+computes the output's transpose: its copy loops then run along the long kernel
+rows. Layouts come from the dimension numbers as element strides, so no
 operand is transposed: a weight that is not (O, I, k...) contiguous is packed
 once per call, and an output that is not (N, O, spatial...) contiguous is
 written from a buffer.
