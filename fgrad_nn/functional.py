@@ -1,107 +1,25 @@
 """Functional forms of the layers: pure functions of arrays, parameters passed in.
 
-Image functions use PyTorch's NCHW layout: input (N, C, H, W) or one example
-(C, H, W); convolution weights are (out_channels, in_channels, kh, kw).
-
-Convolution and pooling share one patch extractor (`_patches`, im2col): after
-padding, each of the kh·kw kernel offsets is one strided slice of the input, so
-the patches tensor is (N, C, kh·kw, Ho, Wo). A convolution is then a single
-matmul with the flattened weight; pooling is a max or mean over the kernel axis.
-Everything is built from fgrad.numpy / fgrad.lax, so it differentiates to any
-order, vmaps and jits.
+Image functions use PyTorch's channels-first layout: input (N, C, *spatial) or
+one example (C, *spatial); convolution weights are (out_channels, in_channels /
+groups, *kernel). Convolutions (1-3 spatial dims, groups, dilation, padding
+modes, transposed) and pooling are implemented in `fgrad_nn._conv`: each
+convolution is one `fgrad.lax.conv_general_dilated` (a native kernel under
+jit). Everything is built from fgrad.numpy / fgrad.lax, so it differentiates
+to any order, vmaps and jits.
 """
 import numpy as np
 
 import fgrad.lax as lax
 import fgrad.numpy as fnp
 
-__all__ = ["linear", "conv2d", "max_pool2d", "avg_pool2d", "layer_norm", "batch_norm",
+from fgrad_nn import _conv
+
+__all__ = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d",
+           "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "layer_norm", "batch_norm",
            "dropout", "embedding"]
-
-
-def _is_int(value):
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _pair(name, value):
-    """An int or a pair of ints as a pair of non-negative ints (no floats, strings
-    or bools: a stray 1.5 or 'same' is an error, not a truncation)."""
-    if _is_int(value):
-        value = (value, value)
-    if not (isinstance(value, (tuple, list)) and len(value) == 2
-            and all(_is_int(v) for v in value) and min(value) >= 0):
-        raise ValueError(f"{name} must be a non-negative int or a pair of them, got {value!r}")
-    return tuple(int(v) for v in value)
-
-
-def _as_batch(name, x):
-    """(x as a 4-d NCHW batch, whether a batch axis was added)."""
-    if x.ndim == 4:
-        return x, False
-    if x.ndim == 3:
-        return fnp.expand_dims(x, 0), True
-    raise ValueError(f"{name}: expected input of shape (N, C, H, W) or (C, H, W), got "
-                     f"shape {tuple(x.shape)}")
-
-
-def _output_size(name, size, pad_total, kernel, stride, dilation, which):
-    span = dilation * (kernel - 1) + 1
-    if size + pad_total < span:
-        raise ValueError(f"{name}: the {which} of the padded input ({size} + {pad_total}) is "
-                         f"smaller than the dilated kernel ({span}); pad more or use a "
-                         f"smaller kernel")
-    return (size + pad_total - span) // stride + 1
-
-
-def _check_padding(name, padding):
-    """'valid' or 'same' (either case) as given, or an int or pair as a pair."""
-    if isinstance(padding, str):
-        if padding.lower() not in ("valid", "same"):
-            raise ValueError(f"{name}: padding must be an int, a pair of ints, 'valid' or "
-                             f"'same', got {padding!r}")
-        return padding
-    return _pair(f"{name}: padding", padding)
-
-
-def _padding_config(name, padding, sizes, kernel, stride, dilation):
-    """((top, bottom), (left, right)) from an int, a pair, 'valid' or 'same'.
-
-    'same' is JAX's (and TensorFlow's) SAME, strides included: the output has
-    ceil(size / stride) positions, and the padding this needs, max((out - 1)·stride +
-    (kernel - 1)·dilation + 1 - size, 0), is split with the extra one at the end.
-    With stride 1 it is PyTorch's padding='same'.
-    """
-    padding = _check_padding(name, padding)
-    if isinstance(padding, tuple):
-        return tuple((p, p) for p in padding)
-    if padding.lower() == "valid":
-        return ((0, 0), (0, 0))
-    pads = []
-    for n, k, s, d in zip(sizes, kernel, stride, dilation):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        pads.append((total // 2, total - total // 2))
-    return tuple(pads)
-
-
-def _patches(name, x, kernel, stride, padding, dilation, pad_value):
-    """im2col: x (N, C, H, W) -> patches (N, C, kh*kw, Ho, Wo), for static sizes."""
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    (pt, pb), (pl, pr) = padding
-    n, c, h, w = x.shape
-    ho = _output_size(name, h, pt + pb, kh, sh, dh, "height")
-    wo = _output_size(name, w, pl + pr, kw, sw, dw, "width")
-    if pt or pb or pl or pr:
-        x = lax.pad(x, fnp.asarray(pad_value, x.dtype), [(0, 0, 0), (0, 0, 0), (pt, pb, 0),
-                                                         (pl, pr, 0)])
-    cols = []
-    for i in range(kh):
-        for j in range(kw):
-            top, left = i * dh, j * dw
-            cols.append(lax.slice(x, (0, 0, top, left),
-                                  (n, c, top + (ho - 1) * sh + 1, left + (wo - 1) * sw + 1),
-                                  (1, 1, sh, sw)))
-    return fnp.stack(cols, axis=2), ho, wo
 
 
 def linear(x, weight, bias=None):
@@ -114,77 +32,117 @@ def linear(x, weight, bias=None):
     return y if bias is None else y + bias
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
-    """2-d cross-correlation (PyTorch's conv2d, groups=1) by im2col and one matmul.
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros"):
+    """1-d cross-correlation (PyTorch's conv1d): x (N, C, L) or (C, L), weight
+    (O, C / groups, k). padding: int, 'valid' or 'same' (JAX's SAME for any
+    stride: L_out = ceil(L / stride)); padding_mode: 'zeros', 'reflect',
+    'replicate' or 'circular'."""
+    return _conv.conv(1, "conv1d", x, weight, bias, stride, padding, dilation, groups,
+                      padding_mode)
 
-    x: (N, C, H, W) or (C, H, W); weight: (O, C, kh, kw); bias: (O,) or None.
-    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' (zeros;
-    'same' as JAX's SAME: Ho = ceil(H / stride) for any stride, see _padding_config).
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros"):
+    """2-d cross-correlation (PyTorch's conv2d), one lax.conv_general_dilated.
+
+    x: (N, C, H, W) or (C, H, W); weight: (O, C / groups, kh, kw); bias: (O,) or None.
+    stride, dilation: int or pair; padding: int, pair, 'valid' or 'same' ('same' as
+    JAX's SAME: Ho = ceil(H / stride) for any stride; PyTorch's for stride 1).
     Returns (N, O, Ho, Wo) (or (O, Ho, Wo)) with
     Ho = (H + pad_top + pad_bottom - dilation*(kh-1) - 1) // stride + 1.
     """
-    xb, added = _as_batch("conv2d", x)
-    if weight.ndim != 4 or weight.shape[1] != xb.shape[1]:
-        raise ValueError(f"conv2d: weight of shape {tuple(weight.shape)} does not fit input "
-                         f"of shape {tuple(x.shape)}; weight must be (out_channels, "
-                         f"in_channels={xb.shape[1]}, kh, kw)")
-    o, c, kh, kw = weight.shape
-    stride, dilation = _pair("conv2d: stride", stride), _pair("conv2d: dilation", dilation)
-    if min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"conv2d: stride {stride} and dilation {dilation} must be >= 1")
-    pads = _padding_config("conv2d", padding, xb.shape[2:], (kh, kw), stride, dilation)
-    cols, ho, wo = _patches("conv2d", xb, (kh, kw), stride, pads, dilation, 0)
-    n = xb.shape[0]
-    cols = fnp.reshape(cols, (n, c * kh * kw, ho * wo))
-    y = fnp.matmul(fnp.reshape(weight, (o, c * kh * kw)), cols)          # (N, O, Ho*Wo)
-    y = fnp.reshape(y, (n, o, ho, wo))
-    if bias is not None:
-        y = y + fnp.reshape(bias, (o, 1, 1))
-    return y[0] if added else y
+    return _conv.conv(2, "conv2d", x, weight, bias, stride, padding, dilation, groups,
+                      padding_mode)
 
 
-def _pool_args(name, kernel_size, stride, padding, dilation):
-    kernel = _pair(f"{name}: kernel_size", kernel_size)
-    stride = kernel if stride is None else _pair(f"{name}: stride", stride)
-    dilation = _pair(f"{name}: dilation", dilation)
-    ph, pw = _pair(f"{name}: padding", padding)
-    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1:
-        raise ValueError(f"{name}: kernel_size {kernel}, stride {stride} and dilation "
-                         f"{dilation} must be >= 1")
-    if 2 * ph > kernel[0] or 2 * pw > kernel[1]:
-        raise ValueError(f"{name}: padding {(ph, pw)} must be at most half the kernel size "
-                         f"{kernel}")
-    return kernel, stride, ((ph, ph), (pw, pw)), dilation
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+           padding_mode="zeros"):
+    """3-d cross-correlation (PyTorch's conv3d): x (N, C, D, H, W) or (C, D, H, W),
+    weight (O, C / groups, kd, kh, kw); arguments as conv2d's."""
+    return _conv.conv(3, "conv3d", x, weight, bias, stride, padding, dilation, groups,
+                      padding_mode)
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """PyTorch's conv_transpose1d: weight (C_in, C_out / groups, k); L_out =
+    (L - 1)·stride - 2·padding + dilation·(k - 1) + output_padding + 1."""
+    return _conv.conv_transpose(1, "conv_transpose1d", x, weight, bias, stride, padding,
+                                output_padding, groups, dilation)
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """PyTorch's conv_transpose2d: weight (C_in, C_out / groups, kh, kw)."""
+    return _conv.conv_transpose(2, "conv_transpose2d", x, weight, bias, stride, padding,
+                                output_padding, groups, dilation)
+
+
+def conv_transpose3d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """PyTorch's conv_transpose3d: weight (C_in, C_out / groups, kd, kh, kw)."""
+    return _conv.conv_transpose(3, "conv_transpose3d", x, weight, bias, stride, padding,
+                                output_padding, groups, dilation)
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Maximum over each window (PyTorch's max_pool1d; padding counts as -inf)."""
+    return _conv.max_pool(1, "max_pool1d", x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Maximum over each window (PyTorch's max_pool2d; stride defaults to the kernel
     size; padding counts as -inf). x: (N, C, H, W) or (C, H, W)."""
-    xb, added = _as_batch("max_pool2d", x)
-    kernel, stride, pads, dilation = _pool_args("max_pool2d", kernel_size, stride, padding,
-                                                dilation)
-    if xb.dtype.kind != "f":
-        raise TypeError(f"max_pool2d: expected a floating-point input, got {xb.dtype}")
-    cols, _, _ = _patches("max_pool2d", xb, kernel, stride, pads, dilation, -np.inf)
-    y = fnp.max(cols, axis=2)
-    return y[0] if added else y
+    return _conv.max_pool(2, "max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Maximum over each window (PyTorch's max_pool3d)."""
+    return _conv.max_pool(3, "max_pool3d", x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """Mean over each window (PyTorch's avg_pool1d)."""
+    return _conv.avg_pool(1, "avg_pool1d", x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
     """Mean over each window (PyTorch's avg_pool2d; stride defaults to the kernel
     size; zero padding, counted in the divisor unless count_include_pad=False).
     x: (N, C, H, W) or (C, H, W)."""
-    xb, added = _as_batch("avg_pool2d", x)
-    kernel, stride, pads, dilation = _pool_args("avg_pool2d", kernel_size, stride, padding, 1)
-    cols, ho, wo = _patches("avg_pool2d", xb, kernel, stride, pads, dilation, 0)
-    total = fnp.sum(cols, axis=2)
-    if count_include_pad:
-        y = total / (kernel[0] * kernel[1])
-    else:
-        ones = fnp.ones((1, 1) + tuple(xb.shape[2:]), xb.dtype)
-        counts, _, _ = _patches("avg_pool2d", ones, kernel, stride, pads, dilation, 0)
-        y = total / fnp.sum(counts, axis=2)
-    return y[0] if added else y
+    return _conv.avg_pool(2, "avg_pool2d", x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override)
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """Mean over each window (PyTorch's avg_pool3d)."""
+    return _conv.avg_pool(3, "avg_pool3d", x, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override)
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """PyTorch's adaptive_avg_pool1d: output length `output_size`."""
+    return _conv.adaptive_pool(1, "adaptive_avg_pool1d", x, output_size, "mean")
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """PyTorch's adaptive_avg_pool2d: output (H, W) = output_size (None keeps a size)."""
+    return _conv.adaptive_pool(2, "adaptive_avg_pool2d", x, output_size, "mean")
+
+
+def adaptive_max_pool1d(x, output_size):
+    """PyTorch's adaptive_max_pool1d (values only)."""
+    return _conv.adaptive_pool(1, "adaptive_max_pool1d", x, output_size, "max")
+
+
+def adaptive_max_pool2d(x, output_size):
+    """PyTorch's adaptive_max_pool2d (values only)."""
+    return _conv.adaptive_pool(2, "adaptive_max_pool2d", x, output_size, "max")
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):

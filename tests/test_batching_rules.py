@@ -293,6 +293,22 @@ case("dot_general", "preferred",
      lambda a, b: lax.dot_general(a, b, (((0,), (0,)), ((), ())), preferred_element_type=f64),
      F(3, 2, dtype=f32), F(3, dtype=f32))
 
+# Convolution: lhs / rhs / both batched fold into batch, out-feature or group axes
+
+_CONVS = [
+    ("plain_1d", (2, 3, 6), (4, 3, 2), dict(window_strides=(2,), padding="SAME")),
+    ("groups_2d", (2, 4, 5, 4), (6, 2, 2, 3),
+     dict(window_strides=(1, 2), padding=((1, 0), (0, 1)), lhs_dilation=(2, 1),
+          rhs_dilation=(1, 2), feature_group_count=2)),
+    ("batch_groups", (4, 3, 5), (4, 3, 2),
+     dict(window_strides=(1,), padding="VALID", batch_group_count=2)),
+    ("nhwc", (2, 5, 4, 3), (2, 2, 3, 4),
+     dict(window_strides=(1, 1), padding="SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))),
+]
+for _name, _ls, _rs, _kw in _CONVS:
+    case("conv_general_dilated", _name,
+         lambda a, b, _kw=_kw: lax.conv_general_dilated(a, b, **_kw), F(*_ls), F(*_rs))
+
 # Cumulative
 
 for _name, _dom in [("cumsum", "real"), ("cumprod", "real"), ("cummax", "small"),

@@ -3,15 +3,21 @@ whether it takes one example, a batch, or both; activations also come as functio
 from fgrad_nn.layers.activations import (GELU, Identity, Lambda, ReLU, Sigmoid,  # noqa: F401
                                          Softmax, Tanh, gelu, relu, sigmoid, softmax, tanh)
 from fgrad_nn.layers.containers import MLP, Residual, ResMLPBlock, Sequential  # noqa: F401
-from fgrad_nn.layers.conv import Conv2d  # noqa: F401
+from fgrad_nn.layers.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d,  # noqa: F401
+                                   ConvTranspose2d, ConvTranspose3d)
 from fgrad_nn.layers.dropout import Dropout  # noqa: F401
 from fgrad_nn.layers.embedding import Embedding  # noqa: F401
 from fgrad_nn.layers.linear import Linear  # noqa: F401
 from fgrad_nn.layers.norm import BatchNorm, BatchNormState, LayerNorm  # noqa: F401
-from fgrad_nn.layers.pool import AvgPool2d, MaxPool2d  # noqa: F401
+from fgrad_nn.layers.pool import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
+                                   AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+                                   AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
 from fgrad_nn.layers.reshape import Flatten  # noqa: F401
 
-__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Embedding", "LayerNorm",
+__all__ = ["Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d",
+           "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "Flatten", "Embedding", "LayerNorm",
            "BatchNorm", "BatchNormState", "Dropout", "ReLU", "GELU", "Sigmoid", "Tanh",
            "Softmax", "Identity", "Lambda", "Sequential", "Residual", "MLP", "ResMLPBlock",
            "relu", "gelu", "sigmoid", "tanh", "softmax"]

@@ -1,0 +1,272 @@
+"""conv_general_dilated as a native kernel: im2col by index arithmetic, then BLAS gemm.
+
+For each group (feature or batch group) and each block of examples, the kernel
+writes patches into a column buffer col[chunk·k, block·P] (P output positions
+per example; an element is the input at y·stride + k·rhs_dil - lo in
+lhs-dilated coordinates, or 0 in the padding and between dilated elements) and
+a gemm multiplies the matching columns of the group's weights W[O/groups, I·k]
+by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
+`_plan`). A large kernel over few output positions (what a weight gradient
+is) is laid out transposed instead, col[(example, y), (feature, k)], and gemm
+computes the output's transpose: its copy loops then run along the long kernel
+rows. Layouts come from the dimension numbers as element strides, so no
+operand is transposed: a weight that is not (O, I, k...) contiguous is packed
+once per call, and an output that is not (N, O, spatial...) contiguous is
+written from a buffer.
+
+OpenBLAS always runs on the calling thread: the parallelism is fgrad's own,
+over (group, block) units (on a busy machine OpenBLAS's spinning workers made
+large convolutions 10x slower). Sums are gemm's (its blocking decides their
+order), so jit agrees with the NumPy impl (im2col + matmul) to rounding, not
+bit for bit; the tests compare both with float64 references.
+
+The body has the signature of a fused group's,
+`i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
+(group, block) units (`split_extent`), so fgrad's worker threads can share a
+convolution, each thread with its own buffers and OpenBLAS on one thread.
+"""
+import math
+
+import numpy as np
+
+from ..jaxpr import Var
+from . import blas, loops
+
+NAMES = frozenset({"conv_general_dilated"})
+COL_ELEMENTS = 1 << 20
+K_ROWS = 2048
+DIRECT_POSITIONS = 512
+TRANSPOSED_RATIO = 4
+
+
+def _layout(shape, spec):
+    """Element strides of the canonical axes (spec order) of a C-contiguous array."""
+    strides, acc = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        strides[d] = acc
+        acc *= shape[d]
+    return [strides[d] for d in spec]
+
+
+def _sizes(eqn):
+    dn = eqn.params["dimension_numbers"]
+    lhs, rhs = (a.aval.shape for a in eqn.invars)
+    out = eqn.outvars[0].aval.shape
+    return ([lhs[d] for d in dn.lhs_spec], [rhs[d] for d in dn.rhs_spec],
+            [out[d] for d in dn.out_spec])
+
+
+def can_lower(eqn):
+    """A float32/float64 convolution of two arrays with no empty axis, no
+    preferred_element_type, when gemm can be called natively."""
+    if eqn.primitive.name not in NAMES or any(type(a) is not Var for a in eqn.invars):
+        return False
+    lhs, rhs = (a.aval for a in eqn.invars)
+    out = eqn.outvars[0].aval
+    return (eqn.params["preferred_element_type"] is None and lhs.dtype == rhs.dtype
+            and np.dtype(lhs.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+            and 0 not in lhs.shape and 0 not in rhs.shape and 0 not in out.shape
+            and blas.available())
+
+
+def work(eqn):
+    """Multiply-adds of the convolution (its gemms)."""
+    _, (o, i, *ks), (n, _, *ys) = _sizes(eqn)
+    return n * o * i * math.prod(ks) * math.prod(ys)
+
+
+def is_small(eqn):
+    """Whether the products are too small for OpenBLAS's threads (see blas)."""
+    return work(eqn) < blas.SMALL_GEMM
+
+
+def _largest_divisor(n, fits):
+    """The largest divisor d of n with fits(d), or 1."""
+    return max((d for d in range(1, n + 1) if n % d == 0 and fits(d)), default=1)
+
+
+def _plan(eqn):
+    """(chunk, block): the input features whose patches one gemm contracts (up to
+    K_ROWS rows of the column buffer), and the examples whose patches sit side by
+    side in it (up to COL_ELEMENTS in all). A weight gradient contracts over
+    examples and positions (rows in the thousands, few columns per example), so
+    its rows come in chunks whose products are summed (gemm's beta = 1)."""
+    _, (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
+    ksize, positions = math.prod(ks), math.prod(ys)
+    chunk = _largest_divisor(i, lambda d: d * ksize <= K_ROWS)
+    block = _largest_divisor(nb, lambda d: chunk * ksize * d * positions <= COL_ELEMENTS)
+    return chunk, block
+
+
+def split_extent(eqn):
+    """The body's units of work, (group, block of examples) pairs: its [lo, hi)
+    range, which threads may share (each with its own buffers)."""
+    p = eqn.params
+    nb = _sizes(eqn)[2][0]
+    return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
+
+
+def _range_loop(ir, b, fn, lo, hi, body):
+    """for u in [lo, hi): body(u), with run-time bounds."""
+    i64 = ir.IntType(64)
+    pre = b.block
+    head, step, done = (fn.append_basic_block(n) for n in ("unit", "unit_body", "unit_done"))
+    b.branch(head)
+    b.position_at_end(head)
+    u = b.phi(i64, name="u")
+    u.add_incoming(lo, pre)
+    b.cbranch(b.icmp_signed("<", u, hi), step, done)
+    b.position_at_end(step)
+    body(u)
+    u.add_incoming(b.add(u, ir.Constant(i64, 1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+def emit(ir, module, fname, eqn):
+    """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    dt = np.dtype(eqn.outvars[0].aval.dtype)
+    (n, c, *xs), (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
+    nsp = len(xs)
+    g, bg = p["feature_group_count"], p["batch_group_count"]
+    groups = g * bg
+    og = o // groups
+    ksize, positions = math.prod(ks), math.prod(ys)
+    kk = i * ksize
+    chunk, block = _plan(eqn)
+    chunks, rows, blocks = i // chunk, chunk * ksize, nb // block
+    cols = block * positions
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
+    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
+    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
+    # straight into an (N, O, spatial...) output, one gemm per example, when its rows
+    # are long enough for gemm to run at speed; else one wide gemm per block
+    # a large kernel over few output positions (a weight gradient) is im2col'd
+    # transposed, col[(example, y), (feature, k)], so its copy loops run along the
+    # kernel's long rows, and gemm computes out^T = col @ W^T
+    transposed = ksize > TRANSPOSED_RATIO * positions
+    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2)) and not transposed
+                  and (block == 1 or positions >= DIRECT_POSITIONS))
+    dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
+    k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
+
+    ptr, i1, i32, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(32), ir.IntType(64)
+    real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, ptr, i64, i64]), fname + "_body")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lhs, rhs, out = fn.args[:3]
+    gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
+                            [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
+                             i64])
+    malloc = loops.declare(ir, module, "malloc", ptr, [i64])
+    free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+    zero, one = ir.Constant(real, 0.0), ir.Constant(real, 1.0)
+
+    def const(v):
+        return v if isinstance(v, ir.Value) else ir.Constant(i64, int(v))
+
+    def at(base, index):
+        return b.gep(base, [index], inbounds=True, source_etype=real)
+
+    def alloc(elements):
+        return b.call(malloc, [const(elements * dt.itemsize)])
+
+    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
+        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
+        b.call(gemm_fn, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
+                         ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
+                         const(m), const(ncols), const(k),
+                         one, a, const(lda), bmat, const(ldb), beta, c, const(ldc)])
+
+    restore = blas.one_thread(ir, module, b)
+    col = alloc(rows * cols)
+    buf = None if out_direct else alloc(og * cols)
+    weights = rhs
+    if not w_packed:        # weights as (O, I·k) rows
+        weights = alloc(o * kk)
+
+        def pack(idx):
+            src = loops.linear(ir, b, idx, w_st)
+            dst = loops.linear(ir, b, idx, [kk, ksize] + k_st)
+            b.store(b.load(at(rhs, src), typ=real), at(weights, dst))
+        loops.nest(ir, b, fn, [o, i, *ks], pack, "pack")
+
+    def unit(u):         # u = group · blocks + block: the kernel's unit of work
+        gi, bi = b.udiv(u, const(blocks)), b.urem(u, const(blocks))
+        x_base = const(0)
+        if bg > 1:
+            x_base = b.add(x_base, b.mul(gi, const(nb * x_st[0])))
+        if g > 1:
+            x_base = b.add(x_base, b.mul(gi, const(i * x_st[1])))
+        w_g = at(weights, b.mul(gi, const(og * kk)))
+        o_g = b.mul(gi, const(og * o_st[1]))
+        first = b.mul(bi, const(block))
+
+        def chunk_of(ch):
+            c0 = b.mul(ch, const(chunk))
+
+            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
+                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+                offset = b.add(x_base, b.add(b.mul(b.add(first, e), const(x_st[0])),
+                                             b.mul(b.add(c0, ci), const(x_st[1]))))
+                valid = ir.Constant(i1, 1)
+                for d in range(nsp):
+                    pos = b.sub(b.add(b.mul(yidx[d], const(p["window_strides"][d])),
+                                      b.mul(kidx[d], const(p["rhs_dilation"][d]))),
+                                const(p["padding"][d][0]))
+                    valid = b.and_(valid, b.icmp_unsigned("<", pos, const(dil[d])))
+                    ld = p["lhs_dilation"][d]
+                    if ld > 1:
+                        valid = b.and_(valid, b.icmp_unsigned(
+                            "==", b.urem(pos, const(ld)), const(0)))
+                        pos = b.udiv(pos, const(ld))
+                    offset = b.add(offset, b.mul(pos, const(x_st[2 + d])))
+                v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
+                row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, k_st))
+                column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
+                where = (b.add(b.mul(column, const(rows)), row) if transposed
+                         else b.add(b.mul(row, const(cols)), column))
+                b.store(b.select(valid, v, zero), at(col, where))
+            if transposed:      # idx reordered so the kernel's positions run innermost
+                loops.nest(ir, b, fn, [block, *ys, chunk, *ks], lambda idx: patch(
+                    [idx[1 + nsp], *idx[2 + nsp:], idx[0], *idx[1:1 + nsp]]), "col")
+            else:
+                loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
+
+            beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
+            w_chunk = at(w_g, b.mul(ch, const(rows)))
+            if out_direct:      # one gemm per example, straight into the output
+                def example(e):
+                    c_mat = at(out, b.add(o_g, b.mul(b.add(first, e), const(o_st[0]))))
+                    gemm(w_chunk, at(col, b.mul(e, const(positions))), c_mat, og, positions,
+                         rows, kk, cols, positions, beta)
+                loops.loop(ir, b, fn, 0, block, example, "example")
+            elif transposed:    # buf[(example, y), o] = col @ W_chunk^T
+                gemm(col, w_chunk, buf, cols, og, rows, rows, kk, og, beta, trans_b=True)
+            else:
+                gemm(w_chunk, col, buf, og, cols, rows, kk, cols, cols, beta)
+        loops.loop(ir, b, fn, 0, chunks, chunk_of, "chunk")
+        if out_direct:
+            return
+
+        def scatter(idx):    # idx: o in group, example in block, y...
+            oi, e, yidx = idx[0], idx[1], idx[2:]
+            column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
+            src = (b.add(b.mul(column, const(og)), oi) if transposed
+                   else b.add(b.mul(oi, const(cols)), column))
+            dst = b.add(b.add(o_g, b.mul(oi, const(o_st[1]))), b.add(
+                b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
+            b.store(b.load(at(buf, src), typ=real), at(out, dst))
+        loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
+    _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
+
+    for allocated in (col, buf, None if w_packed else weights):
+        if allocated is not None:
+            b.call(free, [allocated])
+    restore()
+    b.ret(ir.Constant(i1, 0))
+    return fn
