@@ -3,7 +3,6 @@ import math
 
 import numpy as np
 
-import fgrad.lax as lax
 import fgrad.numpy as fnp
 from fgrad import nn, random
 

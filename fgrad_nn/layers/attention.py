@@ -113,8 +113,8 @@ class MultiheadAttention(Module):
                              f"{tuple(query.shape)}, {tuple(keys.shape)}, {tuple(values.shape)}")
         n, length, source = query.shape[0], query.shape[1], keys.shape[1]
         wq, wk, wv = self._projection_weights()
-        bq, bk, bv = ((None,) * 3 if self.in_proj_bias is None else
-                      (self.in_proj_bias[:e], self.in_proj_bias[e:2 * e], self.in_proj_bias[2 * e:]))
+        b = self.in_proj_bias
+        bq, bk, bv = (None,) * 3 if b is None else (b[:e], b[e:2 * e], b[2 * e:])
 
         def heads(x, w, b):     # (N, T, dim) -> (N, H, T, E/H)
             y = fnp.matmul(x, fnp.swapaxes(w, 0, 1))
