@@ -385,3 +385,16 @@ def test_rotary_half_split_and_relative_positions(rng):
            np.asarray(shifted[0]) @ np.asarray(shifted[1]).swapaxes(-1, -2), rtol=1e-8)
     _close(fgrad.jit(L.apply_rotary)(q), np.asarray(rq))
     check_grads(lambda v: L.apply_rotary(v), (q[0, 0, :3, :4],), order=2)
+
+
+def test_vmap_equals_a_loop(rng):
+    q, k, v = rng.standard_normal((3, 4, 2)), rng.standard_normal((3, 5, 2)), \
+        rng.standard_normal((3, 5, 3))
+    sdpa = fgrad.vmap(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True))
+    _close(sdpa(q, k, v), np.stack([np.asarray(F.scaled_dot_product_attention(
+        q[i], k[i], v[i], is_causal=True)) for i in range(3)]))
+    mha = L.MultiheadAttention(2, 2, key=_key(), dtype=F64)
+    padding = np.array([[False] * 4 + [True], [False] * 5, [True] + [False] * 4])
+    got = fgrad.vmap(lambda a, b, p: mha(a, b, b, key_padding_mask=p)[0])(q, k, padding)
+    _close(got, np.stack([np.asarray(mha(q[i], k[i], k[i], key_padding_mask=padding[i])[0])
+                          for i in range(3)]))

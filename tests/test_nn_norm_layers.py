@@ -122,3 +122,13 @@ def test_layer_norm_any_trailing_shape_and_no_bias(rng):
         _close(_round_trip_and_jit(ln, x), want)
         _close(ln(x[1]), want[1])
     check_grads(lambda m, v: m(v), (ln, x[:1]), order=2)
+
+
+def test_stateful_instance_norm_in_sequential(rng):
+    model = L.Sequential(L.InstanceNorm1d(3, track_running_stats=True, dtype=F64), L.ReLU())
+    state = model.init_state()
+    x = rng.standard_normal((2, 3, 4))
+    y, new = model(x, state)
+    want, inner = model.layers[0](x, state[0])
+    _close(y, np.maximum(np.asarray(want), 0))
+    assert_trees_close(new[0], inner)
