@@ -230,3 +230,8 @@ def embedding(ids, weight):
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be integers, got dtype {ids.dtype}")
     return fnp.take(weight, ids, axis=0)
+
+
+from fgrad_nn._attention import causal_mask, scaled_dot_product_attention  # noqa: E402,F401
+
+__all__ += ["scaled_dot_product_attention", "causal_mask"]
