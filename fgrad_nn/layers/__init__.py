@@ -15,3 +15,6 @@ __all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Embedding",
            "BatchNorm", "BatchNormState", "Dropout", "ReLU", "GELU", "Sigmoid", "Tanh",
            "Softmax", "Identity", "Lambda", "Sequential", "Residual", "MLP", "ResMLPBlock",
            "relu", "gelu", "sigmoid", "tanh", "softmax"]
+from fgrad_nn.layers.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
+
+__all__ += ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
