@@ -94,6 +94,9 @@ def count_params(model, filter_spec=is_inexact_array):
 # ----------------------------------------------------------------------------
 # tree_at
 
+_AMBIGUOUS = "ambiguous"
+
+
 class _Hole:
     """Stands in for one leaf (or None) of the tree in the copy `where` is run on."""
     __slots__ = ("path",)
@@ -103,6 +106,11 @@ class _Hole:
 
     def __repr__(self):
         return f"<leaf at {self.path!r}>"
+
+    def __getattr__(self, name):
+        raise AttributeError(f"tree_at: where(tree) must only pick nodes, but it reads "
+                             f".{name} of a leaf; compute on arrays after tree_at, not "
+                             f"inside where")
 
 
 def _is_node(x, is_leaf):
@@ -124,8 +132,8 @@ def _mirror(x, path, is_leaf, nodes):
         children, unflatten = _children(x, is_leaf)
         copy = unflatten([_mirror(c, path + (i,), is_leaf, nodes)
                           for i, c in enumerate(children)])
-        if children:            # empty nodes (e.g. ()) may be shared singletons
-            nodes[id(copy)] = path
+        # an empty node (e.g. ()) may be a shared singleton: then it is ambiguous
+        nodes[id(copy)] = _AMBIGUOUS if id(copy) in nodes else path
         return copy
     hole = _Hole(path)
     nodes[id(hole)] = path
@@ -168,7 +176,10 @@ def tree_at(where, tree, replace=_MISSING, replace_fn=_MISSING, is_leaf=None):
         if id(node) not in nodes:
             raise ValueError(f"tree_at: where(tree) must return nodes of the tree (its "
                              f"fields, sub-modules, leaves), got {type(node).__name__} "
-                             f"{node!r:.80}; compute on arrays after tree_at, not inside where")
+                             f"{node!r:.80}; static fields (sizes, flags) are not nodes: use fgrad_nn.replace")
+        if nodes[id(node)] is _AMBIGUOUS:
+            raise ValueError(f"tree_at: where(tree) returns {node!r}, an empty node that "
+                             f"occurs more than once in the tree; pick its parent instead")
         paths.append(nodes[id(node)])
     if len(set(paths)) != len(paths):
         raise ValueError("tree_at: where(tree) picks the same node twice")

@@ -259,7 +259,7 @@ def test_against_torch(name):
                                   dtype=torch.float64)
     with torch.no_grad():
         for pname, p in ref.named_parameters():
-            p.copy_(torch.from_numpy(np.asarray(getattr(layer, pname))))
+            p.copy_(torch.from_numpy(np.array(getattr(layer, pname))))
     x = np.random.default_rng(7).normal(size=(2, 5, 3))
     tx = torch.from_numpy(x).requires_grad_()
     ty, _ = ref(tx)
