@@ -40,9 +40,11 @@ def _affine(x, weight, bias):
     return y if bias is None else y + bias
 
 
-def _step(mode, gi, h, c, weight_hh, bias_hh):
-    """One step from the input part gi = W_ih x + b_ih: (h', c') (c' None but for LSTM)."""
-    gh = _affine(h, weight_hh, bias_hh)
+def _step(mode, gi, h, c, weight_hh_t, bias_hh):
+    """One step from the input part gi = W_ih x + b_ih and the transposed weight_hh:
+    (h', c') (c' None but for LSTM)."""
+    gh = h @ weight_hh_t
+    gh = gh if bias_hh is None else gh + bias_hh
     if mode == "RNN_TANH":
         return fnp.tanh(gi + gh), None
     if mode == "RNN_RELU":
@@ -115,8 +117,8 @@ class RNNCell(_Cell):
     def __call__(self, x, h=None, *, key=None):
         x, gi = self._prepare(x)
         h = _zeros_state(x, x.shape[:-1], self.hidden_size) if h is None else h
-        return _step("RNN_" + self.nonlinearity.upper(), gi, h, None, self.weight_hh,
-                     self.bias_hh)[0]
+        return _step("RNN_" + self.nonlinearity.upper(), gi, h, None,
+                     fnp.transpose(self.weight_hh), self.bias_hh)[0]
 
 
 class LSTMCell(_Cell):
@@ -131,7 +133,7 @@ class LSTMCell(_Cell):
         x, gi = self._prepare(x)
         if hc is None:
             hc = (_zeros_state(x, x.shape[:-1], self.hidden_size),) * 2
-        return _step("LSTM", gi, hc[0], hc[1], self.weight_hh, self.bias_hh)
+        return _step("LSTM", gi, hc[0], hc[1], fnp.transpose(self.weight_hh), self.bias_hh)
 
 
 class GRUCell(_Cell):
@@ -145,7 +147,7 @@ class GRUCell(_Cell):
     def __call__(self, x, h=None, *, key=None):
         x, gi = self._prepare(x)
         h = _zeros_state(x, x.shape[:-1], self.hidden_size) if h is None else h
-        return _step("GRU", gi, h, None, self.weight_hh, self.bias_hh)[0]
+        return _step("GRU", gi, h, None, fnp.transpose(self.weight_hh), self.bias_hh)[0]
 
 
 class _Recurrent(Module):
@@ -290,12 +292,12 @@ class _Recurrent(Module):
         """One direction of one layer over the sequence x (T, N, features):
         (outputs (T, N, hidden), final h, final c or None)."""
         gi = _affine(x, cell.weight_ih, cell.bias_ih)   # input part of every step at once
-        mode = self.mode
+        mode, weight_hh_t = self.mode, fnp.transpose(cell.weight_hh)   # once, not per step
 
         def body(carry, inputs):
             h, c = carry
             g, v = inputs
-            h_new, c_new = _step(mode, g, h, c, cell.weight_hh, cell.bias_hh)
+            h_new, c_new = _step(mode, g, h, c, weight_hh_t, cell.bias_hh)
             if v is None:
                 return (h_new, c_new), h_new
             h_new = fnp.where(v, h_new, h)
