@@ -170,3 +170,24 @@ def test_summary_traces_without_computing():
     model = nn.Sequential(nn.Lambda(lambda x: calls.append(type(x).__name__) or x))
     nn.summary(model, np.zeros(3), print_fn=lambda s: None)
     assert calls and calls[0] not in ("Array", "ndarray")     # a tracer: nothing computed
+
+
+class _Encoder(nn.Module):
+    """A custom module: calls its children and reads a child's field."""
+    proj: nn.Linear
+    rnn: nn.GRU
+
+    def __call__(self, x, *, key=None):
+        assert self.proj.out_features == 6
+        y, h = self.rnn(self.proj(x))
+        return h[-1]
+
+
+def test_summary_of_a_custom_module():
+    model = _Encoder(nn.Linear(3, 6, key=_key()), nn.GRU(6, 5, batch_first=True, key=_key(1)))
+    text = nn.summary(model, np.zeros((2, 7, 3), np.float32), print_fn=lambda s: None)
+    rows = [r.split() for r in text.splitlines()[2:-2]]
+    assert [r[:2] for r in rows] == [["(model)", "_Encoder"], ["proj", "Linear"],
+                                     ["rnn", "GRU"]]
+    assert rows[0][2:] == ["(2,", "5)", str(nn.count_params(model))]
+    assert rows[2][2:] == ["((2,", "7,", "5),", "(1,", "2,", "5))", str(3 * 5 * (6 + 5 + 2))]
