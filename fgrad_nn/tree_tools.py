@@ -176,7 +176,8 @@ def tree_at(where, tree, replace=_MISSING, replace_fn=_MISSING, is_leaf=None):
         if id(node) not in nodes:
             raise ValueError(f"tree_at: where(tree) must return nodes of the tree (its "
                              f"fields, sub-modules, leaves), got {type(node).__name__} "
-                             f"{node!r:.80}; static fields (sizes, flags) are not nodes: use fgrad_nn.replace")
+                             f"{node!r:.80}; static fields (sizes, flags) are not nodes: "
+                             f"use fgrad_nn.replace")
         if nodes[id(node)] is _AMBIGUOUS:
             raise ValueError(f"tree_at: where(tree) returns {node!r}, an empty node that "
                              f"occurs more than once in the tree; pick its parent instead")
