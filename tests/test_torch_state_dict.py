@@ -162,3 +162,58 @@ def test_real_torch_model_round_trip():
     back = torch.nn.LSTM(3, 4, num_layers=2, bidirectional=True).double()
     back.load_state_dict({k: torch.from_numpy(v) for k, v in nn.torch_state_dict(lstm).items()})
     np.testing.assert_allclose(back(torch.from_numpy(xs))[0].detach().numpy(), got, rtol=1e-10)
+
+
+def test_batchnorm_buffers_through_the_state():
+    model = nn.Sequential(nn.Linear(2, 3, key=_key()), nn.BatchNorm(3),
+                          nn.ResMLPBlock(3, 4, norm="batch", key=_key(1)))
+    state = nn.init_state(model)
+    rng = np.random.default_rng(4)
+    sd = {k: rng.normal(size=v.shape) for k, v in nn.torch_state_dict(model).items()}
+    assert "1.running_mean" not in sd
+    sd.update({"1.running_mean": rng.normal(size=3), "1.running_var": rng.uniform(1, 2, 3),
+               "1.num_batches_tracked": np.array(7),
+               "2.fn.0.running_mean": rng.normal(size=3),
+               "2.fn.0.running_var": rng.uniform(1, 2, 3),
+               "2.fn.0.num_batches_tracked": np.array(7)})
+    assert set(nn.torch_buffer_names(model, state)) == {
+        "1.running_mean", "1.running_var", "2.fn.0.running_mean", "2.fn.0.running_var"}
+    with pytest.raises(ValueError, match="pass state=fgrad_nn.init_state"):
+        nn.load_torch_state_dict(model, sd)
+    new_model, new_state = nn.load_torch_state_dict(model, sd, state=state)
+    np.testing.assert_allclose(new_state[1].running_var, sd["1.running_var"], rtol=1e-6)
+    np.testing.assert_allclose(new_state[2][0].running_mean, sd["2.fn.0.running_mean"],
+                               rtol=1e-6)      # the block's state is its Sequential's
+    assert new_state[1].running_mean.dtype == np.float32
+    back = nn.torch_state_dict(new_model, new_state)
+    assert set(back) == set(sd) - {"1.num_batches_tracked", "2.fn.0.num_batches_tracked"}
+    # momentum=None keeps the count, which then loads as well
+    counted = nn.Sequential(nn.BatchNorm(3, momentum=None))
+    _, st = nn.load_torch_state_dict(counted, {"0.weight": np.ones(3), "0.bias": np.zeros(3),
+                                               "0.running_mean": np.zeros(3),
+                                               "0.running_var": np.ones(3),
+                                               "0.num_batches_tracked": np.array(5)},
+                                     state=nn.init_state(counted))
+    assert int(st[0].num_batches_tracked) == 5 and st[0].num_batches_tracked.dtype == np.int32
+
+
+def test_real_torch_batchnorm_model():
+    torch = _torch()
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3), torch.nn.ReLU(),
+                              torch.nn.Linear(3, 1)).double()
+    ref(torch.randn(16, 2, dtype=torch.float64))       # moves the running statistics
+    ref.eval()
+    model = nn.Sequential(nn.Linear(2, 3, key=_key(), dtype=np.float64),
+                          nn.BatchNorm(3, dtype=np.float64), nn.ReLU(),
+                          nn.Linear(3, 1, key=_key(1), dtype=np.float64))
+    model, state = nn.load_torch_state_dict(model, ref.state_dict(),
+                                            state=nn.init_state(model))
+    x = np.random.default_rng(5).normal(size=(4, 2))
+    y, _ = nn.eval_mode(model)(x, state)
+    np.testing.assert_allclose(y, ref(torch.from_numpy(x)).detach().numpy(), rtol=1e-12)
+    again = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3), torch.nn.ReLU(),
+                                torch.nn.Linear(3, 1)).double().eval()
+    again.load_state_dict({k: torch.from_numpy(v)
+                           for k, v in nn.torch_state_dict(model, state).items()}, strict=False)
+    np.testing.assert_allclose(again(torch.from_numpy(x)).detach().numpy(), y, rtol=1e-12)
