@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 
 # In the order they run; add a module name here when adding a benchmark.
 BENCHMARKS = ["fused", "mlp_sgd", "helmholtz", "overhead", "compile_time", "per_example",
-              "resmlp", "gpu", "control_flow", "fft", "linalg", "cnn", "transformer"]
+              "resmlp", "gpu", "control_flow", "fft", "linalg", "cnn", "transformer",
+              "lstm"]
 
 
 def parse_args(argv):
