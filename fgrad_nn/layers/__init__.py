@@ -35,7 +35,6 @@ __all__ = ["Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTrans
            "BatchNorm", "BatchNormState", "Dropout", "ReLU", "GELU", "Sigmoid", "Tanh",
            "Softmax", "Identity", "Lambda", "Sequential", "Residual", "MLP", "ResMLPBlock",
            "relu", "gelu", "sigmoid", "tanh", "softmax"]
-<<<<<<< HEAD
 __all__ += ["SiLU", "Mish", "ReLU6", "LeakyReLU", "ELU", "CELU", "SELU", "Softplus", "Hardtanh",
             "Hardsigmoid", "Hardswish", "LogSigmoid", "Softsign", "Tanhshrink", "LogSoftmax",
             "GLU", "Bilinear", "Unflatten", "GroupNorm", "RMSNorm", "InstanceNorm1d",
@@ -43,8 +42,6 @@ __all__ += ["SiLU", "Mish", "ReLU6", "LeakyReLU", "ELU", "CELU", "SELU", "Softpl
             "LearnedPositionalEmbedding", "RotaryEmbedding", "sinusoidal_positions",
             "apply_rotary", "TransformerEncoderLayer", "TransformerDecoderLayer",
             "TransformerEncoder", "TransformerDecoder"]
-=======
 from fgrad_nn.layers.recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401,E402
 
 __all__ += ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
->>>>>>> i18-recurrent

@@ -98,14 +98,8 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-<<<<<<< HEAD
-from . import (blas, compiler_lock, complex_emit, indexing, interrupts, lapack, outputs,
-               pool, program, sorting, structural, summation, threads)
-=======
-from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
-               sorting, structural, summation, threads)
-from . import convolution
->>>>>>> i18-conv
+from . import (blas, compiler_lock, complex_emit, convolution, indexing, interrupts, lapack,
+               outputs, pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 
@@ -163,11 +157,8 @@ def can_lower_alone(eqn):
     array operands), or a structural primitive (`structural`: pad, concatenate,
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
-<<<<<<< HEAD
-    if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn):
-=======
-    if structural.can_lower(eqn) or sorting.can_lower(eqn) or convolution.can_lower(eqn):
->>>>>>> i18-conv
+    if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn) \
+            or convolution.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -1137,12 +1128,12 @@ def _emit_sort(ir, module, fname, group):
     return sorting.emit(ir, module, fname, eqn, _Cx), (False, 0, False)
 
 
-<<<<<<< HEAD
 def _emit_lapack(ir, module, fname, group):
     """A single decomposition as LAPACK calls (see `lapack`)."""
     (eqn,) = group.eqns
     return lapack.emit(ir, module, fname, eqn), (False, 0, False)
-=======
+
+
 def _emit_conv(ir, module, fname, group):
     """A single convolution as im2col and BLAS gemm calls (see `convolution`)."""
     (eqn,) = group.eqns
@@ -1152,7 +1143,6 @@ def _emit_conv(ir, module, fname, group):
 def _conv_info(eqn):
     """A convolution's units (group, block of examples) split like a gemm's rows."""
     return (False, convolution.split_extent(eqn), blas.SPLIT_ROWS)
->>>>>>> i18-conv
 
 
 def _emit_dot(ir, module, fname, group):
@@ -1186,14 +1176,10 @@ def group_info(group, loops):
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind * blas.is_small(spec))
-<<<<<<< HEAD
-    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
-            or op in lapack.NAMES:
-=======
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
-    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES:
->>>>>>> i18-conv
+    if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
+            or op in lapack.NAMES:
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1215,13 +1201,10 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_structural
         elif op in sorting.NAMES:
             emit = _emit_sort
-<<<<<<< HEAD
         elif op in lapack.NAMES:
             emit = _emit_lapack
-=======
         elif op in convolution.NAMES:
             emit = _emit_conv
->>>>>>> i18-conv
         else:
             emit = _emit_group
         try:
@@ -1318,13 +1301,10 @@ def parallel_plan(seg, info_of):
             if not blas.is_small(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
-<<<<<<< HEAD
         if eqn.primitive.name in lapack.NAMES:
             return None            # SciPy's OpenBLAS may run it on threads of its own
-=======
         if eqn.primitive.name in convolution.NAMES:
             calls_blas = True       # its gemms run on each worker's thread
->>>>>>> i18-conv
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:
             split[id(g)] = int(splittable)
             if splittable == blas.SPLIT_SUM:

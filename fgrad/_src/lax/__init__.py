@@ -27,13 +27,10 @@ from .dot_general import dot_general, dot_general_p  # noqa: F401
 from .sorting import sort, sort_key_val, sort_p  # noqa: F401
 from .cumulative import (cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p,  # noqa: F401
                          cumsum, cumsum_p)
-<<<<<<< HEAD
 from .fft import FftType, fft, fft_p  # noqa: F401
-=======
 from .convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: F401
                           conv_general_dilated, conv_general_dilated_p, conv_transpose,
                           conv_with_general_padding, padtype_to_pads)
->>>>>>> i18-conv
 from .control_flow import (cond, cond_p, fori_loop, map, scan, scan_p, switch,  # noqa: F401
                            while_loop, while_p)
 from .in_dim import (dynamic_index_in_dim, dynamic_slice_in_dim,  # noqa: F401
