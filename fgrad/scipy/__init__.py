@@ -1,0 +1,1 @@
+"""fgrad.scipy: SciPy's API over fgrad."""

@@ -1,0 +1,240 @@
+"""fgrad.scipy.stats against scipy.stats: values on random and edge inputs for every
+function of every distribution, derivatives (check_grads, order 2, forward and
+reverse, float64) with respect to x and every float parameter, vmap against a
+Python loop, jit against eager evaluation, and broadcasting of the arguments."""
+import itertools
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+import fgrad
+import fgrad.scipy.stats as fst
+from fgrad.test_util import check_grads
+
+CONTINUOUS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf")
+DISCRETE = ("logpmf", "pmf", "cdf", "logcdf", "sf", "logsf", "ppf")
+QUANTILE = ("ppf", "isf")
+
+
+@dataclass
+class Dist:
+    """A distribution under test: `draw(rng, n, interior)` gives the arguments in
+    SciPy's positional order (x, *shapes, loc[, scale]); `interior` keeps x inside
+    the support and away from kinks, for derivatives. `edges` lists special values
+    per argument; their Cartesian product is compared with SciPy, except where
+    `deviations` documents a deliberate difference."""
+    name: str
+    scipy: object
+    draw: Callable
+    edges: tuple
+    functions: tuple
+    discrete: bool = False
+    rtol: float = 1e-10
+    deviations: Callable = None  # (fname, args, scipy's values) -> the values we give
+
+
+    @property
+    def module(self):
+        return getattr(fst, self.name)
+
+
+def _loc(rng, n):
+    return rng.normal(0, 1, n)
+
+
+def _scale(rng, n):
+    return rng.uniform(0.5, 2.0, n)
+
+
+def _location_scale(x_of_z):
+    """draw() for a location-scale family whose standardized x is x_of_z(rng, n, interior)."""
+    def draw(rng, n, interior):
+        loc, scale = _loc(rng, n), _scale(rng, n)
+        return loc + scale * x_of_z(rng, n, interior), loc, scale
+    return draw
+
+
+def _away_from(z, points, gap=0.05):
+    for p in points:
+        z = np.where(np.abs(z - p) < gap, p + gap * np.sign(z - p + 1e-300), z)
+    return z
+
+
+_X_EDGES = (-np.inf, -1.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan)
+_LOC_EDGES = (0.0, 1.0)
+_SCALE_EDGES = (0.0, -1.0, 0.5, np.inf, np.nan)
+_P_EDGES = (0.0, 0.3, 1.0, 1.5, -0.5, np.nan)
+_K_EDGES = (-1.0, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, np.nan)
+
+
+def _scipy_logcdf_quirk(valid):
+    """SciPy's discrete logcdf returns 0 at or above the top of the support even for
+    invalid parameters (its cdf gives NaN there); ours gives NaN as everywhere else."""
+    def deviations(fname, args, want):
+        if fname == "logcdf":
+            want = np.where(valid(*args[1:-1]), want, np.nan)
+        return want
+    return deviations
+
+
+def _geom_deviations(fname, args, want):
+    """And for p = 1 the ppf is 1 + loc on 0 < q < 1 (SciPy says loc, outside the support)."""
+    want = _scipy_logcdf_quirk(lambda p: (p > 0) & (p <= 1))(fname, args, want)
+    if fname == "ppf":
+        q, p, loc = args
+        want = np.where((p == 1) & (q > 0) & (q < 1), 1 + loc, want)
+    return want
+
+
+DISTS = [
+    Dist("norm", st.norm, _location_scale(lambda rng, n, i: rng.normal(0, 2, n)),
+         (_X_EDGES, _LOC_EDGES, _SCALE_EDGES), ("logpdf", "pdf")),
+    Dist("expon", st.expon,
+         _location_scale(lambda rng, n, i: rng.uniform(0.05, 4, n) if i else rng.uniform(-1, 4, n)),
+         (_X_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
+    Dist("laplace", st.laplace,
+         _location_scale(lambda rng, n, i: _away_from(rng.normal(0, 3, n), [0])),
+         (_X_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
+    Dist("cauchy", st.cauchy, _location_scale(lambda rng, n, i: rng.standard_cauchy(n)),
+         (_X_EDGES + (-1e20, 1e20), _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
+    Dist("logistic", st.logistic, _location_scale(lambda rng, n, i: rng.logistic(0, 3, n)),
+         (_X_EDGES + (-800.0, 800.0), _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
+    Dist("uniform", st.uniform,
+         _location_scale(lambda rng, n, i: rng.uniform(0.05, 0.95, n) if i
+                         else rng.uniform(-0.5, 1.5, n)),
+         (_X_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
+    Dist("bernoulli", st.bernoulli,
+         lambda rng, n, i: (rng.integers(0 if i else -1, 2 if i else 3, n).astype(float),
+                            rng.uniform(0.05, 0.95, n), np.zeros(n) if i else
+                            rng.integers(-1, 2, n).astype(float)),
+         (_K_EDGES, _P_EDGES, _LOC_EDGES), DISCRETE, discrete=True,
+         deviations=_scipy_logcdf_quirk(lambda p: (p >= 0) & (p <= 1))),
+    Dist("geom", st.geom,
+         lambda rng, n, i: (rng.integers(1 if i else -1, 8, n).astype(float),
+                            rng.uniform(0.05, 0.95, n), np.zeros(n) if i else
+                            rng.integers(-1, 2, n).astype(float)),
+         (_K_EDGES, _P_EDGES, _LOC_EDGES), DISCRETE, discrete=True, deviations=_geom_deviations),
+]
+_BY_NAME = {d.name: d for d in DISTS}
+_FUNCS = [(d.name, f) for d in DISTS for f in d.functions]
+
+
+def _quantile_args(args, rng, interior):
+    """args with x replaced by probabilities (for ppf/isf); for derivatives (by
+    finite differences) not too close to 0 or 1."""
+    lo = 0.1 if interior else 0.02
+    return (rng.uniform(lo, 1 - lo, np.shape(args[0])),) + tuple(args[1:])
+
+
+def _args(dist, fname, rng, n=50, interior=False):
+    args = dist.draw(rng, n, interior)
+    if fname in QUANTILE:
+        args = _quantile_args(args, rng, interior)
+    return args
+
+
+def _both(dist, fname):
+    return getattr(dist.module, fname), getattr(dist.scipy, fname)
+
+
+def _assert_matches(got, want, rtol):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    assert got.dtype == np.float64, got.dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-300)
+
+
+def test_each_module_has_its_functions():
+    for d in DISTS:
+        public = {n for n in vars(d.module) if not n.startswith("_")}
+        assert public == set(d.functions), (d.name, public ^ set(d.functions))
+
+
+@pytest.mark.parametrize("name,fname", _FUNCS)
+def test_values_match_scipy(name, fname):
+    dist = _BY_NAME[name]
+    ours, theirs = _both(dist, fname)
+    args = _args(dist, fname, np.random.default_rng(0))
+    _assert_matches(ours(*args), theirs(*args), dist.rtol)
+
+
+@pytest.mark.parametrize("name,fname", _FUNCS)
+def test_edge_values_match_scipy(name, fname):
+    dist = _BY_NAME[name]
+    ours, theirs = _both(dist, fname)
+    edges = list(dist.edges)
+    if fname in QUANTILE:
+        edges[0] = (-0.1, 0.0, 1e-300, 0.3, 0.5, 1.0, 1.1, np.nan)
+    args = [np.array(a) for a in zip(*itertools.product(*edges))]
+    with np.errstate(all="ignore"):  # inf - inf and 0 * inf are expected here
+        want, got = theirs(*args), ours(*args)
+    if dist.deviations:
+        want = dist.deviations(fname, args, want)
+    _assert_matches(got, want, dist.rtol)
+
+
+def _differentiable(dist, fname, args):
+    """argnums to differentiate: everything for continuous families; for discrete
+    ones the float shape parameters (not the count k, nor loc, which only shifts
+    it), and for a discrete ppf (a step function of q and the shapes) loc."""
+    if not dist.discrete:
+        return tuple(range(len(args)))
+    if fname == "ppf":
+        return (len(args) - 1,)
+    return tuple(range(1, len(args) - 1))
+
+
+@pytest.mark.parametrize("name,fname", _FUNCS)
+def test_gradients(name, fname):
+    dist = _BY_NAME[name]
+    fn = getattr(dist.module, fname)
+    args = _args(dist, fname, np.random.default_rng(1), n=6, interior=True)
+    if dist.discrete:  # where a log-probability is -inf (k at or beyond an end) it is flat
+        finite = np.isfinite(np.asarray(fn(*args)))
+        assert finite.sum() >= 2
+        args = tuple(a[finite] for a in args)
+    argnums = _differentiable(dist, fname, args)
+    def partial(*diff):
+        full = list(args)
+        for i, v in zip(argnums, diff):
+            full[i] = v
+        return fn(*full)
+    check_grads(partial, [args[i] for i in argnums], order=2)
+
+
+@pytest.mark.parametrize("name", _BY_NAME)
+def test_vmap_equals_loop(name):
+    dist = _BY_NAME[name]
+    for fname in dist.functions:
+        fn = getattr(dist.module, fname)
+        args = _args(dist, fname, np.random.default_rng(2), n=3)
+        rows = np.stack([np.asarray(fn(*(a[i] for a in args))) for i in range(3)])
+        np.testing.assert_array_equal(np.asarray(fgrad.vmap(fn)(*args)), rows)
+
+
+@pytest.mark.parametrize("name", _BY_NAME)
+def test_jit_equals_eager(name):
+    dist = _BY_NAME[name]
+    rng = np.random.default_rng(3)
+    for fname in dist.functions:
+        fn = getattr(dist.module, fname)
+        args = _args(dist, fname, rng, n=20)
+        np.testing.assert_allclose(np.asarray(fgrad.jit(fn)(*args)), np.asarray(fn(*args)),
+                                   rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", _BY_NAME)
+def test_broadcasting_and_float32(name):
+    dist = _BY_NAME[name]
+    rng = np.random.default_rng(4)
+    for fname in dist.functions:
+        ours, theirs = _both(dist, fname)
+        args = _args(dist, fname, rng, n=6)
+        shaped = [a.reshape((6,) + (1,) * i)[: 6 - i] for i, a in enumerate(args)]
+        _assert_matches(ours(*shaped), theirs(*shaped), dist.rtol)
+        out32 = np.asarray(ours(*(a.astype(np.float32) for a in args)))
+        assert out32.dtype == np.float32
+        np.testing.assert_allclose(out32, theirs(*args), rtol=2e-4, atol=1e-30)
