@@ -290,6 +290,34 @@ case("sort", "key_val", lambda k, v: lax.sort_key_val(k, v, 0)[1], I(4, 3, lo=0,
 case("sort", "two_keys", lambda a, b, c: lax.sort((a, b, c), 0, num_keys=2)[2],
      I(6, lo=0, hi=2), F(6, domain="small"), F(6))
 
+# Linear algebra (the primitives map over leading dims; the rule moves the batch dim there)
+
+def _spd(x):
+    """A well-conditioned symmetric positive definite matrix made from x."""
+    return lax.add(lax.dot_general(x, x, (((1,), (1,)), ((), ()))), 3.0 * np.eye(x.shape[-1]))
+
+
+def _well_conditioned(a):
+    return lax.add(a, 3.0 * np.eye(a.shape[-1]))
+
+
+case("cholesky", "spd", lambda x: lax.linalg.cholesky(_spd(x)), F(3, 3))
+case("cholesky", "not_pd", lax.linalg.cholesky, F(3, 3))  # NaN where not positive definite
+case("triangular_solve", "left_lower", lambda a, b: lax.linalg.triangular_solve(
+    _well_conditioned(a), b, left_side=True, lower=True), F(3, 3), F(3, 2))
+case("triangular_solve", "right_upper_t", lambda a, b: lax.linalg.triangular_solve(
+    _well_conditioned(a), b, transpose_a=True, unit_diagonal=True), F(3, 3), F(2, 3))
+case("lu", "lu", lambda x: lax.linalg.lu(x)[0], F(4, 3))
+case("lu", "pivots", lambda x: lax.linalg.lu(x)[1], F(3, 4))
+case("lu", "permutation", lambda x: lax.linalg.lu(x)[2], F(4, 4))
+case("qr", "q_reduced", lambda x: lax.linalg.qr(x, full_matrices=False)[0], F(4, 3))
+case("qr", "r_complete", lambda x: lax.linalg.qr(x, full_matrices=True)[1], F(4, 3))
+case("eigh", "w", lambda x: lax.linalg.eigh(x)[1], F(3, 3))
+case("eigh", "v_upper", lambda x: lax.linalg.eigh(_spd(x), lower=False)[0], F(3, 3))
+case("svd", "s", lambda x: lax.linalg.svd(x, compute_uv=False), F(4, 3))
+case("svd", "u_full", lambda x: lax.linalg.svd(x)[0], F(3, 4))
+case("svd", "vt_reduced", lambda x: lax.linalg.svd(x, full_matrices=False)[2], F(4, 3))
+
 # Control flow (a batched predicate or index selects per member)
 
 case("cond", "cond", lambda p, x: lax.cond(p, lax.sin, lambda x: lax.mul(x, 2.0), x),
