@@ -238,3 +238,73 @@ def test_broadcasting_and_float32(name):
         out32 = np.asarray(ours(*(a.astype(np.float32) for a in args)))
         assert out32.dtype == np.float32
         np.testing.assert_allclose(out32, theirs(*args), rtol=2e-4, atol=1e-30)
+
+
+# ----------------------------------------------------------------------------
+# multivariate_normal (x's last axis is the event; leading axes batch)
+
+def _spd(rng, dim, batch=()):
+    a = rng.normal(size=batch + (dim, dim))
+    return a @ np.swapaxes(a, -1, -2) + dim * np.eye(dim)
+
+
+def test_multivariate_normal_matches_scipy():
+    rng = np.random.default_rng(5)
+    x, mean, cov = rng.normal(size=(4, 3)), rng.normal(size=3), _spd(rng, 3)
+    mvn = st.multivariate_normal
+    for c in (cov, 2.5, np.diag(cov)):
+        _assert_matches(fst.multivariate_normal.logpdf(x, mean, c), mvn.logpdf(x, mean, c), 1e-12)
+        _assert_matches(fst.multivariate_normal.pdf(x, mean, c), mvn.pdf(x, mean, c), 1e-12)
+    _assert_matches(fst.multivariate_normal.logpdf(x[0], mean, cov), mvn.logpdf(x[0], mean, cov),
+                    1e-12)
+    _assert_matches(fst.multivariate_normal.logpdf(x, None, cov), mvn.logpdf(x, None, cov), 1e-12)
+    _assert_matches(fst.multivariate_normal.logpdf(x[:, 0], np.float64(0.5), np.float64(2.0)),
+                    mvn.logpdf(x[:, 0], 0.5, 2.0), 1e-12)
+
+
+def test_multivariate_normal_batches_like_jax():
+    rng = np.random.default_rng(6)
+    x, means, covs = rng.normal(size=(5, 1, 3)), rng.normal(size=(2, 3)), _spd(rng, 3, (2,))
+    got = np.asarray(fst.multivariate_normal.logpdf(x, means, covs))
+    want = [[st.multivariate_normal.logpdf(x[i, 0], means[j], covs[j]) for j in range(2)]
+            for i in range(5)]
+    _assert_matches(got, np.array(want), 1e-12)
+
+
+def test_multivariate_normal_invalid_cov():
+    x = np.zeros(2)
+    assert np.isnan(fst.multivariate_normal.logpdf(x, x, np.array([[1.0, 2.0], [2.0, 1.0]])))
+    assert np.isnan(fst.multivariate_normal.logpdf(x, x, np.array([1.0, -1.0])))
+    with pytest.raises(NotImplementedError, match="allow_singular"):
+        fst.multivariate_normal.logpdf(x, x, np.eye(2), allow_singular=True)
+    with pytest.raises(ValueError, match=r"cov must be \(2, 2\)"):
+        fst.multivariate_normal.logpdf(x, x, np.eye(3))
+
+
+@pytest.mark.parametrize("cov_kind", ["full", "batched", "diagonal"])
+def test_multivariate_normal_gradients(cov_kind):
+    rng = np.random.default_rng(7)
+    x, mean = rng.normal(size=(2, 3)), rng.normal(size=3)
+    cov = {"full": _spd(rng, 3), "batched": _spd(rng, 3, (2,)),
+           "diagonal": rng.uniform(0.5, 2, 3)}[cov_kind]
+    check_grads(fst.multivariate_normal.logpdf, (x, mean, cov), order=2)
+
+
+def test_multivariate_normal_cov_gradient_is_symmetric():
+    rng = np.random.default_rng(8)
+    x, mean, cov = rng.normal(size=3), rng.normal(size=3), _spd(rng, 3)
+    g = np.asarray(fgrad.grad(fst.multivariate_normal.logpdf, argnums=2)(x, mean, cov))
+    inv, d = np.linalg.inv(cov), x - mean  # d/dcov = (inv d d^T inv - inv) / 2
+    np.testing.assert_allclose(g, 0.5 * (inv @ np.outer(d, d) @ inv - inv), rtol=1e-10)
+
+
+def test_multivariate_normal_vmap_and_jit():
+    rng = np.random.default_rng(9)
+    x, mean, cov = rng.normal(size=(4, 3)), rng.normal(size=(4, 3)), _spd(rng, 3, (4,))
+    fn = fst.multivariate_normal.logpdf
+    loop = np.stack([np.asarray(fn(x[i], mean[i], cov[i])) for i in range(4)])
+    np.testing.assert_allclose(np.asarray(fgrad.vmap(fn)(x, mean, cov)), loop, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(fgrad.vmap(fn, (0, None, None))(x, mean[0], cov[0])),
+                               np.asarray(fn(x, mean[0], cov[0])), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(fgrad.jit(fn)(x, mean, cov)),
+                               np.asarray(fn(x, mean, cov)), rtol=1e-13)

@@ -7,5 +7,5 @@ names. Outside the support a log-density is -inf (a density 0); invalid paramete
 give NaN. Every function is written with fgrad operations, so it differentiates
 (with respect to x and every float parameter), vmaps and jits.
 """
-from . import (bernoulli, cauchy, expon, geom, laplace, logistic, norm,  # noqa: F401
-               uniform)
+from . import (bernoulli, cauchy, expon, geom, laplace, logistic,  # noqa: F401
+               multivariate_normal, norm, uniform)
