@@ -339,6 +339,25 @@ case("while", "counted", lambda x, n: lax.while_loop(
      F(3), I(lo=0, hi=5))
 
 
+# Special functions (lax/special.py): element-wise, like the binary ops above
+from fgrad._src.lax import special as _special  # noqa: E402
+
+for _name, _dom in [("gammaln", "pos"), ("digamma", "pos"), ("gamma", "pos"), ("erfc", "real"),
+                    ("erfcx", "real"), ("ndtr", "real"), ("log_ndtr", "real"), ("i0", "real"), ("i0e", "real"), ("i1", "real"),
+                    ("i1e", "real"), ("zetac", "pos"), ("entr", "pos")]:
+    case(_name, "f64", getattr(_special, _name), F(2, 3, domain=_dom))
+case("ndtri", "f32", lambda p: _special.ndtri(lax.mul(p, 0.4)), F(2, 3, domain="pos", dtype=f32))
+for _name in ("beta", "betaln", "gammainc", "gammaincc", "xlogy", "xlog1py", "xdivy", "zeta",
+              "rel_entr", "kl_div"):
+    _f = getattr(_special, _name)
+    case(_name, "same", _f, F(2, 3, domain="pos"), F(2, 3, domain="pos"))
+    case(_name, "bcast_rank", _f, F(2, 3, domain="pos"), F(3, domain="pos"))
+case("betainc", "same", lambda a, b, x: _special.betainc(a, b, lax.mul(x, 0.4)),
+     F(2, 3, domain="pos"), F(2, 3, domain="pos"), F(2, 3, domain="pos"))
+case("betainc", "bcast", lambda a, b, x: _special.betainc(a, b, lax.mul(x, 0.4)),
+     F(3, domain="pos"), F(domain="pos"), F(2, 3, domain="pos"))
+
+
 # ----------------------------------------------------------------------------
 # The harness
 

@@ -276,6 +276,35 @@ BINARY = {
     "shift_right_arithmetic": (lax.shift_right_arithmetic, "iu", _shift_ref("arithmetic")),
 }
 
+# Special functions (lax/special.py): SciPy's float64 kernel rounded once, eagerly
+# (the ufunc) and under jit (the same kernel through cython_special): bit for bit.
+from fgrad._src.lax import special as _special  # noqa: E402
+
+
+def _scipy_ref(prim):
+    def ref(*args):
+        import scipy.special
+        with np.errstate(all="ignore"):
+            out = getattr(scipy.special, _special.KERNELS[prim][0])(
+                *[np.asarray(a, np.float64) for a in args])
+        return np.asarray(out).astype(args[0].dtype)
+    return ref
+
+
+def _xdivy_ref(x, y):
+    with np.errstate(all="ignore"):
+        return np.where(x == 0, x.dtype.type(0), x / y).astype(x.dtype)
+
+
+for _name in ("gammaln", "digamma", "gamma", "erfc", "erfcx", "ndtr", "ndtri", "log_ndtr",
+              "i0", "i0e", "i1", "i1e", "zetac", "entr"):
+    UNARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
+for _name in ("beta", "betaln", "gammainc", "gammaincc", "xlogy", "xlog1py", "zeta",
+              "rel_entr", "kl_div"):
+    BINARY[_name] = (getattr(_special, _name), "f", _scipy_ref(_name))
+BINARY["xdivy"] = (_special.xdivy, "f", _xdivy_ref)
+
+
 # jit against eager, in ulp, for what fgrad's own math library computes (all
 # else is bit for bit). cpu/mathlib.py documents at most 2 ulp for every
 # function against NumPy (float64) or the correctly rounded value (float32,
@@ -863,7 +892,7 @@ def test_structural_slow(name, data):
 # ----------------------------------------------------------------------------
 # Coverage: a new primitive must be added to a table above (or exempted here)
 
-FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
+FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY) | {"betainc"}
           | set(PARAMETRIZED) - {"clip"} | set(REDUCTIONS) | set(SCANS) - {"sort"}
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
@@ -877,6 +906,15 @@ EXEMPT = {
     "custom_vjp_call": "a call", "custom_lin": "a derivative rule's call",
     "debug_callback": "an effect, computes nothing",
 }
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=str)
+def test_betainc_special_triples(dt):
+    """betainc(a, b, x) over every pair of special values (a, b) against x cycled
+    through them: jit bit for bit, eager against SciPy's float64 kernel."""
+    v, a, b = _pairs(dt)
+    x = np.resize(v, a.size)
+    _check_elementwise("betainc", _special.betainc, _scipy_ref("betainc"), (a, b, x), dt)
 
 
 def test_every_primitive_is_fuzzed():

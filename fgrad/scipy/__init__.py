@@ -1,1 +1,1 @@
-"""fgrad.scipy: SciPy's API over fgrad."""
+"""fgrad.scipy: SciPy's API over fgrad's primitives (import fgrad.scipy.special, ...)."""

@@ -94,6 +94,7 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
+from . import scipy_kernels
 from . import (blas, compiler_lock, indexing, interrupts, outputs, pool, program,
                sorting, structural, summation, threads)
 from .dispatch import NativeEntry
@@ -137,6 +138,7 @@ _OPERAND_DTYPES = {
     "and": _INT_BOOL, "or": _INT_BOOL, "xor": _INT_BOOL, "not": _INT_BOOL,
     "shift_left": _INT, "shift_right_logical": _INT, "shift_right_arithmetic": _INT,
     "population_count": _INT,
+    **scipy_kernels.OPERAND_DTYPES,
 }
 
 
@@ -184,6 +186,8 @@ def can_fuse(eqn):
         return eqn.params["y"] >= 0 or operands[0].aval.dtype.kind == "f"
     if name == "bitcast_convert_type":
         return _BOOL not in (operands[0].aval.dtype, eqn.outvars[0].aval.dtype)
+    if name in scipy_kernels.EMITTERS:
+        return scipy_kernels.available(name)
     return True
 
 
@@ -583,6 +587,7 @@ EMITTERS = {
     "shift_left": _shift("shl"), "shift_right_logical": _shift("lshr"),
     "shift_right_arithmetic": _shift("ashr"),
     "population_count": _popcount, "stop_gradient": _identity,
+    **scipy_kernels.EMITTERS,
 }
 assert set(EMITTERS) == set(_OPERAND_DTYPES)
 
@@ -1522,7 +1527,8 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
 # Rough cost of one loop iteration, in units of a simple arithmetic op, for
 # deciding whether a kernel is worth splitting over threads.
 _EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "erf",
-                        "logistic", "pow", "div", "sqrt", "rsqrt", "atan2", "erf_inv"})
+                        "logistic", "pow", "div", "sqrt", "rsqrt", "atan2", "erf_inv",
+                        *scipy_kernels.EMITTERS})
 
 
 def _cost_per_element(group):

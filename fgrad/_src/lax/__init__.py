@@ -7,6 +7,7 @@ import numpy as _np
 
 from ..core import Array as _Array, Primitive as _Primitive
 from . import elementwise as _elementwise
+from . import special as _special  # noqa: F401  (special-function primitives)
 from .shape_ops import (broadcast_in_dim, broadcast_in_dim_p, broadcast_to, expand_dims,  # noqa: F401
                         expand_dims_p, reshape, reshape_p, squeeze, squeeze_p, transpose,
                         transpose_p)

@@ -1,0 +1,193 @@
+"""fgrad.scipy.special: SciPy's special functions over fgrad's primitives.
+
+Names, signatures and values follow scipy.special; dtypes follow JAX (float32
+stays float32, integers and bools become the default float, Python scalars are
+weak). The functions SciPy computes with a kernel of its own are primitives
+(`lax/special.py`: SciPy's kernels, the same bits eagerly and under jit); the
+rest are compositions written here, with care at the edges so that values and
+derivatives of every order hold there too:
+
+* xlogy(0, y) = 0 for any y but NaN, with d/dx = log(y) and d/dy = 0 there;
+  likewise entr, rel_entr and kl_div are 0 (kl_div: y) at x = 0 with the
+  one-sided derivative there (d entr/dx = +inf, d rel_entr/dx = -inf).
+* logsumexp and softmax ignore -inf entries (a row of -inf gives -inf / NaN as
+  SciPy does) and subtract the maximum first.
+* log_ndtr is SciPy's kernel (accurate far into both tails); its derivative is
+  exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi), which neither underflows nor divides
+  by an underflowed ndtr.
+
+Derivatives with respect to the shape parameters `a` (gammainc, gammaincc,
+betainc), `b` (betainc) and the exponent of zeta are not implemented and raise
+NotImplementedError naming the argument; the integer order n of polygamma is
+not differentiated.
+"""
+import math
+
+import numpy as np
+
+from .. import lax
+from ..core import Array
+from ..lax import special as sp
+from ..numpy import util
+from ..numpy.ufuncs import sinc  # noqa: F401  (scipy.special.sinc is NumPy's)
+
+__all__ = [
+    "gammaln", "digamma", "psi", "polygamma", "gamma", "beta", "betaln", "erf", "erfc",
+    "erfinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "expit", "logit", "log_expit",
+    "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr", "kl_div",
+    "gammainc", "gammaincc", "betainc", "i0", "i0e", "i1", "i1e", "zeta", "multigammaln",
+    "sinc",
+]
+
+
+def _floats(*args):
+    return util.promote_inexact(*args)
+
+
+def _c(x, value):
+    return Array(np.asarray(value, x.dtype), True)
+
+
+def _unary(prim_fn, doc):
+    def fn(x):
+        (x,) = _floats(x)
+        return prim_fn(x)
+    fn.__name__ = prim_fn.__name__
+    fn.__doc__ = doc
+    return fn
+
+
+def _nary(prim_fn, doc):
+    def fn(*args):
+        return prim_fn(*_floats(*args))
+    fn.__name__ = prim_fn.__name__
+    fn.__doc__ = doc
+    return fn
+
+
+# ----------------------------------------------------------------------------
+# Kernels (primitives)
+
+gammaln = _unary(sp.gammaln, "log|Gamma(x)|.")
+digamma = _unary(sp.digamma, "psi(x) = d/dx log Gamma(x).")
+digamma.__name__ = "digamma"
+psi = digamma
+gamma = _unary(sp.gamma, "Gamma(x).")
+erfc = _unary(sp.erfc, "1 - erf(x), accurate where erf(x) is near 1.")
+erfcx = _unary(sp.erfcx, "exp(x^2) erfc(x), the scaled complementary error function.")
+ndtr = _unary(sp.ndtr, "The standard normal CDF.")
+ndtri = _unary(sp.ndtri, "The inverse of ndtr (the standard normal quantile function).")
+log_ndtr = _unary(sp.log_ndtr, "log(ndtr(x)), accurate in both tails.")
+i0 = _unary(sp.i0, "Modified Bessel function of the first kind, order 0.")
+i0e = _unary(sp.i0e, "i0(x) exp(-|x|).")
+i1 = _unary(sp.i1, "Modified Bessel function of the first kind, order 1.")
+i1e = _unary(sp.i1e, "i1(x) exp(-|x|).")
+beta = _nary(sp.beta, "Gamma(a) Gamma(b) / Gamma(a + b).")
+betaln = _nary(sp.betaln, "log|beta(a, b)|.")
+gammainc = _nary(sp.gammainc, "The regularized lower incomplete gamma function P(a, x) "
+                              "(differentiable in x only).")
+gammaincc = _nary(sp.gammaincc, "The regularized upper incomplete gamma function Q(a, x) "
+                                "= 1 - P(a, x) (differentiable in x only).")
+betainc = _nary(sp.betainc, "The regularized incomplete beta function I_x(a, b) "
+                            "(differentiable in x only).")
+xlogy = _nary(sp.xlogy, "x log(y), and 0 where x == 0 (unless y is NaN).")
+xlog1py = _nary(sp.xlog1py, "x log1p(y), and 0 where x == 0 (unless y is NaN).")
+entr = _unary(sp.entr, "-x log(x) for x >= 0 (0 at 0), -inf for x < 0.")
+rel_entr = _nary(sp.rel_entr, "x log(x / y) for x >= 0, y > 0 (0 at x = 0); +inf elsewhere.")
+kl_div = _nary(sp.kl_div, "x log(x / y) - x + y for x >= 0, y > 0 (y at x = 0); +inf "
+                          "elsewhere.")
+
+
+def erf(z):
+    """The error function (fgrad's own native kernel under jit)."""
+    (z,) = _floats(z)
+    return lax.erf(z)
+
+
+def erfinv(y):
+    """The inverse of erf on (-1, 1); +-inf at +-1, NaN outside."""
+    (y,) = _floats(y)
+    return lax.erf_inv(y)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function sum_k (k + q)^-x, or Riemann's (q=None).
+    Differentiable in q only."""
+    if q is None:
+        (x,) = _floats(x)
+        return lax.add(sp.zetac(x), _c(x, 1.0))
+    x, q = _floats(x, q)
+    return sp.zeta(x, q)
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, x), digamma for
+    n = 0. n holds integer orders and is not differentiated."""
+    n, x = _floats(n, x)
+    n = lax.stop_gradient(n)
+    np1 = lax.add(n, _c(n, 1.0))
+    even = lax.eq(lax.rem(n, _c(n, 2.0)), _c(n, 0.0))
+    sign = lax.select_n(even, _c(n, 1.0), _c(n, -1.0))
+    higher = lax.mul(lax.mul(sign, sp.gamma(np1)), sp.zeta(np1, x))
+    return lax.select_n(lax.eq(n, _c(n, 0.0)), higher, sp.digamma(x))
+
+
+def multigammaln(a, d):
+    """log of the multivariate gamma function of dimension d (a static int):
+    d(d-1)/4 log(pi) + sum_{j<d} gammaln(a - j/2)."""
+    d = util.static_int("multigammaln", "d", d)
+    if d < 1:
+        raise ValueError(f"multigammaln: the dimension d must be a positive integer, got {d}")
+    (a,) = _floats(a)
+    out = _c(a, d * (d - 1) / 4 * math.log(math.pi))
+    for j in range(d):
+        out = lax.add(out, sp.gammaln(lax.sub(a, _c(a, j / 2))))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Logistic function family
+
+def expit(x):
+    """1 / (1 + exp(-x)), the logistic sigmoid."""
+    (x,) = _floats(x)
+    return lax.logistic(x)
+
+
+def logit(p):
+    """log(p / (1 - p)), the inverse of expit."""
+    (p,) = _floats(p)
+    return lax.log(lax.div(p, lax.sub(_c(p, 1.0), p)))
+
+
+def log_expit(x):
+    """log(expit(x)) without overflow: -log1p(exp(-x)) for x >= 0, x - log1p(exp(x))
+    below. Each branch sees a harmless input where it is not picked, so neither
+    leaks NaN into derivatives."""
+    (x,) = _floats(x)
+    zero = _c(x, 0.0)
+    pos = lax.ge(x, zero)
+    a = lax.select_n(pos, zero, x)
+    b = lax.select_n(pos, x, zero)
+    upper = lax.neg(lax.log1p(lax.exp(lax.neg(a))))
+    lower = lax.sub(b, lax.log1p(lax.exp(b)))
+    return lax.select_n(pos, lower, upper)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(b * exp(a))) over axis, stable; with return_sign=True returns
+    (log|sum|, sign(sum))."""
+    from ... import nn
+    return nn.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+
+
+def softmax(x, axis=None):
+    """exp(x) / sum(exp(x)) over axis (all axes by default, as SciPy)."""
+    from ... import nn
+    return nn.softmax(x, axis=axis)
+
+
+def log_softmax(x, axis=None):
+    """x - logsumexp(x) over axis (all axes by default, as SciPy)."""
+    from ... import nn
+    return nn.log_softmax(x, axis=axis)
