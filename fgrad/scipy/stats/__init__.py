@@ -7,5 +7,6 @@ names. Outside the support a log-density is -inf (a density 0); invalid paramete
 give NaN. Every function is written with fgrad operations, so it differentiates
 (with respect to x and every float parameter), vmaps and jits.
 """
-from . import (bernoulli, cauchy, expon, geom, laplace, logistic,  # noqa: F401
-               multivariate_normal, norm, uniform)
+from . import (bernoulli, beta, binom, cauchy, chi2, dirichlet, expon, gamma,  # noqa: F401
+               geom, laplace, logistic, multivariate_normal, nbinom, norm, poisson, t,
+               uniform)

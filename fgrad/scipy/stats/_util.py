@@ -51,3 +51,10 @@ def log1mexp(a):
     hi = fnp.log(-fnp.expm1(guard(near_zero, a, -1.0)))
     lo = fnp.log1p(-fnp.exp(guard(near_zero, -1.0, a)))
     return fnp.where(near_zero, hi, lo)
+
+
+def log_cdf_from_tails(lower, upper):
+    """log(lower) for a cdf `lower` with complement `upper` (both accurate): where
+    lower > 1/2, log1p(-upper) keeps the accuracy that log(1 - tiny) loses."""
+    high = lower > 0.5
+    return fnp.where(high, fnp.log1p(-guard(high, upper, 0.5)), fnp.log(guard(high, 0.5, lower)))
