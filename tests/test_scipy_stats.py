@@ -36,6 +36,7 @@ class Dist:
     deviations: Callable = None  # (fname, args, scipy's values) -> the values we give
     counts: tuple = ()  # argnums of integer parameters (not differentiated)
     no_grad: dict = None  # fname -> argnums whose derivative raises NotImplementedError
+    q_edges: tuple = (-0.1, 0.0, 1e-300, 0.3, 0.5, 1.0, 1.1, np.nan)  # for ppf and isf
 
 
     @property
@@ -71,7 +72,7 @@ _SCALE_EDGES = (0.0, -1.0, 0.5, np.inf, np.nan)
 _P_EDGES = (0.0, 0.3, 1.0, 1.5, -0.5, np.nan)
 _K_EDGES = (-1.0, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, np.nan)
 _SHAPE_EDGES = (0.0, -1.0, 0.5, 1.0, 2.5, np.nan)
-_CDFS = ("cdf", "logcdf", "sf", "logsf")
+_CDFS = ("cdf", "logcdf", "sf", "logsf", "ppf", "isf")
 
 
 def _shaped(x_of_z, *shapes):
@@ -125,22 +126,23 @@ DISTS = [
     Dist("gamma", st.gamma,
          _shaped(lambda rng, n, i, a: rng.gamma(a) + 0.3 if i else rng.uniform(-1, 6, n),
                  _uniform(0.5, 4)),
-         (_X_EDGES, _SHAPE_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS[:6],
+         (_X_EDGES, _SHAPE_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS,
          no_grad={f: (1,) for f in _CDFS}),
     Dist("chi2", st.chi2,
          _shaped(lambda rng, n, i, df: rng.chisquare(df) + 0.3 if i else rng.uniform(-1, 9, n),
                  _uniform(1, 8)),
-         (_X_EDGES, _SHAPE_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS[:6],
+         (_X_EDGES, _SHAPE_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS,
          no_grad={f: (1,) for f in _CDFS}),
     Dist("beta", st.beta,
          _shaped(lambda rng, n, i, a, b: rng.uniform(0.05, 0.95, n) if i
                  else rng.uniform(-0.3, 1.3, n), _uniform(0.5, 4), _uniform(0.5, 4)),
          (_X_EDGES, _SHAPE_EDGES, _SHAPE_EDGES, _LOC_EDGES, (0.0, 0.5, np.nan)),
-         CONTINUOUS[:6], no_grad={f: (1, 2) for f in _CDFS}),
+         CONTINUOUS, no_grad={f: (1, 2) for f in _CDFS}),
     Dist("t", st.t,
          _shaped(lambda rng, n, i, df: _away_from(rng.standard_t(df), [0]), _uniform(0.5, 10)),
-         (_X_EDGES + (-1e10, 1e-5), _SHAPE_EDGES + (np.inf, 1e10), _LOC_EDGES, _SCALE_EDGES),
-         CONTINUOUS[:6], no_grad={f: (1,) for f in _CDFS}),
+         (_X_EDGES + (-1e10, 1e-5), _SHAPE_EDGES + (np.inf, 1e5), _LOC_EDGES, _SCALE_EDGES),
+         CONTINUOUS, no_grad={f: (1,) for f in _CDFS},
+         q_edges=(-0.1, 0.0, 1e-30, 0.3, 0.5, 1.0, 1.1, np.nan)),  # no overflow of z^2
     Dist("expon", st.expon,
          _location_scale(lambda rng, n, i: rng.uniform(0.05, 4, n) if i else rng.uniform(-1, 4, n)),
          (_X_EDGES, _LOC_EDGES, _SCALE_EDGES), CONTINUOUS),
@@ -171,20 +173,20 @@ DISTS += [
     Dist("poisson", st.poisson,
          _discrete((-1, 14), _uniform(0.5, 8),
                    interior_k=lambda rng, n, mu: rng.integers(0, 10, n).astype(float)),
-         (_K_EDGES + (25.0,), (0.0, -1.0, 0.5, 3.0, np.inf, np.nan), _LOC_EDGES), DISCRETE[:6],
+         (_K_EDGES + (25.0,), (0.0, -1.0, 0.5, 3.0, np.inf, np.nan), _LOC_EDGES), DISCRETE,
          discrete=True, deviations=_scipy_logcdf_quirk(lambda mu: mu >= 0)),
     Dist("binom", st.binom,
          _discrete((-1, 12), lambda rng, n: rng.integers(0, 11, n).astype(float),
                    _uniform(0.1, 0.9),
                    interior_k=lambda rng, n, m, p: np.floor(rng.uniform(0, 1, n) * (m + 1))),
-         (_K_EDGES, (0.0, 1.0, 5.0, 2.5, -1.0, np.nan), _P_EDGES, _LOC_EDGES), DISCRETE[:6],
+         (_K_EDGES, (0.0, 1.0, 5.0, 2.5, -1.0, np.nan), _P_EDGES, _LOC_EDGES), DISCRETE,
          discrete=True, counts=(1,), deviations=_scipy_logcdf_quirk(
              lambda n, p: (n >= 0) & (n == np.floor(n)) & (p >= 0) & (p <= 1))),
     Dist("nbinom", st.nbinom,
          _discrete((-1, 14), _uniform(0.5, 5), _uniform(0.1, 0.9),
                    interior_k=lambda rng, n, m, p: rng.integers(0, 8, n).astype(float)),
-         (_K_EDGES, _SHAPE_EDGES, _P_EDGES, _LOC_EDGES), DISCRETE[:6], discrete=True,
-         no_grad={f: (1,) for f in _CDFS},
+         (_K_EDGES, _SHAPE_EDGES, _P_EDGES, _LOC_EDGES), DISCRETE, discrete=True,
+         no_grad={f: (1,) for f in _CDFS[:4]},
          deviations=_scipy_logcdf_quirk(lambda n, p: (n > 0) & (p > 0) & (p <= 1))),
 ]
 _BY_NAME = {d.name: d for d in DISTS}
@@ -248,7 +250,7 @@ def test_edge_values_match_scipy(name, fname):
     ours, theirs = _both(dist, fname)
     edges = list(dist.edges)
     if fname in QUANTILE:
-        edges[0] = (-0.1, 0.0, 1e-300, 0.3, 0.5, 1.0, 1.1, np.nan)
+        edges[0] = dist.q_edges
     args = [np.array(a) for a in zip(*itertools.product(*edges))]
     with np.errstate(all="ignore"):  # inf - inf and 0 * inf are expected here
         want, got = theirs(*args), ours(*args)
@@ -316,13 +318,16 @@ def test_vmap_equals_loop(name):
 
 @pytest.mark.parametrize("name", _BY_NAME)
 def test_jit_equals_eager(name):
+    """All of a family's functions in one jitted program (one compile)."""
     dist = _BY_NAME[name]
     rng = np.random.default_rng(3)
-    for fname in dist.functions:
-        fn = getattr(dist.module, fname)
-        args = _args(dist, fname, rng, n=20)
-        np.testing.assert_allclose(np.asarray(fgrad.jit(fn)(*args)), np.asarray(fn(*args)),
-                                   rtol=1e-13, atol=1e-300)
+    fns = [getattr(dist.module, f) for f in dist.functions]
+    args = [_args(dist, f, rng, n=20) for f in dist.functions]
+
+    def every(all_args):
+        return [fn(*a) for fn, a in zip(fns, all_args)]
+    for got, want in zip(fgrad.jit(every)(args), every(args)):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-13, atol=1e-300)
 
 
 @pytest.mark.parametrize("name", _BY_NAME)

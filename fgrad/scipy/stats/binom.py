@@ -6,8 +6,10 @@ non-integer k or outside 0..n is 0. cdf and sf are regularized incomplete beta
 functions of p, differentiable in p (n is a count, not differentiated).
 """
 import fgrad.numpy as _fnp
+from fgrad import stop_gradient as _stop_gradient
 from fgrad.scipy import special as _special
 
+from . import _solve as _solve_
 from ._util import guard as _guard
 from ._util import is_integral as _is_integral
 from ._util import log_cdf_from_tails as _log_cdf_from_tails
@@ -68,3 +70,22 @@ def logsf(k, n, p, loc=0):
     lower, upper, inside, k, valid = _tails(k, n, p, loc)
     out = _fnp.where(inside, _log_cdf_from_tails(upper, lower), _fnp.where(k < 0, 0.0, -_fnp.inf))
     return _nan_unless(valid, out, k)
+
+
+def ppf(q, n, p, loc=0):
+    """The smallest k with cdf(k) >= q, by bisection over 0..n; loc - 1 at q = 0
+    and n + loc at q = 1 (SciPy's ends of the support)."""
+    q, n, p, loc = _promote(q, n, p, loc)
+    valid = _valid(n, p) & (q >= 0) & (q <= 1)
+    inner = valid & (q > 0) & (q < 1)
+    qs, ns, ps = _guard(inner, q, 0.5), _guard(inner, n, 1.0), _guard(inner, p, 0.5)
+    # a step function: its derivative is 0 wherever it exists
+    qs, ns, ps = (_stop_gradient(qs), _stop_gradient(ns), _stop_gradient(ps))
+
+    def count_cdf(j):
+        below_n = j < ns
+        js = _guard(below_n, j, 0.0)
+        return _fnp.where(below_n, _special.betainc(ns - js, js + 1, 1 - ps), 1.0)
+    k = _solve_.smallest_count(count_cdf, qs, upper=ns)
+    k = _fnp.where(q == 0, -1.0, _fnp.where(q == 1, n, k))
+    return _nan_unless(valid, k + loc)

@@ -33,3 +33,13 @@ def sf(x, df, loc=0, scale=1):
 def logsf(x, df, loc=0, scale=1):
     x, df, loc, scale = _promote(x, df, loc, scale)
     return _gamma.logsf(x, df / 2, loc, 2 * scale)
+
+
+def ppf(q, df, loc=0, scale=1):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _gamma.ppf(q, df / 2, loc, 2 * scale)
+
+
+def isf(q, df, loc=0, scale=1):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    return _gamma.isf(q, df / 2, loc, 2 * scale)

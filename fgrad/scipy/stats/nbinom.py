@@ -7,8 +7,10 @@ incomplete beta functions: differentiable in p, not in n
 (fgrad.scipy.special.betainc raises NotImplementedError for that derivative).
 """
 import fgrad.numpy as _fnp
+from fgrad import stop_gradient as _stop_gradient
 from fgrad.scipy import special as _special
 
+from . import _solve as _solve_
 from ._util import guard as _guard
 from ._util import is_integral as _is_integral
 from ._util import log_cdf_from_tails as _log_cdf_from_tails
@@ -66,3 +68,17 @@ def logsf(k, n, p, loc=0):
     lower, upper, inside, k, valid = _tails(k, n, p, loc)
     out = _fnp.where(inside, _log_cdf_from_tails(upper, lower), _fnp.where(k < 0, 0.0, -_fnp.inf))
     return _nan_unless(valid, out, k)
+
+
+def ppf(q, n, p, loc=0):
+    """The smallest k with cdf(k) >= q, by search; loc - 1 at q = 0 and inf at
+    q = 1 (SciPy's ends of the support)."""
+    q, n, p, loc = _promote(q, n, p, loc)
+    valid = _valid(n, p) & (q >= 0) & (q <= 1)
+    inner = valid & (q > 0) & (q < 1)
+    qs, ns, ps = _guard(inner, q, 0.5), _guard(inner, n, 1.0), _guard(inner, p, 0.5)
+    # a step function: its derivative is 0 wherever it exists
+    qs, ns, ps = (_stop_gradient(qs), _stop_gradient(ns), _stop_gradient(ps))
+    k = _solve_.smallest_count(lambda j: _special.betainc(ns, j + 1, ps), qs)
+    k = _fnp.where(q == 0, -1.0, _fnp.where(q == 1, _fnp.inf, k))
+    return _nan_unless(valid, k + loc)

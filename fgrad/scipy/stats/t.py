@@ -6,6 +6,11 @@ of its two symmetric forms is accurate at z; its derivative with respect to df i
 not available (fgrad.scipy.special.betainc raises NotImplementedError), those
 with respect to x, loc and scale are, except exactly at x = loc, where the
 incomplete beta function's infinite slope at 0 meets a zero and gives NaN.
+The tails lose accuracy for very large df, to about df * 1e-16 relative (the
+incomplete beta's argument df / (df + z^2) rounds near 1; SciPy's kernel uses
+the complementary function, which fgrad.scipy.special lacks). ppf and isf invert
+the cdf by root finding; beyond |z| ~ 1e154 (z^2 overflows:
+quantiles below ~1e-150 for df <= 2) they stop at about ±1.3e154.
 """
 import math as _math
 
@@ -13,6 +18,7 @@ import fgrad.numpy as _fnp
 from fgrad.scipy import special as _special
 
 from . import norm as _norm
+from . import _solve as _solve_
 from ._util import guard as _guard
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
@@ -52,13 +58,14 @@ def pdf(x, df, loc=0, scale=1):
 
 
 def _lower_tail(z, df):
-    """P(T <= -|z|) = I_{df/(df+z^2)}(df/2, 1/2) / 2, computed as
-    (1 - I_{z^2/(df+z^2)}(1/2, df/2)) / 2 where that argument is the smaller one;
-    the normal tail for df = inf."""
+    """P(T <= -|z|): I_{df/(df+z^2)}(df/2, 1/2) / 2 for |z| > 2, which gives a small
+    tail directly; (1 - I_{z^2/(df+z^2)}(1/2, df/2)) / 2 for |z| <= 2, where the tail
+    is at least P(T <= -2) > 0.02 and that difference cannot cancel badly (the
+    split of Cephes' stdtr). The normal tail for df = inf."""
     finite = ~_fnp.isinf(df)
     nu = _guard(finite, df, 1.0)
     t2 = z * z
-    near = t2 < nu  # then z^2 / (df + z^2) < 1/2
+    near = t2 <= 4
     w_far = nu / (nu + _guard(near, 2 * nu, t2))
     w_near = _guard(near, t2, nu) / (nu + _guard(near, t2, nu))
     far_tail = 0.5 * _special.betainc(nu / 2, 0.5, w_far)
@@ -89,3 +96,44 @@ def logsf(x, df, loc=0, scale=1):
     z, df, scale, valid = _standardize(x, df, loc, scale)
     tail = _lower_tail(z, df)
     return _nan_unless(valid, _fnp.where(z < 0, _fnp.log1p(-tail), _fnp.log(tail)), z)
+
+
+def _standard_pdf(z, df):
+    return _fnp.exp(logpdf(z, df))
+
+
+def _solve(p_lower, p_upper, df):
+    """The standard quantile, found in u = asinh z (linear near 0, logarithmic in
+    the power-law tails)."""
+    def h(u):
+        z = _fnp.sinh(u)
+        tail = _lower_tail(z, df)
+        lower, upper = _fnp.where(z < 0, tail, 1 - tail), _fnp.where(z < 0, 1 - tail, tail)
+        return _solve_.log_tail_equation(lower, upper, _standard_pdf(z, df) * _fnp.cosh(u),
+                                         p_lower, p_upper)
+    z = _fnp.sinh(_solve_.increasing_root(h, _fnp.zeros_like(df)))
+    return _fnp.where(p_lower == p_upper, 0.0, z)  # the median, exactly
+
+
+_quantile = _solve_.implicit_quantile(_solve, lambda z, df: cdf(z, df), _standard_pdf)
+
+
+def _quantile_of(q, df, loc, scale, upper):
+    q, df, loc, scale = _promote(q, df, loc, scale)
+    valid = (df > 0) & (scale > 0) & (q >= 0) & (q <= 1)
+    inner = valid & (q > 0) & (q < 1)
+    qs, dfs = _guard(inner, q, 0.5), _guard(inner, df, 1.0)
+    z = _quantile(1 - qs, qs, dfs) if upper else _quantile(qs, 1 - qs, dfs)
+    lowest, highest = (q == 1, q == 0) if upper else (q == 0, q == 1)
+    z = _fnp.where(lowest, -_fnp.inf, _fnp.where(highest, _fnp.inf, z))
+    return _nan_unless(valid, loc + scale * z)
+
+
+def ppf(q, df, loc=0, scale=1):
+    """The quantile: x with cdf(x) = q, by root finding (see _solve)."""
+    return _quantile_of(q, df, loc, scale, upper=False)
+
+
+def isf(q, df, loc=0, scale=1):
+    """x with sf(x) = q, as accurate for tiny q as ppf is for tiny 1 - q."""
+    return _quantile_of(q, df, loc, scale, upper=True)
