@@ -293,3 +293,13 @@ def test_float_sums_cascade_in_host_emulation():
                 assert worst <= 2.0, (k, worst)
     finally:
         kernels.close()
+
+
+def test_special_functions_run_as_host_steps():
+    """The GPU backend has no kernels for the special-function primitives: they
+    run as their NumPy impls on host copies, and as_text says so."""
+    import fgrad.scipy.special as fs
+    x = np.linspace(0.5, 2.0, 8).astype(np.float32)
+    exe = _executable(lambda x: fs.gammaln(x * 2.0) + 1.0, x)
+    assert [s.label for s in exe.steps] == ["cuda:mul", "host:gammaln", "cuda:add"]
+    assert "host:gammaln" in exe.as_text()
