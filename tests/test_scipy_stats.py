@@ -463,3 +463,14 @@ def test_dirichlet_vmap_and_jit():
     np.testing.assert_array_equal(np.asarray(fgrad.vmap(fn)(x, alpha)), loop)
     np.testing.assert_allclose(np.asarray(fgrad.jit(fn)(x.T, alpha[0])),
                                np.asarray(fn(x.T, alpha[0])), rtol=1e-13)
+
+
+def test_t_cdf_derivatives_at_the_median():
+    """The incomplete-beta formula's slope is inf * 0 at x = loc; the custom rule
+    gives the density there, to second order."""
+    x, df, loc, scale = np.array([0.7, 1.3]), np.array([2.5, 7.0]), np.array([0.7, 1.3]), 1.5
+    for fname in ("cdf", "sf", "logcdf", "logsf"):
+        fn = getattr(fst.t, fname)
+        check_grads(lambda x, loc: fn(x, df, loc, scale), (x, loc), order=2)
+    g = fgrad.grad(lambda x: fst.t.cdf(x, df, loc, scale).sum())(x)
+    np.testing.assert_allclose(np.asarray(g), st.t.pdf(x, df, loc, scale), rtol=1e-12)

@@ -88,7 +88,7 @@ def smallest_count(cdf, q, upper=None):
     return lax.fori_loop(0, 64, bisect, (lo, _fnp.asarray(upper) + 0 * q))[1]
 
 
-def _known_zero(t):
+def known_zero(t):
     """A tangent known now to be zero (what fgrad passes for an argument that is
     not being differentiated)."""
     return type(t) is Array and not np.any(np.asarray(t))
@@ -114,7 +114,7 @@ def implicit_quantile(solve, cdf, pdf):
         x = quantile(p_lower, p_upper, *params)
         numerator = _fnp.where(p_lower <= p_upper, dp_lower, -dp_upper)
         for i, dp in enumerate(dparams):
-            if _known_zero(dp):
+            if known_zero(dp):
                 continue
 
             def cdf_in(p, i=i):

@@ -4,8 +4,7 @@ Valid for df > 0 and scale > 0 (NaN otherwise); df = inf is the normal
 distribution. The cdf uses the regularized incomplete beta function in whichever
 of its two symmetric forms is accurate at z; its derivative with respect to df is
 not available (fgrad.scipy.special.betainc raises NotImplementedError), those
-with respect to x, loc and scale are, except exactly at x = loc, where the
-incomplete beta function's infinite slope at 0 meets a zero and gives NaN.
+with respect to x, loc and scale are (the density, by a custom JVP rule).
 The tails lose accuracy for very large df, to about df * 1e-16 relative (the
 incomplete beta's argument df / (df + z^2) rounds near 1; SciPy's kernel uses
 the complementary function, which fgrad.scipy.special lacks). ppf and isf invert
@@ -15,11 +14,14 @@ quantiles below ~1e-150 for df <= 2) they stop at about ±1.3e154.
 import math as _math
 
 import fgrad.numpy as _fnp
+from fgrad import custom_jvp as _custom_jvp
+from fgrad import jvp as _jvp
 from fgrad.scipy import special as _special
 
 from . import norm as _norm
 from . import _solve as _solve_
 from ._util import guard as _guard
+from ._util import log_cdf_from_tails as _log_cdf_from_tails
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
 
@@ -74,28 +76,51 @@ def _lower_tail(z, df):
     return _fnp.where(finite, tail, _special.ndtr(_fnp.where(z < 0, z, -z)))
 
 
+def _tails_formula(z, df):
+    tail = _lower_tail(z, df)
+    return _fnp.where(z < 0, tail, 1 - tail), _fnp.where(z < 0, 1 - tail, tail)
+
+
+@_custom_jvp
+def _tails(z, df):
+    """(cdf, sf) of the standard t at z. Their derivative in z is the density
+    (the formula's own derivative is NaN at z = 0, where the incomplete beta's
+    infinite slope at 0 meets a zero); in df, the formula's (which
+    fgrad.scipy.special.betainc raises NotImplementedError for)."""
+    return _tails_formula(z, df)
+
+
+@_tails.defjvp
+def _tails_jvp(primals, tangents):
+    z, df = primals
+    dz, ddf = tangents
+    lower, upper = _tails(z, df)
+    dlower = _standard_pdf(z, df) * dz
+    if not _solve_.known_zero(ddf):
+        dlower = dlower + _jvp(lambda d: _tails_formula(z, d)[0], (df,), (ddf,))[1]
+    return (lower, upper), (dlower, -dlower)
+
+
 def cdf(x, df, loc=0, scale=1):
     z, df, scale, valid = _standardize(x, df, loc, scale)
-    tail = _lower_tail(z, df)
-    return _nan_unless(valid, _fnp.where(z < 0, tail, 1 - tail), z)
+    return _nan_unless(valid, _tails(z, df)[0], z)
 
 
 def logcdf(x, df, loc=0, scale=1):
     z, df, scale, valid = _standardize(x, df, loc, scale)
-    tail = _lower_tail(z, df)
-    return _nan_unless(valid, _fnp.where(z < 0, _fnp.log(tail), _fnp.log1p(-tail)), z)
+    lower, upper = _tails(z, df)
+    return _nan_unless(valid, _log_cdf_from_tails(lower, upper), z)
 
 
 def sf(x, df, loc=0, scale=1):
     z, df, scale, valid = _standardize(x, df, loc, scale)
-    tail = _lower_tail(z, df)
-    return _nan_unless(valid, _fnp.where(z < 0, 1 - tail, tail), z)
+    return _nan_unless(valid, _tails(z, df)[1], z)
 
 
 def logsf(x, df, loc=0, scale=1):
     z, df, scale, valid = _standardize(x, df, loc, scale)
-    tail = _lower_tail(z, df)
-    return _nan_unless(valid, _fnp.where(z < 0, _fnp.log1p(-tail), _fnp.log(tail)), z)
+    lower, upper = _tails(z, df)
+    return _nan_unless(valid, _log_cdf_from_tails(upper, lower), z)
 
 
 def _standard_pdf(z, df):
@@ -107,15 +132,14 @@ def _solve(p_lower, p_upper, df):
     the power-law tails)."""
     def h(u):
         z = _fnp.sinh(u)
-        tail = _lower_tail(z, df)
-        lower, upper = _fnp.where(z < 0, tail, 1 - tail), _fnp.where(z < 0, 1 - tail, tail)
+        lower, upper = _tails_formula(z, df)
         return _solve_.log_tail_equation(lower, upper, _standard_pdf(z, df) * _fnp.cosh(u),
                                          p_lower, p_upper)
     z = _fnp.sinh(_solve_.increasing_root(h, _fnp.zeros_like(df)))
     return _fnp.where(p_lower == p_upper, 0.0, z)  # the median, exactly
 
 
-_quantile = _solve_.implicit_quantile(_solve, lambda z, df: cdf(z, df), _standard_pdf)
+_quantile = _solve_.implicit_quantile(_solve, lambda z, df: _tails(z, df)[0], _standard_pdf)
 
 
 def _quantile_of(q, df, loc, scale, upper):
