@@ -160,16 +160,93 @@ def test_log_ndtr_tail_and_its_derivative():
     assert np.all(np.isfinite(np.asarray(g)))
 
 
-def test_unimplemented_shape_derivatives_raise():
-    with pytest.raises(NotImplementedError, match="`a`"):
-        fgrad.grad(lambda a: fs.gammainc(a, 2.0))(1.5)
-    with pytest.raises(NotImplementedError, match="`b`"):
-        fgrad.grad(lambda b: fs.betainc(2.0, b, 0.3))(1.5)
+def test_zeta_exponent_derivative_raises():
     with pytest.raises(NotImplementedError, match="`x`"):
         fgrad.grad(lambda s: fs.zeta(s, 2.0))(3.0)
-    # the other operands still differentiate, with the shape parameter traced
-    g = fgrad.grad(lambda x, a: fs.gammainc(lax.stop_gradient(a), x))(np.float64(1.0), 2.0)
-    assert float(g) == pytest.approx(np.exp(-1.0), rel=1e-12)
+    with pytest.raises(NotImplementedError, match="`x`"):
+        fgrad.grad(lambda s: fs.zeta(s))(3.0)
+    # q still differentiates with the exponent traced
+    g = fgrad.grad(lambda q, s: fs.zeta(lax.stop_gradient(s), q))(np.float64(2.0), 3.0)
+    assert float(g) == pytest.approx(-3 * ss.zeta(4.0, 2.0), rel=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# Derivatives with respect to the shape parameters (series / continued fractions)
+
+def _mp_derivative(fn, *args, wrt):
+    import mpmath as mp
+    mp.mp.dps = 30
+    args = [mp.mpf(float(v)) for v in args]
+
+    def along(t):
+        shifted = list(args)
+        shifted[wrt] = t
+        return fn(*shifted)
+    return float(mp.diff(along, args[wrt]))
+
+
+def test_gammainc_shape_derivative_against_mpmath():
+    import mpmath as mp
+    # series (x < a + 1) and continued fraction regions, integer and tiny a
+    a = np.array([0.5, 2.0, 7.0, 3.0, 100.0, 100.0, 0.1, 1000.0, 4.0, 1e4])
+    x = np.array([0.3, 2.5, 6.0, 10.0, 90.0, 120.0, 5.0, 1010.0, 1e-3, 1.0001e4])
+    gi = fgrad.grad(lambda a: fs.gammainc(a, x).sum())(a)
+    gc = fgrad.grad(lambda a: fs.gammaincc(a, x).sum())(a)
+    want = np.array([_mp_derivative(lambda a, x: mp.gammainc(a, 0, x, regularized=True),
+                                    ai, xi, wrt=0) for ai, xi in zip(a, x)])
+    # (at a = 1e4, log x - digamma(a) ~ 1e-4 cancels four digits of the result)
+    for got in (np.asarray(gi), -np.asarray(gc)):
+        np.testing.assert_allclose(got[:-1], want[:-1], rtol=1e-12)
+        np.testing.assert_allclose(got[-1], want[-1], rtol=1e-10)
+
+
+def test_betainc_shape_derivatives_against_mpmath():
+    import mpmath as mp
+    a = np.array([0.5, 7.0, 100.0, 0.3, 2.0, 3.0])
+    b = np.array([3.0, 2.0, 90.0, 0.4, 5.0, 1.0])
+    x = np.array([0.3, 0.9, 0.5, 0.01, 0.7, 0.999])
+    ga, gb = fgrad.grad(lambda a, b: fs.betainc(a, b, x).sum(), argnums=(0, 1))(a, b)
+    ref = lambda a, b, x: mp.betainc(a, b, 0, x, regularized=True)  # noqa: E731
+    for wrt, got in ((0, ga), (1, gb)):
+        want = [_mp_derivative(ref, *v, wrt=wrt) for v in zip(a, b, x)]
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-11)
+
+
+def test_shape_derivative_edges():
+    d = fgrad.vmap(fgrad.grad(fs.gammainc))
+    # x = 0 and x = inf: constant 0 and 1; a <= 0 or x < 0: NaN; no convergence
+    # within the fixed number of terms (a ~ 1e4 just below x ~ a): NaN, not a guess
+    got = np.asarray(d(np.array([2.0, 2.0, -1.0, 2.0, 1e4]), np.array([0.0, np.inf, 1.0, -1.0,
+                                                                       9999.0])))
+    np.testing.assert_array_equal(got, [0.0, 0.0, np.nan, np.nan, np.nan])
+    got = np.asarray(fgrad.vmap(fgrad.grad(fs.betainc, argnums=1))(
+        np.array([2.0, 2.0, 2.0]), np.array([3.0, 3.0, -3.0]), np.array([0.0, 1.0, 0.5])))
+    np.testing.assert_array_equal(got, [0.0, 0.0, np.nan])
+
+
+def test_shape_derivatives_of_the_second_order_quick():
+    """d2/da2 P(a, x) and d2/da dx against mpmath, in forward mode."""
+    import mpmath as mp
+    a, x = np.array([0.5, 3.0, 7.0]), np.array([0.3, 5.0, 6.0])
+    h = fgrad.vmap(fgrad.hessian(fs.gammainc, argnums=(0, 1)))(a, x)
+    ref = lambda a, x: mp.gammainc(a, 0, x, regularized=True)  # noqa: E731
+    mp.mp.dps = 30
+    for i in range(3):
+        daa = float(mp.diff(lambda t: ref(t, mp.mpf(x[i])), mp.mpf(a[i]), 2))
+        dax = float(mp.diff(lambda s, t: ref(s, t), (mp.mpf(a[i]), mp.mpf(x[i])), (1, 1)))
+        assert float(h[0][0][i]) == pytest.approx(daa, rel=1e-9)
+        assert float(h[0][1][i]) == pytest.approx(dax, rel=1e-9)
+        assert float(h[1][0][i]) == pytest.approx(dax, rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("f,args", [
+    (fs.gammainc, ([0.5, 3.0, 7.0], [0.3, 5.0, 6.0])),
+    (fs.gammaincc, ([0.5, 3.0, 7.0], [0.3, 5.0, 6.0])),
+    (fs.betainc, ([0.5, 3.0], [2.0, 1.5], [0.3, 0.8])),
+], ids=["gammainc", "gammaincc", "betainc"])
+def test_check_grads_shape_parameters_order_2(f, args):
+    check_grads(f, [np.array(a) for a in args], order=2, modes=("fwd", "rev"))
 
 
 # ----------------------------------------------------------------------------

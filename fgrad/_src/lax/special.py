@@ -10,10 +10,12 @@ kernel: it runs as a NumPy step under jit too.
 
 Derivatives are closed forms in these primitives and fgrad's element-wise ones,
 so they differentiate again to any order (gammaln -> digamma -> zeta(2, x) ->
-zeta(3, x) ...). Derivatives with respect to the shape parameters of the
-incomplete gamma and beta functions (`a`, `b`) and to the exponent `s` of zeta
-are not implemented: asking for one raises NotImplementedError naming the
-argument (never a silent zero).
+zeta(3, x) ...). The incomplete gamma and beta functions' derivatives with
+respect to their shape parameters have no closed form: they come from the
+expansions in `special_shape_derivatives.py` (NaN where those do not converge).
+The derivative of zeta with respect to its exponent `x` is not implemented:
+asking for it raises NotImplementedError naming the argument (never a silent
+zero).
 """
 import math
 
@@ -23,6 +25,7 @@ from ..ad import defjvp
 from ..batching import defbroadcasting
 from ..core import Array, Primitive, is_weak
 from . import elementwise as ew
+from . import special_shape_derivatives as shape_derivatives
 from ._util import lift_scalars, nary_rule
 
 __all__ = ["KERNELS"]
@@ -213,11 +216,12 @@ def _beta_density(a, b, x):
     return ew.exp(ew.sub(log_density, betaln(a, b)))
 
 
-defjvp(gammainc_p, _not_implemented("gammainc", "a"),
+defjvp(gammainc_p, lambda g, ans, a, x: ew.mul(g, shape_derivatives.gammainc_da(a, x)),
        lambda g, ans, a, x: ew.mul(g, _gamma_density(a, x)))
-defjvp(gammaincc_p, _not_implemented("gammaincc", "a"),
+defjvp(gammaincc_p, lambda g, ans, a, x: ew.neg(ew.mul(g, shape_derivatives.gammainc_da(a, x))),
        lambda g, ans, a, x: ew.neg(ew.mul(g, _gamma_density(a, x))))
-defjvp(betainc_p, _not_implemented("betainc", "a"), _not_implemented("betainc", "b"),
+defjvp(betainc_p, lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_da(a, b, x)),
+       lambda g, ans, a, b, x: ew.mul(g, shape_derivatives.betainc_db(a, b, x)),
        lambda g, ans, a, b, x: ew.mul(g, _beta_density(a, b, x)))
 
 # ----------------------------------------------------------------------------
