@@ -10,3 +10,7 @@ give NaN. Every function is written with fgrad operations, so it differentiates
 from . import (bernoulli, beta, binom, cauchy, chi2, dirichlet, expon, gamma,  # noqa: F401
                geom, laplace, logistic, multivariate_normal, nbinom, norm, poisson, t,
                uniform)
+
+__all__ = ["bernoulli", "beta", "binom", "cauchy", "chi2", "dirichlet", "expon", "gamma", "geom",
+           "laplace", "logistic", "multivariate_normal", "nbinom", "norm", "poisson", "t",
+           "uniform"]

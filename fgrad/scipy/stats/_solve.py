@@ -3,10 +3,10 @@ inverse in fgrad.scipy.special (gamma, chi2, beta, t, and the discrete ones).
 
 `increasing_root` solves h(u) = 0 for an increasing h on the whole real line
 (the ppf's variable mapped there: u = log x, logit x or asinh x; h from
-`log_tail_equation`): it first brackets the
-root by steps of doubling length (u ± 1, 2, 4, ... up to ±2^12, which spans
-float64's range after exp), then refines with Newton steps that fall back to
-bisection when a step leaves the bracket. The iteration counts are fixed, so it
+`log_tail_equation`): it first brackets the root by steps of doubling length
+(u0 ± 1, 2, 4, ..., 2^12: |u - u0| up to 8191, beyond float64's range after
+exp), then refines with Newton steps that fall back to bisection when a step
+leaves the bracket. The iteration counts are fixed, so it
 traces, vmaps and jits like any other function. `smallest_count` is the discrete
 counterpart: the smallest integer k >= 0 with cdf(k) >= q, by doubling and
 integer bisection.
@@ -100,9 +100,9 @@ def implicit_quantile(solve, cdf, pdf):
     passes whichever of q, 1 - q is exact, and solve uses the smaller tail).
     Derivatives by the implicit function theorem: dx = (dp - d cdf/d params .
     dparams) / pdf(x), with dp = dp_lower or -dp_upper, whichever tail was used.
-    Parameters whose tangent is known to be zero are skipped (so a cdf that
-    cannot differentiate in them, like the incomplete gamma in its shape, is
-    only asked when that derivative is wanted)."""
+    Parameters whose tangent is known to be zero are skipped: their term is
+    zero, and computing it would run the incomplete gamma/beta functions' shape
+    series (hundreds of steps) for nothing."""
     @custom_jvp
     def quantile(p_lower, p_upper, *params):
         return solve(p_lower, p_upper, *params)

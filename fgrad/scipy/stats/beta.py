@@ -4,10 +4,9 @@ scale on 0 <= z = (x - loc) / scale <= 1.
 Valid for a > 0, b > 0 and scale > 0 (NaN otherwise). At the ends of the support
 the density is inf, finite or 0 as a (at z = 0) or b (at z = 1) is below, at or
 above 1, as in SciPy. The cdf and sf are regularized incomplete beta functions,
-and ppf/isf invert them by root finding; their derivatives with respect to a and
-b are not available
-(fgrad.scipy.special.betainc raises NotImplementedError for them), those with
-respect to x, loc and scale are.
+and ppf/isf invert them by root finding. Derivatives in a and b of these come
+from fgrad.scipy.special.betainc's shape derivatives (fixed-length series: NaN
+where they do not converge, slow-ish eagerly).
 """
 import fgrad.nn as _nn
 import fgrad.numpy as _fnp

@@ -3,10 +3,10 @@ for z = (x - loc) / scale >= 0.
 
 Valid for a > 0 and scale > 0 (NaN otherwise). At z = 0 the density is inf for
 a < 1, 1/scale for a = 1 and 0 for a > 1, as in SciPy. The cdf and sf are the
-regularized incomplete gamma functions, and ppf/isf invert them by root finding;
-their derivatives with respect to a are not available
-(fgrad.scipy.special.gammainc raises NotImplementedError for them), those with
-respect to x (q), loc and scale are.
+regularized incomplete gamma functions, and ppf/isf invert them by root finding.
+Derivatives in a of these come from fgrad.scipy.special.gammainc's shape
+derivative (a fixed-length series: NaN where it does not converge, for a beyond
+about 5000 near x ~ a).
 """
 import fgrad.numpy as _fnp
 from fgrad.scipy import special as _special

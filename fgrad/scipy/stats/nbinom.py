@@ -3,8 +3,8 @@ Bernoulli(p) trials, pmf C(k+n-1, n-1) p^n (1-p)^k on k - loc = 0, 1, ...
 
 Valid for real n > 0 and 0 < p <= 1 (NaN otherwise). The pmf at a non-integer or
 negative k is 0; it is differentiable in n and p. cdf and sf are regularized
-incomplete beta functions: differentiable in p, not in n
-(fgrad.scipy.special.betainc raises NotImplementedError for that derivative).
+incomplete beta functions (their derivative in n from betainc's shape
+derivative); ppf is a step function (derivative 0 in q, n and p).
 """
 import fgrad.numpy as _fnp
 from fgrad import stop_gradient as _stop_gradient

@@ -2,9 +2,9 @@
 
 Valid for df > 0 and scale > 0 (NaN otherwise); df = inf is the normal
 distribution. The cdf uses the regularized incomplete beta function in whichever
-of its two symmetric forms is accurate at z; its derivative with respect to df is
-not available (fgrad.scipy.special.betainc raises NotImplementedError), those
-with respect to x, loc and scale are (the density, by a custom JVP rule).
+of its two symmetric forms is accurate at z; its derivative with respect to df
+comes from fgrad.scipy.special.betainc's shape derivatives, that with respect to
+x is the density (a custom JVP rule).
 The tails lose accuracy for very large df, to about df * 1e-16 relative (the
 incomplete beta's argument df / (df + z^2) rounds near 1; SciPy's kernel uses
 the complementary function, which fgrad.scipy.special lacks). ppf and isf invert
@@ -85,8 +85,7 @@ def _tails_formula(z, df):
 def _tails(z, df):
     """(cdf, sf) of the standard t at z. Their derivative in z is the density
     (the formula's own derivative is NaN at z = 0, where the incomplete beta's
-    infinite slope at 0 meets a zero); in df, the formula's (which
-    fgrad.scipy.special.betainc raises NotImplementedError for)."""
+    infinite slope at 0 meets a zero); in df, the formula's."""
     return _tails_formula(z, df)
 
 
