@@ -387,6 +387,9 @@ def test_multivariate_normal_matches_scipy():
     _assert_matches(fst.multivariate_normal.logpdf(x, None, cov), mvn.logpdf(x, None, cov), 1e-12)
     _assert_matches(fst.multivariate_normal.logpdf(x[:, 0], np.float64(0.5), np.float64(2.0)),
                     mvn.logpdf(x[:, 0], 0.5, 2.0), 1e-12)
+    out32 = fst.multivariate_normal.logpdf(*(np.float32(a) for a in (x, mean, cov)))
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(out32), mvn.logpdf(x, mean, cov), rtol=1e-5)
 
 
 def test_multivariate_normal_batches_like_jax():
@@ -456,6 +459,9 @@ def test_dirichlet_matches_scipy():
                         st.dirichlet.logpdf(edge, np.array(a)), 1e-12)
     # ... and inf for alpha < 1, where SciPy raises
     assert fst.dirichlet.logpdf(edge, np.array([0.5, 1, 2])) == np.inf
+    out32 = fst.dirichlet.logpdf(np.float32(x), np.float32(alpha))
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(out32), st.dirichlet.logpdf(x, alpha), rtol=1e-5)
 
 
 def test_dirichlet_outside_the_simplex_and_invalid_alpha():
