@@ -128,6 +128,34 @@ def test_triangular_solve_every_flag(dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+def test_triangular_solve_every_flag_matches_numpy(dt):
+    """The transposed formulation (trsm on the row-major operands read column-major:
+    other side, other triangle) solves the asked system, eager and jit."""
+    rng = np.random.default_rng(4)
+    a = (_random(rng, (2, 5, 5), dt) + 4 * np.eye(5)).astype(dt)
+    tol = 1e-4 if np.dtype(dt) in (np.float32, np.complex64) else 1e-11
+    for s in (True, False):
+        b = _random(rng, (2, 5, 3) if s else (2, 3, 5), dt)
+        for lo in (True, False):
+            for t in (False, True):
+                for c in (False, True):
+                    for unit in (False, True):
+                        kw = dict(left_side=s, lower=lo, transpose_a=t, conjugate_a=c,
+                                  unit_diagonal=unit)
+                        tri = np.tril(a) if lo else np.triu(a)
+                        if unit:
+                            tri = tri * (1 - np.eye(5)) + np.eye(5)
+                        op = np.conj(tri) if c else tri
+                        op = np.swapaxes(op, -1, -2) if t else op
+                        want = (np.linalg.solve(op, b) if s else np.swapaxes(np.linalg.solve(
+                            np.swapaxes(op, -1, -2), np.swapaxes(b, -1, -2)), -1, -2))
+                        for got in (linalg.triangular_solve(a, b, **kw),
+                                    jit(lambda a, b: linalg.triangular_solve(a, b, **kw))(a, b)):
+                            np.testing.assert_allclose(np.asarray(got), want, rtol=tol,
+                                                       atol=tol, err_msg=str(kw))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 1), (1, 1)), ((4, 4), (4, 1)),
                                              ((1, 1), (1, 6)), ((3, 6, 6), (3, 6, 2)),
                                              ((2, 9, 9), (2, 9, 16)),

@@ -34,7 +34,9 @@ eager impl does (same routine, same arguments, same workspace sizes: queried wit
 lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
 order. Real matrices are transposed in 8x8 blocks of vector shuffles, complex
-ones element by element. Buffers are malloc'd once per call and freed before
+ones element by element. The triangular solve transposes nothing: a row-major
+matrix read column-major is its transpose, so trsm solves the transposed system
+on the operands as they lie (the impl calls it so too). Buffers are malloc'd once per call and freed before
 it returns.
 """
 import ctypes
@@ -425,25 +427,29 @@ def _cholesky(k, shape):
 
 def _triangular_solve(k, a_shape, b_shape, *, left_side, lower, transpose_a, conjugate_a,
                       unit_diagonal):
-    """BLAS ?trsm with alpha = 1 per pair of matrices; op(a) is a, a.T or (complex
-    with conjugate_a) a^H by the trans flag, or conj(a) by conjugating the copy, as
-    the impl passes it (a real matrix: conjugate_a changes nothing)."""
+    """BLAS ?trsm with alpha = 1 per pair of matrices, as the impl calls it: on the
+    row-major a and b read column-major (a.T and b.T), the transposed system, with
+    the other side and the other triangle; op(a) is a, a.T or (complex with
+    conjugate_a) a^H by the trans flag, or conj(a) by a conjugated copy of a (a
+    real matrix: conjugate_a changes nothing). b is copied into the output, which
+    trsm overwrites with x: no transposing copies."""
     n, (m, cols), b = a_shape[-1], b_shape[-2:], k.b
-    a, x = k.buffer(n * n), k.buffer(m * cols)
     alpha = k.slot(k.elem, k.scalar(1.0))
     conjugate = conjugate_a and k.complex
     trans = ("C" if conjugate else "T") if transpose_a else "N"
-    flags = [k.char("L" if left_side else "R"), k.char("L" if lower else "U"), k.char(trans),
+    flags = [k.char("R" if left_side else "L"), k.char("U" if lower else "L"), k.char(trans),
              k.char("U" if unit_diagonal else "N")]
+    conjugated = k.buffer(n * n) if conjugate and not transpose_a else None
 
     def pair(e):
-        k.to_columns(k.ins[0], b.mul(e, k.const(n * n)), n, n, a, n,
-                     conjugate=conjugate and not transpose_a)
-        offset = b.mul(e, k.const(m * cols))
-        k.to_columns(k.ins[1], offset, m, cols, x, m)
-        k.call("trsm", flags + [k.integer(m), k.integer(cols), alpha, a, k.integer(n), x,
-                                k.integer(m)])
-        k.from_columns(x, m, m, cols, k.outs[0], offset)
+        a_offset, offset = b.mul(e, k.const(n * n)), b.mul(e, k.const(m * cols))
+        a = k.at(k.ins[0], a_offset)
+        if conjugated is not None:
+            k.to_columns(k.ins[0], a_offset, 1, n * n, conjugated, 1, conjugate=True)
+            a = conjugated
+        k.copy(k.ins[1], offset, k.outs[0], offset, m * cols)
+        k.call("trsm", flags + [k.integer(cols), k.integer(m), alpha, a, k.integer(n),
+                                k.at(k.outs[0], offset), k.integer(cols)])
     k.batch(_batch_size(b_shape), pair)
 
 

@@ -7,8 +7,9 @@ for complex matrices ?ungqr and ?heevd stand in for ?orgqr and ?syevd, and
 transposes below are conjugate transposes). eigh's eigenvalues and svd's
 singular values are real; eig always returns complex results. The eager impl and the
 native jit lowering call the same routine with the same arguments (column-major
-copies, workspace sizes from LAPACK's own workspace query, lwork = -1), so jit
-and eager give the same bits.
+copies, or for trsm the row-major operands read as their transposes; workspace
+sizes from LAPACK's own workspace query, lwork = -1), so jit and eager give the
+same bits.
 
 Primitive (operands) / params -> outputs, in this order; the routine called:
 - cholesky_p(a) -> l (..., n, n) lower triangular; ?potrf (uplo 'L').
@@ -180,7 +181,12 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a,
                            unit_diagonal):
     """BLAS ?trsm per matrix: op(a) x = b (left) or x op(a) = b (right), op(a) = a,
     a.T (transpose_a) or, for complex, conj(a) / a^H; no check for singularity
-    (a zero on the diagonal gives inf/NaN)."""
+    (a zero on the diagonal gives inf/NaN).
+
+    Row-major a and b are, read column-major, a.T and b.T; so trsm solves the
+    transposed system (x.T op(a).T = b.T: the other side, the other triangle,
+    the same trans flag) on them as they lie, with no transposing copies (the
+    native lowering does the same, see `cpu/lapack.py`)."""
     out = np.zeros(b.shape, b.dtype)
     if b.size == 0:
         return out
@@ -190,8 +196,8 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a,
         trans = 2 if conjugate_a and a.dtype.kind == "c" else 1
     for i in np.ndindex(b.shape[:-2]):
         ai = np.conj(a[i]) if conjugate_a and not transpose_a and a.dtype.kind == "c" else a[i]
-        out[i] = trsm(1.0, ai, b[i], side=0 if left_side else 1, lower=int(lower),
-                      trans_a=trans, diag=int(unit_diagonal))
+        out[i] = trsm(1.0, ai.T, b[i].T, side=1 if left_side else 0, lower=int(not lower),
+                      trans_a=trans, diag=int(unit_diagonal)).T
     return out
 
 

@@ -111,11 +111,6 @@ def _abs2(x):
     return complex_math.real(x * complex_math.conj(x)) if x.dtype.kind == "c" else x * x
 
 
-def _eye_like(a):
-    n = a.shape[-1]
-    return shape.broadcast_to(creation.eye(n, dtype=a.dtype), tuple(a.shape))
-
-
 # ----------------------------------------------------------------------------
 # Solving and inverting (LU with partial pivoting)
 
@@ -165,10 +160,16 @@ def solve(a, b):
 
 
 def inv(a):
-    """The inverse of each square matrix (inf/NaN for a singular one)."""
+    """The inverse of each square matrix (inf/NaN for a singular one): the LU
+    solve of P·I, built by comparing the permutation with 0..n-1 (cheaper than
+    gathering the rows of the identity)."""
     a = _matrices("inv", a, square=True)
     lu_packed, _, perm = lax_linalg.lu(a)
-    return _lu_solve(lu_packed, perm, _eye_like(a))
+    rows_of_identity = (perm[..., :, None] == creation.arange(a.shape[-1], dtype=perm.dtype))
+    tri = lax_linalg.triangular_solve
+    y = tri(lu_packed, rows_of_identity.astype(a.dtype), left_side=True, lower=True,
+            unit_diagonal=True)
+    return tri(lu_packed, y, left_side=True, lower=False)
 
 
 def _lu_sign_and_diagonal(name, a):
