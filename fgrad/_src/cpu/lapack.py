@@ -47,13 +47,13 @@ import numpy as np
 from ..jaxpr import Var
 from . import loops
 
-NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
+NAMES = frozenset({"cholesky", "triangular_solve", "lu", "inv", "qr", "eigh", "svd", "eig"})
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 # every routine a kernel may call: LAPACK's (real ones, complex ones, both),
 # and the one BLAS routine the triangular solve calls (from cython_blas)
 _REAL, _COMPLEX, _BOTH = "sd", "cz", "sdcz"
-_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH, "geev": _BOTH,
+_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "getri": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH, "geev": _BOTH,
              "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
 _BLAS_ROUTINES = {"trsm": _BOTH}
 _registered = None
@@ -393,7 +393,7 @@ def routines(eqn):
 
 def _calls(name, complex_):
     return {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
-            "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
+            "inv": ("getrf", "getri"), "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
             "eigh": ("heevd" if complex_ else "syevd",), "svd": ("gesdd",),
             "eig": ("geev",)}[name]
 
@@ -478,6 +478,27 @@ def _lu(k, shape):
             b.store(qv, p)
             b.store(pv, q)
         k.loop(steps, swap, "t")
+    k.batch(_batch_size(shape), matrix)
+
+
+def _inv(k, shape):
+    """?getrf then ?getri per matrix, in place in the output, as the impl calls them:
+    on a copy of the row-major matrix read column-major (a.T), whose inverse read
+    back row-major is a's, so nothing is transposed. The workspace from ?getri's
+    query; its info != 0 (singular) gives NaN."""
+    n, b = shape[-1], k.b
+    ipiv, info, probe = k.buffer(n, 4), k.slot(k.i32), k.slot(k.elem)
+    (lwork,) = k.workspace("getri", [k.integer(n), k.outs[0], k.integer(n), ipiv, probe,
+                                     k.integer(-1), info], [(probe, "real")])
+    work = k.buffer(lwork)
+
+    def matrix(e):
+        offset = b.mul(e, k.const(n * n))
+        x = k.at(k.outs[0], offset)
+        k.copy(k.ins[0], offset, k.outs[0], offset, n * n)
+        k.call("getrf", [k.integer(n), k.integer(n), x, k.integer(n), ipiv, info])
+        k.call("getri", [k.integer(n), x, k.integer(n), ipiv, work, k.integer(lwork), info])
+        k.if_else(info, lambda: k.fill_nan(k.outs[0], offset, n * n), lambda: None)
     k.batch(_batch_size(shape), matrix)
 
 
@@ -703,4 +724,5 @@ def _eig(k, shape, *, compute_left_eigenvectors, compute_right_eigenvectors):
 
 
 _EMITTERS = {"cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu,
+             "inv": _inv,
              "qr": _qr, "eigh": _eigh, "svd": _svd, "eig": _eig}

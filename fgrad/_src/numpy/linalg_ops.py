@@ -4,7 +4,7 @@ Every function maps over leading (batch) dimensions as NumPy's does, works in
 float32 or float64 (integer inputs become the default float), differentiates
 to any order and compiles under jit. Where NumPy raises LinAlgError on values
 (a singular or not positive definite matrix), fgrad gives the same answer in
-eager mode and under jit: inv/solve of a singular matrix give inf/NaN,
+eager mode and under jit: inv of a singular matrix gives NaN, solve inf/NaN,
 cholesky of a matrix that is not positive definite gives a NaN factor, det of
 a singular matrix is 0 with a NaN gradient. Shape errors raise LinAlgError
 (a subclass of numpy.linalg.LinAlgError) at the call.
@@ -160,16 +160,8 @@ def solve(a, b):
 
 
 def inv(a):
-    """The inverse of each square matrix (inf/NaN for a singular one): the LU
-    solve of P·I, built by comparing the permutation with 0..n-1 (cheaper than
-    gathering the rows of the identity)."""
-    a = _matrices("inv", a, square=True)
-    lu_packed, _, perm = lax_linalg.lu(a)
-    rows_of_identity = (perm[..., :, None] == creation.arange(a.shape[-1], dtype=perm.dtype))
-    tri = lax_linalg.triangular_solve
-    y = tri(lu_packed, rows_of_identity.astype(a.dtype), left_side=True, lower=True,
-            unit_diagonal=True)
-    return tri(lu_packed, y, left_side=True, lower=False)
+    """The inverse of each square matrix (NaN for a singular one)."""
+    return lax_linalg.inv(_matrices("inv", a, square=True))
 
 
 def _lu_sign_and_diagonal(name, a):
