@@ -34,10 +34,11 @@ eager impl does (same routine, same arguments, same workspace sizes: queried wit
 lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
 order. Real matrices are transposed in 8x8 blocks of vector shuffles, complex
-ones element by element. The triangular solve transposes nothing: a row-major
-matrix read column-major is its transpose, so trsm solves the transposed system
-on the operands as they lie (the impl calls it so too). Buffers are malloc'd once per call and freed before
-it returns.
+ones element by element. The triangular solve and the inverse transpose
+nothing: a row-major matrix read column-major is its transpose, so trsm solves
+the transposed system on the operands as they lie, and getrf/getri invert a.T
+in place (the impls call them so too). Buffers are malloc'd once per call and
+freed before it returns.
 """
 import ctypes
 import math
@@ -53,8 +54,8 @@ _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
 # every routine a kernel may call: LAPACK's (real ones, complex ones, both),
 # and the one BLAS routine the triangular solve calls (from cython_blas)
 _REAL, _COMPLEX, _BOTH = "sd", "cz", "sdcz"
-_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "getri": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH, "geev": _BOTH,
-             "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
+_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "getri": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH,
+             "geev": _BOTH, "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
 _BLAS_ROUTINES = {"trsm": _BOTH}
 _registered = None
 _ALIGN = 64
