@@ -186,8 +186,9 @@ def run(quick=False):
     return Section(TITLE, [table], [
         "fgrad's decompositions run SciPy's LAPACK (its own OpenBLAS copy) from compiled "
         "code, so the single large cases measure the same routines plus copies into "
-        "column-major order; the batched and GP rows measure per-call overhead and the "
-        "derivative programs."])
+        "column-major order (none for the triangular solves and the inverse, which hand "
+        "LAPACK the row-major matrix as its transpose); the batched and GP rows measure "
+        "per-call overhead and the derivative programs."])
 
 
 if __name__ == "__main__":

@@ -353,6 +353,7 @@ case("triangular_solve", "right_upper_t", lambda a, b: lax.linalg.triangular_sol
 case("lu", "lu", lambda x: lax.linalg.lu(x)[0], F(4, 3))
 case("lu", "pivots", lambda x: lax.linalg.lu(x)[1], F(3, 4))
 case("lu", "permutation", lambda x: lax.linalg.lu(x)[2], F(4, 4))
+case("inv", "inv", lambda x: lax.linalg.inv(_well_conditioned(x)), F(3, 3))
 case("qr", "q_reduced", lambda x: lax.linalg.qr(x, full_matrices=False)[0], F(4, 3))
 case("qr", "r_complete", lambda x: lax.linalg.qr(x, full_matrices=True)[1], F(4, 3))
 case("eigh", "w", lambda x: lax.linalg.eigh(x)[1], F(3, 3))

@@ -939,9 +939,9 @@ def _linalg(data):
     dt = data.draw(st.sampled_from(LINALG_DTYPES))
     batch = data.draw(st.sampled_from([(), (2,), (0,), (1, 2)]))
     m, n = data.draw(st.sampled_from([0, 1, 3, 6])), data.draw(st.sampled_from([0, 1, 3, 6]))
-    name = data.draw(st.sampled_from(["cholesky", "triangular_solve", "lu", "qr", "eigh",
-                                      "svd", "eig"]))
-    square = name in ("cholesky", "triangular_solve", "eigh", "eig")
+    name = data.draw(st.sampled_from(["cholesky", "triangular_solve", "lu", "inv", "qr",
+                                      "eigh", "svd", "eig"]))
+    square = name in ("cholesky", "triangular_solve", "inv", "eigh", "eig")
     shape = batch + ((n, n) if square else (m, n))
     kind = data.draw(st.sampled_from(["random", "singular", "positive" if square else
                                       "random"]))
@@ -1002,6 +1002,14 @@ def _linalg(data):
                 l = np.tril(lu_[:, :k], -1) + np.eye(m, k)
                 _close_to(x[perm], l @ np.triu(lu_[:k]), dt, scale, what)
                 assert sorted(perm.tolist()) == list(range(m)), what
+            elif name == "inv":
+                xi = eager[0][i]
+                if kind == "singular" and n > 1:      # a zero row: an exact zero pivot
+                    assert np.isnan(xi).all(), what + ": singular, not NaN"
+                    continue
+                # a backward-stable inverse: a @ xi - I is small next to |a| |xi|
+                _close_to(x @ xi, np.eye(n), dt, float((np.abs(x) @ np.abs(xi)).max(
+                    initial=0.0)), what)
             elif name == "qr":
                 q, r = eager[0][i], eager[1][i]
                 _close_to(q @ r, x, dt, scale, what)
@@ -1188,8 +1196,8 @@ FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
              "scatter", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
-             "dot_general", "iota", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
-             "eig"})
+             "dot_general", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr", "eigh",
+             "svd", "eig"})
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above
     "jit": "a call", "cond": "control flow", "while": "control flow", "scan": "control flow",

@@ -136,6 +136,7 @@ PRIMITIVE_FUNS = {
                                                                transpose_a=True),
                          lambda *b: general(3, 3, *b)),
     "lu": (lambda a: lax_linalg.lu(a)[0], lambda *b: general(4, 3, *b)),
+    "inv": (lax_linalg.inv, lambda *b: general(3, 3, *b)),
     "qr_reduced": (lambda a: lax_linalg.qr(a, full_matrices=False), lambda *b: general(4, 3, *b)),
     "qr_wide": (lambda a: lax_linalg.qr(a, full_matrices=True), lambda *b: general(3, 4, *b)),
     "eigh": (lambda a: lax_linalg.eigh(a), lambda *b: symmetric_separated(3, *b)),

@@ -128,6 +128,58 @@ def test_triangular_solve_every_flag(dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", SQUARE)
+def test_inv_is_one_native_step_with_eager_bits(dt, shape):
+    rng = np.random.default_rng(5)
+    a = (_random(rng, shape, dt) + 3 * np.eye(shape[-1])).astype(dt)
+    _check(linalg.inv, a, native=["inv"])
+    if a.size:
+        p = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[
+            np.dtype(dt).name]
+        assert f"native:inv (LAPACK {p}getrf, {p}getri)" in jit(linalg.inv).lower(a).as_text()
+    tol = 1e-4 if np.dtype(dt) in (np.float32, np.complex64) else 1e-12
+    if a.size:
+        np.testing.assert_allclose(np.asarray(fnp.linalg.inv(a)), np.linalg.inv(a), rtol=tol,
+                                   atol=tol)
+
+
+def test_inv_of_a_singular_matrix_is_nan_in_eager_and_jit():
+    a = np.stack([np.ones((3, 3)), 2 * np.eye(3)])
+    for got in (linalg.inv(a), jit(linalg.inv)(a)):
+        got = np.asarray(got)
+        assert np.isnan(got[0]).all()
+        np.testing.assert_array_equal(got[1], 0.5 * np.eye(3))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_triangular_solve_every_flag_matches_numpy(dt):
+    """The transposed formulation (trsm on the row-major operands read column-major:
+    other side, other triangle) solves the asked system, eager and jit."""
+    rng = np.random.default_rng(4)
+    a = (_random(rng, (2, 5, 5), dt) + 4 * np.eye(5)).astype(dt)
+    tol = 1e-4 if np.dtype(dt) in (np.float32, np.complex64) else 1e-11
+    for s in (True, False):
+        b = _random(rng, (2, 5, 3) if s else (2, 3, 5), dt)
+        for lo in (True, False):
+            for t in (False, True):
+                for c in (False, True):
+                    for unit in (False, True):
+                        kw = dict(left_side=s, lower=lo, transpose_a=t, conjugate_a=c,
+                                  unit_diagonal=unit)
+                        tri = np.tril(a) if lo else np.triu(a)
+                        if unit:
+                            tri = tri * (1 - np.eye(5)) + np.eye(5)
+                        op = np.conj(tri) if c else tri
+                        op = np.swapaxes(op, -1, -2) if t else op
+                        want = (np.linalg.solve(op, b) if s else np.swapaxes(np.linalg.solve(
+                            np.swapaxes(op, -1, -2), np.swapaxes(b, -1, -2)), -1, -2))
+                        for got in (linalg.triangular_solve(a, b, **kw),
+                                    jit(lambda a, b: linalg.triangular_solve(a, b, **kw))(a, b)):
+                            np.testing.assert_allclose(np.asarray(got), want, rtol=tol,
+                                                       atol=tol, err_msg=str(kw))
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("a_shape,b_shape", [((1, 1), (1, 1)), ((4, 4), (4, 1)),
                                              ((1, 1), (1, 6)), ((3, 6, 6), (3, 6, 2)),
                                              ((2, 9, 9), (2, 9, 16)),

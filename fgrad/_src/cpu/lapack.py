@@ -34,8 +34,11 @@ eager impl does (same routine, same arguments, same workspace sizes: queried wit
 lwork = -1 where the impl queries, found once per call), treats info != 0 as
 the impl does (a NaN-filled result) and writes the outputs in row-major
 order. Real matrices are transposed in 8x8 blocks of vector shuffles, complex
-ones element by element. Buffers are malloc'd once per call and freed before
-it returns.
+ones element by element. The triangular solve and the inverse transpose
+nothing: a row-major matrix read column-major is its transpose, so trsm solves
+the transposed system on the operands as they lie, and getrf/getri invert a.T
+in place (the impls call them so too). Buffers are malloc'd once per call and
+freed before it returns.
 """
 import ctypes
 import math
@@ -45,14 +48,14 @@ import numpy as np
 from ..jaxpr import Var
 from . import loops
 
-NAMES = frozenset({"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "eig"})
+NAMES = frozenset({"cholesky", "triangular_solve", "lu", "inv", "qr", "eigh", "svd", "eig"})
 _PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
 # every routine a kernel may call: LAPACK's (real ones, complex ones, both),
 # and the one BLAS routine the triangular solve calls (from cython_blas)
 _REAL, _COMPLEX, _BOTH = "sd", "cz", "sdcz"
-_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH, "geev": _BOTH,
-             "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
+_ROUTINES = {"potrf": _BOTH, "getrf": _BOTH, "getri": _BOTH, "geqrf": _BOTH, "gesdd": _BOTH,
+             "geev": _BOTH, "orgqr": _REAL, "syevd": _REAL, "ungqr": _COMPLEX, "heevd": _COMPLEX}
 _BLAS_ROUTINES = {"trsm": _BOTH}
 _registered = None
 _ALIGN = 64
@@ -391,7 +394,7 @@ def routines(eqn):
 
 def _calls(name, complex_):
     return {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "lu": ("getrf",),
-            "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
+            "inv": ("getrf", "getri"), "qr": ("geqrf", "ungqr" if complex_ else "orgqr"),
             "eigh": ("heevd" if complex_ else "syevd",), "svd": ("gesdd",),
             "eig": ("geev",)}[name]
 
@@ -425,25 +428,29 @@ def _cholesky(k, shape):
 
 def _triangular_solve(k, a_shape, b_shape, *, left_side, lower, transpose_a, conjugate_a,
                       unit_diagonal):
-    """BLAS ?trsm with alpha = 1 per pair of matrices; op(a) is a, a.T or (complex
-    with conjugate_a) a^H by the trans flag, or conj(a) by conjugating the copy, as
-    the impl passes it (a real matrix: conjugate_a changes nothing)."""
+    """BLAS ?trsm with alpha = 1 per pair of matrices, as the impl calls it: on the
+    row-major a and b read column-major (a.T and b.T), the transposed system, with
+    the other side and the other triangle; op(a) is a, a.T or (complex with
+    conjugate_a) a^H by the trans flag, or conj(a) by a conjugated copy of a (a
+    real matrix: conjugate_a changes nothing). b is copied into the output, which
+    trsm overwrites with x: no transposing copies."""
     n, (m, cols), b = a_shape[-1], b_shape[-2:], k.b
-    a, x = k.buffer(n * n), k.buffer(m * cols)
     alpha = k.slot(k.elem, k.scalar(1.0))
     conjugate = conjugate_a and k.complex
     trans = ("C" if conjugate else "T") if transpose_a else "N"
-    flags = [k.char("L" if left_side else "R"), k.char("L" if lower else "U"), k.char(trans),
+    flags = [k.char("R" if left_side else "L"), k.char("U" if lower else "L"), k.char(trans),
              k.char("U" if unit_diagonal else "N")]
+    conjugated = k.buffer(n * n) if conjugate and not transpose_a else None
 
     def pair(e):
-        k.to_columns(k.ins[0], b.mul(e, k.const(n * n)), n, n, a, n,
-                     conjugate=conjugate and not transpose_a)
-        offset = b.mul(e, k.const(m * cols))
-        k.to_columns(k.ins[1], offset, m, cols, x, m)
-        k.call("trsm", flags + [k.integer(m), k.integer(cols), alpha, a, k.integer(n), x,
-                                k.integer(m)])
-        k.from_columns(x, m, m, cols, k.outs[0], offset)
+        a_offset, offset = b.mul(e, k.const(n * n)), b.mul(e, k.const(m * cols))
+        a = k.at(k.ins[0], a_offset)
+        if conjugated is not None:
+            k.to_columns(k.ins[0], a_offset, 1, n * n, conjugated, 1, conjugate=True)
+            a = conjugated
+        k.copy(k.ins[1], offset, k.outs[0], offset, m * cols)
+        k.call("trsm", flags + [k.integer(cols), k.integer(m), alpha, a, k.integer(n),
+                                k.at(k.outs[0], offset), k.integer(cols)])
     k.batch(_batch_size(b_shape), pair)
 
 
@@ -472,6 +479,27 @@ def _lu(k, shape):
             b.store(qv, p)
             b.store(pv, q)
         k.loop(steps, swap, "t")
+    k.batch(_batch_size(shape), matrix)
+
+
+def _inv(k, shape):
+    """?getrf then ?getri per matrix, in place in the output, as the impl calls them:
+    on a copy of the row-major matrix read column-major (a.T), whose inverse read
+    back row-major is a's, so nothing is transposed. The workspace from ?getri's
+    query; its info != 0 (singular) gives NaN."""
+    n, b = shape[-1], k.b
+    ipiv, info, probe = k.buffer(n, 4), k.slot(k.i32), k.slot(k.elem)
+    (lwork,) = k.workspace("getri", [k.integer(n), k.outs[0], k.integer(n), ipiv, probe,
+                                     k.integer(-1), info], [(probe, "real")])
+    work = k.buffer(lwork)
+
+    def matrix(e):
+        offset = b.mul(e, k.const(n * n))
+        x = k.at(k.outs[0], offset)
+        k.copy(k.ins[0], offset, k.outs[0], offset, n * n)
+        k.call("getrf", [k.integer(n), k.integer(n), x, k.integer(n), ipiv, info])
+        k.call("getri", [k.integer(n), x, k.integer(n), ipiv, work, k.integer(lwork), info])
+        k.if_else(info, lambda: k.fill_nan(k.outs[0], offset, n * n), lambda: None)
     k.batch(_batch_size(shape), matrix)
 
 
@@ -697,4 +725,5 @@ def _eig(k, shape, *, compute_left_eigenvectors, compute_right_eigenvectors):
 
 
 _EMITTERS = {"cholesky": _cholesky, "triangular_solve": _triangular_solve, "lu": _lu,
+             "inv": _inv,
              "qr": _qr, "eigh": _eigh, "svd": _svd, "eig": _eig}

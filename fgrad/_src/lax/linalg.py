@@ -7,8 +7,9 @@ for complex matrices ?ungqr and ?heevd stand in for ?orgqr and ?syevd, and
 transposes below are conjugate transposes). eigh's eigenvalues and svd's
 singular values are real; eig always returns complex results. The eager impl and the
 native jit lowering call the same routine with the same arguments (column-major
-copies, workspace sizes from LAPACK's own workspace query, lwork = -1), so jit
-and eager give the same bits.
+copies, or for trsm the row-major operands read as their transposes; workspace
+sizes from LAPACK's own workspace query, lwork = -1), so jit and eager give the
+same bits.
 
 Primitive (operands) / params -> outputs, in this order; the routine called:
 - cholesky_p(a) -> l (..., n, n) lower triangular; ?potrf (uplo 'L').
@@ -16,6 +17,10 @@ Primitive (operands) / params -> outputs, in this order; the routine called:
   unit_diagonal -> x (shape of b); BLAS ?trsm (alpha 1).
 - lu_p(a) -> lu (..., m, n), pivots int32 (..., min(m, n)), permutation int32
   (..., m); ?getrf.
+- inv_p(a) -> the inverse (..., n, n); ?getrf then ?getri, on the row-major
+  matrix read column-major (its transpose: the inverse of a.T, read back
+  row-major, is a's), so no transposing copies; a singular matrix (?getri's
+  info > 0) gives NaN.
 - qr_p(a) / full_matrices -> q (..., m, m or k), r (..., m or k, n), k = min(m, n);
   ?geqrf, then ?orgqr.
 - eigh_p(a) / lower -> v (..., n, n) eigenvectors as columns, w (..., n)
@@ -180,7 +185,12 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a,
                            unit_diagonal):
     """BLAS ?trsm per matrix: op(a) x = b (left) or x op(a) = b (right), op(a) = a,
     a.T (transpose_a) or, for complex, conj(a) / a^H; no check for singularity
-    (a zero on the diagonal gives inf/NaN)."""
+    (a zero on the diagonal gives inf/NaN).
+
+    Row-major a and b are, read column-major, a.T and b.T; so trsm solves the
+    transposed system (x.T op(a).T = b.T: the other side, the other triangle,
+    the same trans flag) on them as they lie, with no transposing copies (the
+    native lowering does the same, see `cpu/lapack.py`)."""
     out = np.zeros(b.shape, b.dtype)
     if b.size == 0:
         return out
@@ -190,8 +200,8 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a,
         trans = 2 if conjugate_a and a.dtype.kind == "c" else 1
     for i in np.ndindex(b.shape[:-2]):
         ai = np.conj(a[i]) if conjugate_a and not transpose_a and a.dtype.kind == "c" else a[i]
-        out[i] = trsm(1.0, ai, b[i], side=0 if left_side else 1, lower=int(lower),
-                      trans_a=trans, diag=int(unit_diagonal))
+        out[i] = trsm(1.0, ai.T, b[i].T, side=1 if left_side else 0, lower=int(not lower),
+                      trans_a=trans, diag=int(unit_diagonal)).T
     return out
 
 
@@ -254,6 +264,41 @@ def lu(a):
     """(lu, pivots, permutation) of LU with partial pivoting; see the module docstring."""
     _lu_abstract_eval(get_aval(a))
     return tuple(lu_p.bind(a))
+
+
+# ----------------------------------------------------------------------------
+# inv
+
+def _inv_abstract_eval(a):
+    _check_matrix("inv", a, square=True)
+    return ShapedArray(a.shape, a.dtype, False)
+
+
+def _inv_impl(a):
+    """?getrf then ?getri per matrix, on a.T as it lies (a row-major matrix read
+    column-major): inv(a.T).T == inv(a). The workspace from ?getri's query;
+    info > 0 (a zero pivot: singular) gives NaN."""
+    out = np.zeros(a.shape, a.dtype)
+    if a.size == 0:
+        return out
+    n = a.shape[-1]
+    getrf, getri = _routine(_lapack, "getrf", a.dtype), _routine(_lapack, "getri", a.dtype)
+    lwork = _lwork(_routine(_lapack, "getri_lwork", a.dtype)(n)[0])
+    for i in np.ndindex(a.shape[:-2]):
+        lu_t, pivots, _ = getrf(a[i].T)
+        x_t, info = getri(lu_t, pivots, lwork=lwork)
+        out[i] = np.nan if info else x_t.T
+    return out
+
+
+inv_p = _primitive("inv", _inv_impl, _inv_abstract_eval, 1)
+
+
+def inv(a):
+    """The inverse of each square matrix, by LU with partial pivoting of its
+    transpose (?getrf, ?getri); NaN for a singular one."""
+    _inv_abstract_eval(get_aval(a))
+    return inv_p.bind(a)
 
 
 # ----------------------------------------------------------------------------
@@ -580,6 +625,20 @@ def _lu_jvp(primals, tangents):
 
 
 lu_p.jvp = _lu_jvp
+
+
+# ----------------------------------------------------------------------------
+# inv: d(a^-1) = -a^-1 da a^-1 (Giles 2008)
+
+def _inv_jvp(primals, tangents):
+    (a,), (da,) = primals, tangents
+    x = inv_p.bind(a)
+    if da is None:
+        return x, None
+    return x, neg(_mm(x, _mm(da, x)))
+
+
+inv_p.jvp = _inv_jvp
 
 
 # ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Every function maps over leading (batch) dimensions as NumPy's does, works in
 float32 or float64 (integer inputs become the default float), differentiates
 to any order and compiles under jit. Where NumPy raises LinAlgError on values
 (a singular or not positive definite matrix), fgrad gives the same answer in
-eager mode and under jit: inv/solve of a singular matrix give inf/NaN,
+eager mode and under jit: inv of a singular matrix gives NaN, solve inf/NaN,
 cholesky of a matrix that is not positive definite gives a NaN factor, det of
 a singular matrix is 0 with a NaN gradient. Shape errors raise LinAlgError
 (a subclass of numpy.linalg.LinAlgError) at the call.
@@ -111,11 +111,6 @@ def _abs2(x):
     return complex_math.real(x * complex_math.conj(x)) if x.dtype.kind == "c" else x * x
 
 
-def _eye_like(a):
-    n = a.shape[-1]
-    return shape.broadcast_to(creation.eye(n, dtype=a.dtype), tuple(a.shape))
-
-
 # ----------------------------------------------------------------------------
 # Solving and inverting (LU with partial pivoting)
 
@@ -165,10 +160,8 @@ def solve(a, b):
 
 
 def inv(a):
-    """The inverse of each square matrix (inf/NaN for a singular one)."""
-    a = _matrices("inv", a, square=True)
-    lu_packed, _, perm = lax_linalg.lu(a)
-    return _lu_solve(lu_packed, perm, _eye_like(a))
+    """The inverse of each square matrix (NaN for a singular one)."""
+    return lax_linalg.inv(_matrices("inv", a, square=True))
 
 
 def _lu_sign_and_diagonal(name, a):

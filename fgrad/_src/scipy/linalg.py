@@ -215,8 +215,11 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
 
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
-    """The inverse of each square matrix (assume_a as for solve)."""
+    """The inverse of each square matrix (assume_a as for solve; a general one by
+    lax.linalg.inv: NaN where singular)."""
     a = _matrices("inv", a, square=True)
+    if _ASSUME.get(assume_a) == "gen":
+        return lax_linalg.inv(a)
     return solve(a, shape.broadcast_to(creation.eye(a.shape[-1], dtype=a.dtype),
                                        tuple(a.shape)), lower=lower, assume_a=assume_a)
 
