@@ -12,7 +12,7 @@ author = "the fgrad authors"
 copyright = "the fgrad authors, Apache-2.0"
 release = version = __version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]
 html_theme = "furo"
@@ -32,34 +32,55 @@ default_role = "code"
 # typing objects that no inventory here resolves, so those are ignored by pattern.
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:class", r"(numpy|np|optree|typing|collections|types|fgrad\._src)\..*"),
+    (r"py:class", r"(numpy|np|optree|typing|collections|types|pathlib|os|fgrad\._src)\..*"),
     (r"py:class", r"(Array|ArrayLike|DType|PyTree|Callable|Any|Sequence|Iterable|Mapping)"),
 ]
 nitpick_ignore_regex += [
     (r"py:class", r"fgrad_nn\.module\.Module"),   # documented as fgrad_nn.Module
-    (r"py:class", r"optional|callable|callables|string|instance"),
 ]
 
-# fgrad's docstrings are plain prose with code in `backquotes` (the project's
-# convention, shared with the README), not reStructuredText: escape the characters
-# that reST would read as markup (|x| substitutions, *emphasis*, trailing_ links)
-# outside the backquotes, so they render as written.
+# fgrad's docstrings are plain text with code in `backquotes` (the project's
+# convention, shared with the README), not reStructuredText. `_plain_docstrings`
+# renders them as written: it escapes what reST would read as markup outside the
+# backquotes (|x| substitutions, *emphasis*, trailing_ links), lets a code span
+# end before a letter (`ndarray`s), and separates indented examples from the
+# prose around them with blank lines (reST needs those; plain text does not).
 _PROSE_MARKUP = re.compile(r"([\\*|])|(\w)_(?=\W|$)")
 
 
-def _escape_prose(line):
-    parts = line.split("`")
+def _escape_prose(text):
+    parts = text.split("`")
     for i in range(0, len(parts), 2):
         parts[i] = _PROSE_MARKUP.sub(lambda m: "\\" + m.group(1) if m.group(1)
                                      else m.group(2) + "\\_", parts[i])
+        if i and re.match(r"\w", parts[i]):
+            parts[i] = "\\ " + parts[i]
     return "`".join(parts)
 
 
+def _indent(line):
+    return len(line) - len(line.lstrip())
+
+
+def _separate_blocks(lines):
+    out, code_indent = [], None
+    for line in lines:
+        if code_indent is not None and line.strip() and _indent(line) < code_indent:
+            code_indent = None
+        if out and out[-1].strip() and line.strip() and _indent(line) != _indent(out[-1]):
+            if _indent(line) >= _indent(out[-1]) + 4 and code_indent is None:
+                out[-1] += " ::"          # an indented example: a literal block
+                code_indent = _indent(line)
+            out.append("")
+        out.append(line)
+    return out
+
+
 def _plain_docstrings(app, what, name, obj, options, lines):
-    if getattr(obj, "__module__", "") and not obj.__module__.startswith(("fgrad", "fgrad_nn")):
+    module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
+    if not module.startswith("fgrad"):
         return
-    lines[:] = [line if line.lstrip().startswith((">>>", "...")) else _escape_prose(line)
-                for line in lines]
+    lines[:] = _separate_blocks(_escape_prose("\n".join(lines)).split("\n"))
 
 
 def _skip_numpy_objects(app, what, name, obj, skip, options):
