@@ -38,6 +38,7 @@ def test_every_page_has_examples():
     assert len(PAGES) >= 10, PAGES
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")    # examples say where they expect one
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_page_examples(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)          # examples that write files write them here
