@@ -62,17 +62,32 @@ def _indent(line):
     return len(line) - len(line.lstrip())
 
 
-def _separate_blocks(lines):
-    out, code_indent = [], None
+def _to_rest(lines):
+    out, prose, code_indent = [], [], None
+
+    def flush_prose():
+        out.extend(_escape_prose("\n".join(prose)).split("\n") if prose else [])
+        prose.clear()
+
     for line in lines:
-        if code_indent is not None and line.strip() and _indent(line) < code_indent:
-            code_indent = None
-        if out and out[-1].strip() and line.strip() and _indent(line) != _indent(out[-1]):
-            if _indent(line) >= _indent(out[-1]) + 4 and code_indent is None:
-                out[-1] += " ::"          # an indented example: a literal block
-                code_indent = _indent(line)
-            out.append("")
-        out.append(line)
+        if code_indent is not None and (not line.strip() or _indent(line) >= code_indent):
+            out.append(line)                       # inside an indented example: verbatim
+            continue
+        if code_indent is not None and out[-1].strip():
+            out.append("")                         # a literal block ends with a blank line
+        code_indent = None
+        said = [p for p in prose if p.strip()]
+        if line.strip() and said and _indent(line) >= _indent(said[-1]) + 4:
+            last = max(i for i, p in enumerate(prose) if p.strip())
+            prose[last] += " ::"                   # the paragraph introduces a literal block
+            flush_prose()
+            out.extend(["", line])
+            code_indent = _indent(line)
+            continue
+        if prose and prose[-1].strip() and line.strip() and _indent(line) != _indent(prose[-1]):
+            prose.append("")
+        prose.append(line)
+    flush_prose()
     return out
 
 
@@ -80,7 +95,7 @@ def _plain_docstrings(app, what, name, obj, options, lines):
     module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
     if not module.startswith("fgrad"):
         return
-    lines[:] = _separate_blocks(_escape_prose("\n".join(lines)).split("\n"))
+    lines[:] = _to_rest(lines)
 
 
 def _skip_numpy_objects(app, what, name, obj, skip, options):
