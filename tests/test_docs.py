@@ -45,3 +45,31 @@ def test_page_examples(page, tmp_path, monkeypatch):
     namespace = {"__name__": "__docs__"}
     for line, source in code_blocks(page):
         run_block(source, namespace, f"{page.relative_to(DOCS.parent)}:{line}")
+
+
+# Modules whose public names the reference documents on another page.
+DOCUMENTED_ELSEWHERE = {
+    "fgrad_nn.module", "fgrad_nn.taps", "fgrad_nn.tree_tools", "fgrad_nn.summary",
+    "fgrad_nn.torch_io",                          # on the fgrad_nn page
+    "fgrad.scipy",                                # a page per submodule
+}
+
+
+def public_modules():
+    import pkgutil
+
+    import fgrad
+    import fgrad_nn
+    for package in (fgrad, fgrad_nn):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            parts = info.name.split(".")
+            if not any(p.startswith("_") for p in parts) and len(parts) <= 3:
+                if info.name.count(".") == 1 or parts[1] in ("numpy", "scipy"):
+                    yield info.name
+
+
+def test_api_reference_has_a_page_per_public_module():
+    missing = [m for m in public_modules()
+               if m not in DOCUMENTED_ELSEWHERE and not (DOCS / "api" / f"{m}.md").exists()]
+    assert not missing, (f"add docs/api/<module>.md (an automodule directive, as the "
+                         f"others) for {missing}")
