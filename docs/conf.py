@@ -91,9 +91,35 @@ def _to_rest(lines):
     return out
 
 
+NUMPY_DOCS = "https://numpy.org/doc/stable/reference/generated/{}.html"
+ARRAY_API_DOCS = "https://data-apis.org/array-api/2023.12/API_specification/generated/array_api.{}.html"
+
+
+def _borrowed_name(name):
+    """For a function of fgrad.numpy or fgrad.array_api without a docstring of its
+    own: a line pointing at the definition it follows (NumPy's or the standard's)."""
+    import numpy
+    if name.startswith("fgrad.numpy."):
+        numpy_name = "numpy." + name.removeprefix("fgrad.numpy.")
+        owner = numpy
+        for part in numpy_name.split(".")[1:]:
+            owner = getattr(owner, part, None)
+        if owner is not None:
+            return [f"NumPy's `{numpy_name}` on fgrad arrays (see `NumPy's documentation "
+                    f"<{NUMPY_DOCS.format(numpy_name)}>`__; differences: :doc:`/sharp-bits`)."]
+    if name.startswith("fgrad.array_api.") and name.count(".") == 2:
+        short = name.rsplit(".", 1)[1]
+        return [f"The standard's `{short}` (see `its specification "
+                f"<{ARRAY_API_DOCS.format(short)}>`__)."]
+    return []
+
+
 def _plain_docstrings(app, what, name, obj, options, lines):
     module = getattr(obj, "__module__", None) or getattr(obj, "__name__", "")
     if not module.startswith("fgrad"):
+        return
+    if not any(line.strip() for line in lines) and what == "function":
+        lines[:] = _borrowed_name(name)
         return
     lines[:] = _to_rest(lines)
 
