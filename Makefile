@@ -8,7 +8,7 @@ PEERS_STAMP := $(PEERS)/.installed
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-slow demo tour dist bench peers clean
+.PHONY: install test test-slow demo tour docs dist bench peers clean
 
 install: $(STAMP)
 
@@ -31,6 +31,13 @@ demo: $(STAMP)
 
 tour: $(STAMP)
 	$(VENV)/bin/python examples/tour.py
+
+# The documentation site in build/docs/html (Sphinx; the `docs` extra, part of `dev`).
+# Warnings are errors, broken references included (nitpicky: see docs/conf.py);
+# tests/test_docs.py runs the pages' examples in `make test`.
+docs: $(STAMP)
+	$(VENV)/bin/python -m sphinx -b html -W --keep-going -q docs build/docs/html
+	@echo "docs: build/docs/html/index.html"
 
 # A wheel and an sdist in dist/, built with `build` in a throwaway venv; each is
 # installed into a fresh venv (no extras) that runs tests/install_smoke.py.
