@@ -52,3 +52,10 @@ def test_failing_rank_aborts_the_job_with_its_error():
 def test_mismatched_shapes_name_both_shapes_in_debug_mode():
     code, out, err = mpirun(2, "mismatched_shapes.py")
     all_ok(2, out, err, code)
+
+
+@pytest.mark.parametrize("n", [2])
+def test_data_parallel_equals_single_process_with_n_times_the_batch(n, tmp_path):
+    code, out, err = mpirun(n, "data_parallel.py", tmp_path)
+    all_ok(n, out, err, code)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["from_rank_0.safetensors"]
