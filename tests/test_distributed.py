@@ -59,3 +59,17 @@ def test_data_parallel_equals_single_process_with_n_times_the_batch(n, tmp_path)
     code, out, err = mpirun(n, "data_parallel.py", tmp_path)
     all_ok(n, out, err, code)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["from_rank_0.safetensors"]
+
+
+@pytest.mark.slow
+def test_resmlp_example_runs_data_parallel(tmp_path):
+    pytest.importorskip("sklearn")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    cmd = [MPIEXEC, "-n", "2", sys.executable, str(ROOT / "examples" / "resmlp.py"),
+           "--distributed", "--quick", "--no-progress", "--out", str(tmp_path)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "data parallel on 2 MPI ranks" in p.stdout
+    assert p.stdout.count("reloaded the checkpoint") == 1          # rank 0 alone reports
+    assert sorted(f.name for f in tmp_path.iterdir()) == \
+        ["checkpoint.safetensors", "curves.png", "history.json"]
