@@ -93,6 +93,14 @@ text = f.lower(fnp.asarray(x)).as_text()
 for label in ("python:mpi_allreduce", "python:mpi_allgather", "python:mpi_broadcast"):
     assert label in text, (label, text)
 
+# 0-d operands keep their shape; collectives inside a jitted scan run once per step
+scalar = fnp.asarray(np.float64(r + 1))
+assert dist.allreduce(scalar).shape == () and float(dist.allreduce(scalar)) == n * (n + 1) / 2
+xs = data((3, 2), 5)
+carry, _ = fgrad.jit(lambda v: fgrad.lax.scan(lambda c, row: (c + dist.allreduce(row), None),
+                                              fnp.zeros(2, np.float64), v))(fnp.asarray(xs))
+close(carry, everyone(xs).sum(axis=(0, 1)), what="allreduce in scan")
+
 # send/recv around a ring, eagerly and under jit
 nxt, prev = (r + 1) % n, (r - 1) % n
 msg = data((5,), 4)

@@ -49,7 +49,9 @@ def _mpi_op(op):
 
 
 def _contiguous(x):
-    return np.ascontiguousarray(x)
+    """x as a C-contiguous NumPy array of its own shape (0-d stays 0-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
 
 
 def _check_kind(name, x, kinds):
