@@ -90,8 +90,18 @@ def program(v):
 f = fgrad.jit(program)
 close(f(fnp.asarray(x)), program(fnp.asarray(x)), tol=0, what="program")
 text = f.lower(fnp.asarray(x)).as_text()
-for label in ("python:mpi_allreduce", "python:mpi_allgather", "python:mpi_broadcast"):
+for label in ("native:mpi_allreduce (MPI_Allreduce)", "native:mpi_allgather (MPI_Allgather)",
+              "native:mpi_broadcast (MPI_Bcast)"):
     assert label in text, (label, text)
+scattered = fgrad.jit(dist.reduce_scatter).lower(fnp.asarray(scatter_x)).as_text()
+assert "native:mpi_reduce_scatter (MPI_Reduce_scatter_block)" in scattered, scattered
+
+# in debug mode (checked when compiling) collectives stay Python steps that compare shapes
+dist.set_debug(True)
+checked = fgrad.jit(lambda v: program(v) * 1.0)
+close(checked(fnp.asarray(x)), f(fnp.asarray(x)), tol=0, what="debug program")
+assert "python:mpi_allreduce (calls mpi4py)" in checked.lower(fnp.asarray(x)).as_text()
+dist.set_debug(False)
 
 # 0-d operands keep their shape; collectives inside a jitted scan run once per step
 scalar = fnp.asarray(np.float64(r + 1))
