@@ -2,7 +2,7 @@
 
 Needs the `mpi` extra (`pip install 'fgrad[mpi]'`: mpi4py and MPICH); fgrad
 itself imports without it. The collectives are primitives: they work eagerly,
-inside jit (in program order, as `python:mpi_*` steps), under vmap, and have
+inside jit (in program order; compiled to native MPI calls), under vmap, and have
 JVP and transpose rules (semantics in fgrad/_src/distributed/collectives.py).
 
 - `init()`, `rank()`, `size()`, `barrier()`, `world()`

@@ -2,9 +2,12 @@
 
 Every primitive here is *effectful*: tracing records it even on constants and
 simplification never drops, folds or reorders it, so a jitted program performs
-its collectives in program order, each a `python:mpi_*` step on the calling
-thread (never on fgrad's native worker threads). The eager and jitted steps
-call mpi4py on NumPy buffers (no pickling). Every rank must call the same
+its collectives in program order on the calling thread (never on fgrad's native
+worker threads). Eagerly they call mpi4py on NumPy buffers (no pickling); under
+jit, allreduce, allgather, reduce_scatter and broadcast are native kernels
+calling MPI's C routines from the compiled code (`fgrad/_src/cpu/mpi.py`,
+`native:mpi_allreduce (MPI_Allreduce)` in `as_text`), while send/recv, debug
+mode and dtypes MPI lacks stay `python:mpi_*` steps calling mpi4py. Every rank must call the same
 collectives in the same order with operands of one shape and dtype
 (`set_debug(True)` checks the shapes).
 
