@@ -144,8 +144,9 @@ def estimate(grad_bytes, alpha, beta, step_seconds):
     lines = []
     for p in (8, 64, 512):
         comm = 2 * (p - 1) * alpha + 2 * (p - 1) / p * grad_bytes * beta
+        efficiency = step_seconds / (step_seconds + comm)
         lines.append(f"  {p:>4} ranks: allreduce {comm * 1e3:.3f} ms, step "
-                     f"{step_seconds * 1e3:.2f} ms -> efficiency {step_seconds / (step_seconds + comm):.1%}")
+                     f"{step_seconds * 1e3:.2f} ms -> efficiency {efficiency:.1%}")
     return lines
 
 
