@@ -103,7 +103,12 @@ def _install_abort_hook():
 def set_debug(enabled=True):
     """Check, before every collective, that all ranks pass the same shape and
     dtype (one small allgather each); a mismatch raises an error naming both.
-    Also on with the environment variable FGRAD_MPI_DEBUG=1."""
+    Also on with the environment variable FGRAD_MPI_DEBUG=1. Programs jitted
+    while it is on keep the check (their collectives stay Python steps).
+
+    Without it a mismatch is MPI's undefined behaviour: usually MPI reports a
+    truncated message and the job aborts, but a small mismatch can also pass
+    unnoticed and give wrong values."""
     global _debug
     _debug = bool(enabled)
 
