@@ -8,7 +8,7 @@ PEERS_STAMP := $(PEERS)/.installed
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-slow demo tour docs dist bench peers clean
+.PHONY: install test test-slow demo demo-mpi tour docs dist bench peers clean
 
 install: $(STAMP)
 
@@ -28,6 +28,11 @@ test-slow: $(STAMP)
 # Trains the ResMLP of examples/resmlp.py on the bundled digits; writes runs/resmlp/.
 demo: $(STAMP)
 	$(VENV)/bin/python examples/resmlp.py $(DEMO_ARGS)
+
+# The same training, data parallel on MPI_RANKS processes (the `mpi` extra, in `dev`).
+MPI_RANKS ?= 2
+demo-mpi: $(STAMP)
+	$(VENV)/bin/mpiexec -n $(MPI_RANKS) $(VENV)/bin/python examples/resmlp.py --distributed $(DEMO_ARGS)
 
 tour: $(STAMP)
 	$(VENV)/bin/python examples/tour.py

@@ -4,6 +4,7 @@
     python examples/resmlp.py --data ~/mnist       # MNIST IDX files in ~/mnist
     python examples/resmlp.py --data ~/fmnist --dataset fashion
     python examples/resmlp.py --data ~/cifar --dataset cifar10
+    mpiexec -n 2 python examples/resmlp.py --distributed   # data parallel over MPI
 
 Model: Flatten -> Linear(in, hidden) -> blocks x [x + Dropout(Linear(GELU(Linear(
 LayerNorm(x)))))] -> LayerNorm -> Linear(hidden, classes). Training: AdamW with a
@@ -16,6 +17,12 @@ train and test loss/accuracy in a History. At the end the run writes, under --ou
 checkpoint (checkpoint.safetensors: parameters, optimizer state, settings), then
 reloads the checkpoint into a fresh model and checks that it scores the same.
 The defaults reach about 98.6% test accuracy on the digits in a few seconds.
+
+With --distributed (under `mpiexec -n N`, needs the `mpi` extra) every rank trains
+on its own 1/N of each batch of --batch-size samples (fgrad_nn.distributed's
+ShardedLoader), starts from rank 0's parameters, and averages the gradients with
+one allreduce per step, so it takes the same steps as one process; rank 0 alone
+shows progress and writes the outputs.
 """
 import argparse
 import sys
@@ -31,7 +38,9 @@ except ImportError:  # a source checkout run without `make install`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import fgrad
 import fgrad_nn as fnn
+import fgrad.distributed  # needs mpi4py (the `mpi` extra) only when used
 from fgrad_nn import checkpoint, data, optim, schedules
+from fgrad_nn import distributed as fnn_distributed
 from fgrad_nn.losses import softmax_cross_entropy
 from fgrad_nn.training import History, Progress, evaluate, plot_curves
 
@@ -55,6 +64,7 @@ class Config:
     seed: int = 0
     out: str = "runs/resmlp"
     limit: int = None          # use only the first `limit` training examples
+    distributed: bool = False  # data parallel over MPI ranks (run under mpiexec)
 
 
 # -- data -------------------------------------------------------------------------------
@@ -79,18 +89,30 @@ def load_data(dataset="digits", data_dir=None, seed=0):
             *data.load_mnist(data_dir, "test", kind=dataset))
 
 
-def make_loaders(x_train, y_train, x_test, y_test, batch_size, seed, augment=False):
+def make_loaders(x_train, y_train, x_test, y_test, batch_size, seed, augment=False,
+                 distributed=False):
     """Train loader (shuffled by `seed`, full batches only, so one compiled step
     serves every batch) and test loader, both normalising each channel with the
     training set's mean and standard deviation (estimated from at most 10,000
-    images, which is plenty and keeps memory small for MNIST and CIFAR-10)."""
+    images, which is plenty and keeps memory small for MNIST and CIFAR-10).
+    distributed: the train loader gives this rank its share of each batch."""
     sample = x_train[:10_000].astype(np.float64)
     mean, std = sample.mean(axis=(0, 2, 3)), sample.std(axis=(0, 2, 3))
     normalize = data.Normalize(mean, np.maximum(std, 1e-8))
     train_transforms = [normalize] + ([data.RandomHorizontalFlip()] if augment else [])
-    train = data.DataLoader(data.ArrayDataset(x_train, y_train),
-                            batch_size=min(batch_size, len(x_train)), shuffle=True, seed=seed,
-                            drop_last=True, transforms=train_transforms)
+    batch_size = min(batch_size, len(x_train))
+    if distributed:
+        from fgrad_nn.distributed import ShardedLoader
+        ranks = fgrad.distributed.size()
+        if batch_size % ranks:
+            raise SystemExit(f"--batch-size {batch_size} must be a multiple of the "
+                             f"{ranks} ranks")
+        train = ShardedLoader(data.ArrayDataset(x_train, y_train), batch_size // ranks,
+                              shuffle=True, seed=seed, transforms=train_transforms)
+    else:
+        train = data.DataLoader(data.ArrayDataset(x_train, y_train),
+                                batch_size=batch_size, shuffle=True, seed=seed,
+                                drop_last=True, transforms=train_transforms)
     test = data.DataLoader(data.ArrayDataset(x_test, y_test), batch_size=1000,
                            transforms=[normalize])
     return train, test
@@ -124,8 +146,9 @@ def make_optimizer(lr, weight_decay, warmup_steps, total_steps):
     return optim.adamw(schedule, weight_decay=weight_decay, mask=is_matrix)
 
 
-def make_train_step(optimizer):
+def make_train_step(optimizer, distributed=False):
     """One jitted step: (model, opt_state, x, y, key) -> (model, opt_state, loss, accuracy).
+    distributed: the gradients are averaged over the ranks (one allreduce).
 
     The model (parameters) and the optimizer state are donated: the compiled step
     writes their new values into the old buffers.
@@ -138,6 +161,8 @@ def make_train_step(optimizer):
     def step(model, opt_state, x, y, key):
         (loss, accuracy), grads = fgrad.value_and_grad(loss_and_accuracy, has_aux=True)(
             model, x, y, key)
+        if distributed:
+            grads = fnn_distributed.average_gradients(grads)
         updates, opt_state = optimizer.update(grads, opt_state, model)
         return optim.apply_updates(model, updates), opt_state, loss, accuracy
 
@@ -159,18 +184,22 @@ def train(config, *, progress=None):
     num_classes = 10
     train_loader, test_loader = make_loaders(x_train, y_train, x_test, y_test,
                                              config.batch_size, config.seed,
-                                             augment=config.dataset == "cifar10")
+                                             augment=config.dataset == "cifar10",
+                                             distributed=config.distributed)
     key = fgrad.random.key(config.seed)
     init_key, key = fgrad.random.split(key)
     in_features = int(np.prod(x_train.shape[1:]))
     model = build_model(in_features, num_classes, config.hidden, config.blocks,
                         config.expansion, config.dropout, key=init_key)
+    if config.distributed:       # one starting point; each rank its own dropout draws
+        model = fnn_distributed.broadcast_parameters(model)
+        key = fgrad.random.fold_in(key, fgrad.distributed.rank())
     steps_per_epoch = len(train_loader)
     optimizer = make_optimizer(config.lr, config.weight_decay,
                                config.warmup_epochs * steps_per_epoch,
                                config.epochs * steps_per_epoch)
     opt_state = optimizer.init(model)
-    train_step = make_train_step(optimizer)
+    train_step = make_train_step(optimizer, config.distributed)
 
     progress = progress or Progress(config.epochs)
     history = History()
@@ -180,11 +209,14 @@ def train(config, *, progress=None):
             model, opt_state, loss, accuracy = train_step(model, opt_state, x, y, step_key)
             progress.log(loss=loss, accuracy=accuracy)
         test = evaluate(logits_of, fnn.eval_mode(model), test_loader)
-        history.append(epoch=epoch + 1, train_loss=progress.means()["loss"],
-                       train_accuracy=progress.means()["accuracy"],
+        means = progress.means()
+        if config.distributed:
+            means = fnn_distributed.average_metrics(means)
+        history.append(epoch=epoch + 1, train_loss=means["loss"],
+                       train_accuracy=means["accuracy"],
                        test_loss=test["loss"], test_accuracy=test["accuracy"],
                        lr=float(optim.current_learning_rate(opt_state)))
-        progress.summary(train_loss=progress.means()["loss"], test_acc=test["accuracy"])
+        progress.summary(train_loss=means["loss"], test_acc=test["accuracy"])
     return {"model": fnn.eval_mode(model), "opt_state": opt_state, "history": history,
             "test": test, "test_loader": test_loader, "in_features": in_features}
 
@@ -245,6 +277,9 @@ def parse_args(argv=None):
                    help="train on the first LIMIT training examples only")
     p.add_argument("--out", default=defaults.out,
                    help="directory for the checkpoint, the curves PNG and the metrics")
+    p.add_argument("--distributed", action="store_true",
+                   help="data parallel over the MPI ranks (mpiexec -n N ...); "
+                        "--batch-size is the batch of all ranks together")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 2 epochs of a small model on at most 512 examples")
     bars = p.add_mutually_exclusive_group()
@@ -281,11 +316,18 @@ def main(argv=None):
     args = parse_args(argv)
     config = Config(**{k: v for k, v in vars(args).items()
                        if k in Config.__dataclass_fields__})
+    if config.distributed:
+        fgrad.distributed.init()     # an error on any rank aborts every rank
+        if not fnn_distributed.is_main():
+            train(config, progress=fnn_distributed.progress(config.epochs))
+            return None
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"ResMLP on {config.dataset}: {config.blocks} blocks of width {config.hidden}, "
           f"{config.epochs} epochs of batch {config.batch_size}, AdamW with peak lr "
-          f"{config.lr} (warm-up + cosine), jitted train step")
+          f"{config.lr} (warm-up + cosine), jitted train step"
+          + (f", data parallel on {fgrad.distributed.size()} MPI ranks"
+             if config.distributed else ""))
     return _train_save_and_reload(config, out, progress=Progress(
         config.epochs, disable=None if args.progress is None else not args.progress))
 

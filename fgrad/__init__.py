@@ -19,6 +19,7 @@ from fgrad import lax, numpy, tree  # noqa: F401,E402
 from fgrad import nn  # noqa
 from fgrad import random  # noqa: E402
 from fgrad import debug  # noqa: F401,E402
+from fgrad import distributed  # noqa: F401,E402  (mpi4py is imported on first use)
 from fgrad._src.errors import (ArrayTooLargeError, ConcretizationError,  # noqa: F401
                                EscapedTracerError, FgradTypeError)
 

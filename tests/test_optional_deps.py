@@ -55,6 +55,7 @@ SCRIPT = textwrap.dedent("""
     expect("examples", lambda: training.plot_curves({{"loss": [1.0, 0.5]}}, path + ".png"))
     expect("examples", data.load_digits)
     expect("gpu", lambda: fgrad.devices("gpu"))
+    expect("mpi", lambda: importlib.import_module("fgrad.distributed").rank())
     loaded = sorted(m for m in sys.modules if m.split(".")[0] in HIDDEN)
     assert not loaded, loaded
     print("done")
@@ -68,4 +69,4 @@ def test_core_dependencies_suffice_and_extras_are_named():
     lines = done.stdout.splitlines()
     assert lines[-1] == "done"
     assert [line.split()[1] for line in lines if line.startswith("ok")] == \
-        ["nn", "nn", "nn", "examples", "examples", "gpu"]
+        ["nn", "nn", "nn", "examples", "examples", "gpu", "mpi"]

@@ -102,6 +102,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, indexing, interru
                outputs, pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
+from . import mpi  # fgrad.distributed's collectives as MPI calls
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -158,7 +159,7 @@ def can_lower_alone(eqn):
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
     if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn) \
-            or convolution.can_lower(eqn):
+            or convolution.can_lower(eqn) or mpi.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -169,6 +170,8 @@ def calls_note(group):
     """What a standalone kernel calls, for its label in `as_text`: ' (LAPACK
     dgeqrf, dorgqr)' for a decomposition, else ''."""
     eqn = group.eqns[0]
+    if eqn.primitive.name in mpi.NAMES:
+        return f" ({mpi.routine(eqn)})"
     if eqn.primitive.name not in lapack.NAMES:
         return ""
     names = lapack.routines(eqn)
@@ -1134,6 +1137,12 @@ def _emit_lapack(ir, module, fname, group):
     return lapack.emit(ir, module, fname, eqn), (False, 0, False)
 
 
+def _emit_mpi(ir, module, fname, group):
+    """A single collective as one MPI call (see `mpi`)."""
+    (eqn,) = group.eqns
+    return mpi.emit(ir, module, fname, eqn), (False, 0, False)
+
+
 def _emit_conv(ir, module, fname, group):
     """A single convolution as im2col and BLAS gemm calls (see `convolution`)."""
     (eqn,) = group.eqns
@@ -1179,7 +1188,7 @@ def group_info(group, loops):
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
     if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
-            or op in lapack.NAMES:
+            or op in lapack.NAMES or op in mpi.NAMES:
         return (False, 0, False)
     red, _, dims, _ = _loop_nest(group)
     return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
@@ -1203,6 +1212,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_sort
         elif op in lapack.NAMES:
             emit = _emit_lapack
+        elif op in mpi.NAMES:
+            emit = _emit_mpi
         elif op in convolution.NAMES:
             emit = _emit_conv
         else:
@@ -1303,6 +1314,8 @@ def parallel_plan(seg, info_of):
             calls_blas = True
         if eqn.primitive.name in lapack.NAMES:
             return None            # SciPy's OpenBLAS may run it on threads of its own
+        if eqn.primitive.name in mpi.NAMES:
+            return None            # a collective runs on the calling thread only
         if eqn.primitive.name in convolution.NAMES:
             calls_blas = True       # its gemms run on each worker's thread
         if splittable and outer >= n and _work(g) >= SPLIT_WORK:

@@ -1,0 +1,132 @@
+"""The collectives of fgrad.distributed as native calls of MPI (the CPU backend's
+kernels for `mpi_allreduce`, `mpi_allgather`, `mpi_reduce_scatter`, `mpi_broadcast`).
+
+Where MPI comes from: the library mpi4py is linked against (the `mpich` wheel's
+libmpi), found by looking the C entry points up through mpi4py's extension
+module (dlsym searches a library's dependencies too). Each routine is
+registered with `engine.add_symbol` as `fgrad_mpi_<routine>`. The communicator,
+datatype and reduction-operation handles are mpi4py's (`MPI._handleof`),
+written into the code as constants of the width the library's handles have
+(an int for MPICH, a pointer for Open MPI).
+
+Each kernel has a fused group's body signature,
+
+    i1 fname_body(ptr operand, ptr output, i64, i64)
+
+(the range is ignored: a collective is never split over threads, and
+`fused.parallel_plan` keeps fgrad's worker threads out of segments holding
+one, so it runs on the calling thread, in program order). A nonzero MPI
+return code calls MPI_Abort: a collective that fails ends the job rather
+than returning garbage. Not lowered (left to the Python step, which calls
+mpi4py): empty arrays, counts beyond a C int, dtypes without an MPI datatype,
+and every collective while the cross-rank shape check of debug mode is on
+when the program is compiled (`fgrad.distributed.set_debug`).
+"""
+import ctypes
+import math
+import sys
+
+import numpy as np
+
+from ..jaxpr import Var
+from . import loops
+
+NAMES = frozenset({"mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter", "mpi_broadcast"})
+_ROUTINES = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast",
+             "MPI_Abort")
+_registered = None
+
+
+def _symbol(routine):
+    return "fgrad_mpi_" + routine
+
+
+def available():
+    """Whether MPI can be called from native code (registers the routines once)."""
+    global _registered
+    if _registered is None:
+        _registered = False
+        module = sys.modules.get("mpi4py.MPI")
+        if module is None:
+            return False
+        try:
+            lib = ctypes.CDLL(module.__file__)
+            addresses = {r: ctypes.cast(getattr(lib, r), ctypes.c_void_p).value
+                         for r in _ROUTINES}
+        except (OSError, AttributeError):
+            return False
+        if all(addresses.values()):
+            from . import engine
+            for name, address in addresses.items():
+                engine.add_symbol(_symbol(name), address)
+            _registered = True
+    return _registered
+
+
+def _datatype(dtype):
+    from mpi4py import MPI
+    mpi_type = MPI._typedict.get(np.dtype(dtype).char)
+    return None if mpi_type is None else MPI._handleof(mpi_type)
+
+
+def can_lower(eqn):
+    """A collective on one non-empty array of a dtype MPI has, outside debug mode."""
+    if eqn.primitive.name not in NAMES or type(eqn.invars[0]) is not Var:
+        return False
+    from ..distributed import runtime
+    if runtime._debug or not available():
+        return False
+    aval = eqn.invars[0].aval
+    size = max(math.prod(aval.shape), math.prod(eqn.outvars[0].aval.shape))
+    return 0 < size < 2 ** 31 and _datatype(aval.dtype) is not None
+
+
+def routine(eqn):
+    """The MPI routine a lowered equation calls (its `as_text` note)."""
+    return {"mpi_allreduce": "MPI_Allreduce", "mpi_allgather": "MPI_Allgather",
+            "mpi_reduce_scatter": "MPI_Reduce_scatter_block",
+            "mpi_broadcast": "MPI_Bcast"}[eqn.primitive.name]
+
+
+def emit(ir, module, fname, eqn):
+    """Emit `fname_body` calling the equation's MPI routine; returns the function."""
+    from mpi4py import MPI
+    ptr, i1, i32, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(32), ir.IntType(64)
+    handle = ir.IntType(8 * MPI._sizeof(MPI.Comm))
+
+    def h(obj):
+        return ir.Constant(handle, MPI._handleof(obj))
+
+    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, i64, i64]), fname + "_body")
+    fn.linkage = "internal"
+    src, dst = fn.args[0], fn.args[1]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    params = eqn.params
+    comm = params["comm"].mpi
+    aval = eqn.invars[0].aval
+    dtype = ir.Constant(handle, _datatype(aval.dtype))
+    count = ir.Constant(i32, math.prod(aval.shape))
+    name = eqn.primitive.name
+
+    def call(routine_name, args):
+        callee = loops.declare(ir, module, _symbol(routine_name), i32, [a.type for a in args])
+        return b.call(callee, args)
+
+    if name == "mpi_allreduce":
+        op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[params["op"]]
+        rc = call("MPI_Allreduce", [src, dst, count, dtype, h(op), h(comm)])
+    elif name == "mpi_allgather":
+        rc = call("MPI_Allgather", [src, count, dtype, dst, count, dtype, h(comm)])
+    elif name == "mpi_reduce_scatter":
+        block = ir.Constant(i32, math.prod(eqn.outvars[0].aval.shape))
+        rc = call("MPI_Reduce_scatter_block", [src, dst, block, dtype, h(MPI.SUM), h(comm)])
+    else:                                  # broadcast: into the output, from a copy of x
+        nbytes = ir.Constant(i64, math.prod(aval.shape) * np.dtype(aval.dtype).itemsize)
+        memcpy = loops.declare(ir, module, "memcpy", ptr, [ptr, ptr, i64])
+        b.call(memcpy, [dst, src, nbytes])
+        rc = call("MPI_Bcast", [dst, count, dtype, ir.Constant(i32, params["root"]), h(comm)])
+    failed = b.icmp_signed("!=", rc, ir.Constant(i32, 0))
+    with b.if_then(failed, likely=False):
+        call("MPI_Abort", [h(MPI.COMM_WORLD), rc])
+    b.ret(ir.Constant(i1, 0))
+    return fn

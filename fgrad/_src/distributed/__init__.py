@@ -1,0 +1,1 @@
+"""MPI collectives as fgrad primitives (`fgrad.distributed`)."""
