@@ -30,8 +30,17 @@ ANY = "fiub"       # ordered: the comparisons lt, le, gt, ge
 ANY_C = "fiubc"    # equality
 
 
+# NumPy 2's errstate used as a decorator keeps its state per call (thread-safe and
+# re-entrant) and costs about half of a `with np.errstate(...)` block per call;
+# NumPy 1's decorator form stores that state on the shared instance.
+_ERRSTATE_DECORATOR_PER_CALL = int(np.__version__.split(".")[0]) >= 2
+
+
 def _quiet(fn):
     """NumPy impl that ignores floating-point warnings (log(0), 1/0, overflow)."""
+    if _ERRSTATE_DECORATOR_PER_CALL:
+        return np.errstate(all="ignore")(fn)
+
     def impl(*args, **params):
         with np.errstate(all="ignore"):
             return fn(*args, **params)

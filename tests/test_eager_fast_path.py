@@ -1,0 +1,109 @@
+"""The eager fast paths give what the general path gives: NumPy operands that
+fgrad.numpy converts on its quick path (util.promote) must come out with the same
+values, dtypes and weak types as when converted by fnp.asarray first, never share
+memory with the caller's array, and the quiet element-wise impls must not leak
+NumPy's floating-point warnings or change its error state."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+
+DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32,
+          np.float64, np.complex64, np.complex128]
+UNARY = ["sin", "exp", "negative", "abs", "sqrt", "tanh", "log1p", "square"]
+BINARY = ["add", "subtract", "multiply", "true_divide", "maximum", "power"]
+
+
+def _sample(dtype, shape=(4,)):
+    vals = np.array([1, 2, 3, 0], dtype=np.float64).reshape(-1)[:int(np.prod(shape))]
+    return vals.reshape(shape).astype(dtype)
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype
+    assert a.weak_type == b.weak_type
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _outcome(fn, *args):
+    """fn(*args), or the error type and message it raises."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - compared between the two paths
+        return (type(e), str(e))
+
+
+def _check(fast, slow):
+    if isinstance(slow, tuple):
+        assert fast == slow
+    else:
+        _same(fast, slow)
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary_numpy_operand_matches_asarray(name, dtype):
+    fn = getattr(fnp, name)
+    for x in (_sample(dtype), _sample(dtype)[0]):        # an array and a NumPy scalar
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _check(_outcome(fn, x), _outcome(fn, fnp.asarray(x)))
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("da", DTYPES)
+@pytest.mark.parametrize("db", [np.int32, np.float32, np.float64, np.complex64])
+def test_binary_numpy_operands_match_asarray(name, da, db):
+    fn = getattr(fnp, name)
+    a, b = _sample(da), _sample(db)
+    operands = [(a, b), (a, fnp.asarray(b)), (fnp.asarray(a), b), (a[0], fnp.asarray(b)),
+                (fnp.asarray(a), b[0]), (a, 2), (2.5, b), (a[0], b[0])]
+    for x, y in operands:
+        ax = x if isinstance(x, (int, float, fgrad.Array)) else fnp.asarray(x)
+        ay = y if isinstance(y, (int, float, fgrad.Array)) else fnp.asarray(y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _check(_outcome(fn, x, y), _outcome(fn, ax, ay))
+
+
+def test_numpy_operand_is_copied():
+    x = np.ones(4, np.float32)
+    outs = [fnp.negative(x), fnp.add(x, fnp.zeros(4, np.float32)), fnp.multiply(x, 1.0)]
+    x[:] = 7
+    for out in outs:
+        assert np.all(np.abs(np.asarray(out)) == 1)
+
+
+def test_unsupported_numpy_dtype_still_refused():
+    with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.sin(np.array(["a"]))
+    with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.add(np.zeros(2, np.float32), np.zeros(2, np.dtype(">f4")))
+
+
+def test_numpy_operands_under_transforms():
+    c = np.linspace(0, 1, 4, dtype=np.float32)
+
+    def f(x):
+        return fnp.sum(fnp.sin(c) * x + c * c)
+    x = fnp.ones(4, np.float32)
+    np.testing.assert_allclose(fgrad.grad(f)(x), np.sin(c), rtol=1e-6)
+    np.testing.assert_allclose(fgrad.jit(f)(x), f(x), rtol=1e-6)
+    np.testing.assert_allclose(fgrad.vmap(lambda x: fnp.sin(c) * x)(fnp.ones((3, 4))),
+                               np.broadcast_to(np.sin(c), (3, 4)), rtol=1e-6)
+
+
+def test_quiet_impls_warn_nothing_and_keep_numpy_error_state():
+    before = np.geterr()
+    with np.errstate(all="raise"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = fnp.sin(np.array([np.inf, 1.0], np.float32))
+            assert np.isnan(np.asarray(out)[0])
+            fnp.log(np.array([0.0], np.float32))
+        with pytest.raises(FloatingPointError):
+            np.log(np.array([0.0]))                  # NumPy's own state is untouched
+    assert np.geterr() == before
