@@ -107,3 +107,17 @@ def test_quiet_impls_warn_nothing_and_keep_numpy_error_state():
         with pytest.raises(FloatingPointError):
             np.log(np.array([0.0]))                  # NumPy's own state is untouched
     assert np.geterr() == before
+
+
+def test_quiet_impls_follow_changes_of_numpy_state():
+    x = np.array([0.0], np.float32)
+    fnp.log(x)                                        # prepared from the default state
+    with np.errstate(divide="raise"):
+        fnp.log(x)                                    # rebuilt from this one
+        with pytest.raises(FloatingPointError):
+            np.log(np.array([0.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fnp.log(x)                                    # back to the default state
+        with pytest.warns(RuntimeWarning):
+            np.log(np.array([0.0]))
