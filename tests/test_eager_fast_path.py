@@ -10,6 +10,7 @@ import pytest
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad._src import core
 
 DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32,
           np.float64, np.complex64, np.complex128]
@@ -121,3 +122,54 @@ def test_quiet_impls_follow_changes_of_numpy_state():
         fnp.log(x)                                    # back to the default state
         with pytest.warns(RuntimeWarning):
             np.log(np.array([0.0]))
+
+
+def _elementwise_primitives(arity):
+    from fgrad._src.lax import elementwise
+    prims = [p for p in vars(elementwise).values()
+             if isinstance(p, core.Primitive) and p.elementwise and not p.multiple_results
+             and p.weak_args is None]
+    out = []
+    for p in prims:
+        try:
+            p.abstract_eval(*[core.ShapedArray((2,), np.dtype(np.float32))] * arity)
+        except Exception:  # noqa: BLE001 - another arity, or needs parameters
+            continue
+        out.append(p)
+    return out
+
+
+def _bind_general(bind, args):
+    """The general eager path (an output check turns the lean path off)."""
+    core.set_output_check(lambda *a: None)
+    try:
+        return _outcome(bind, *args)
+    finally:
+        core.set_output_check(None)
+
+
+_VALUES = [(np.float32, False), (np.float32, True), (np.float64, False), (np.int32, False),
+           (np.int32, True), (np.bool_, False), (np.complex64, False), (np.uint8, False)]
+
+
+def _arr(dtype, weak, shape=(3,)):
+    n = int(np.prod(shape))
+    return fgrad.Array(np.linspace(-2, 2, n).reshape(shape).astype(dtype), weak)
+
+
+@pytest.mark.parametrize("arity", [1, 2])
+def test_lean_eager_path_matches_general_path(arity):
+    prims = _elementwise_primitives(arity)
+    assert len(prims) > (20 if arity == 1 else 10)
+    for prim in prims:
+        bind = prim.bind     # one call site: errors name the same user line
+        for (da, wa) in _VALUES:
+            operand_sets = [(_arr(da, wa),)] if arity == 1 else [
+                (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
+                (_arr(da, wa, (3,)), _arr(da, wa, (2, 1)))]
+            for args in operand_sets:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lean = _outcome(bind, *args)
+                    general = _bind_general(bind, args)
+                _check(lean, general)
