@@ -254,9 +254,25 @@ class EvalTrace(Trace):
     def process_primitive(self, prim, args, params):
         if (not params and output_check is None and not placement.array_types
                 and prim.weak_args is None and not prim.multiple_results):
-            out = self._lean(prim, args)
-            if out is not None:
-                return out
+            # The common case, lean: one or two host Arrays in, one result out; it
+            # gives what the general path below would.
+            n = len(args)
+            if n == 2:
+                x, y = args
+                if type(x) is Array and type(y) is Array:
+                    try:
+                        return Array(prim.impl(x._value, y._value), x.weak_type and y.weak_type)
+                    except Exception as e:
+                        _explain_impl_failure(prim, args, params, e)
+                        raise
+            elif n == 1:
+                x = args[0]
+                if type(x) is Array:
+                    try:
+                        return Array(prim.impl(x._value), x.weak_type)
+                    except Exception as e:
+                        _explain_impl_failure(prim, args, params, e)
+                        raise
         vals = []
         weak = True
         weak_args = prim.weak_args
@@ -298,30 +314,6 @@ class EvalTrace(Trace):
                 return [Array(o, w) for o, w in zip(out, prim.out_weak_types(params))]
             return [Array(o, weak) for o in out]
         return Array(out, weak)
-
-    def _lean(self, prim, args):
-        """The common eager case, with what the general path would compute: one or
-        two host Arrays in, one result out, no parameters, no output check. None
-        when the case does not apply."""
-        if len(args) == 1:
-            x = args[0]
-            if type(x) is not Array:
-                return None
-            try:
-                return Array(prim.impl(x._value), x.weak_type)
-            except Exception as e:
-                _explain_impl_failure(prim, args, {}, e)
-                raise
-        if len(args) == 2:
-            x, y = args
-            if type(x) is not Array or type(y) is not Array:
-                return None
-            try:
-                return Array(prim.impl(x._value, y._value), x.weak_type and y.weak_type)
-            except Exception as e:
-                _explain_impl_failure(prim, args, {}, e)
-                raise
-        return None
 
     def process_custom_jvp_call(self, prim, fun, jvp, args, params):
         return fun(*args)

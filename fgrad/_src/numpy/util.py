@@ -77,10 +77,15 @@ _SCALAR_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
+# NumPy arrays and the NumPy scalar types of fgrad's dtypes (exact types: subclasses
+# of ndarray take asarray's general path)
+_NUMPY_TYPES = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+
+
 def _from_numpy(x):
     """x as asarray would make it when x is a NumPy array or scalar of a supported
     dtype (a strongly typed copy); x unchanged otherwise."""
-    if (type(x) is np.ndarray or isinstance(x, np.generic)) and x.dtype in dtypes.SUPPORTED:
+    if type(x) in _NUMPY_TYPES and x.dtype in dtypes.SUPPORTED:
         return Array(np.array(x), False)
     return x
 
@@ -91,10 +96,10 @@ def promote(*args):
         # Fast paths for the common binary cases (the eager path must stay cheap).
         a, b = args
         ta, tb = type(a), type(b)
-        if ta is not Array and ta not in _SCALAR_KIND:
+        if ta in _NUMPY_TYPES:
             a = _from_numpy(a)
             ta = type(a)
-        if tb is not Array and tb not in _SCALAR_KIND:
+        if tb in _NUMPY_TYPES:
             b = _from_numpy(b)
             tb = type(b)
         args = (a, b)
@@ -107,10 +112,12 @@ def promote(*args):
             if ta in _SCALAR_KIND and _KIND_RANK[_SCALAR_KIND[ta]] <= _KIND_RANK[b.dtype.kind]:
                 return [Array(np.asarray(a, b.dtype), True), b]
     elif len(args) == 1:
-        a = _from_numpy(args[0])
+        a = args[0]
         if type(a) is Array or isinstance(a, Tracer):
             return [a]
-        args = (a,)
+        a = _from_numpy(a)
+        if type(a) is Array:
+            return [a]
     args = [a if type(a) in _PY_SCALARS or isinstance(a, _ARRAYS) else asarray(a) for a in args]
     typed = [_typed(a) for a in args]
     dtype, weak = dtypes.result_type(*typed)
