@@ -82,6 +82,8 @@ def test_unsupported_numpy_dtype_still_refused():
     with pytest.raises(TypeError, match="does not support dtype"):
         fnp.sin(np.array(["a"]))
     with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.sin(np.zeros(2, np.dtype(">f4")))
+    with pytest.raises(TypeError, match="does not support dtype"):
         fnp.add(np.zeros(2, np.float32), np.zeros(2, np.dtype(">f4")))
 
 

@@ -79,13 +79,13 @@ _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 # NumPy arrays and the NumPy scalar types of fgrad's dtypes (exact types: subclasses
 # of ndarray take asarray's general path)
-_NUMPY_TYPES = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+NUMPY_TYPES = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
 
 
-def _from_numpy(x):
+def from_numpy(x):
     """x as asarray would make it when x is a NumPy array or scalar of a supported
     dtype (a strongly typed copy); x unchanged otherwise."""
-    if type(x) in _NUMPY_TYPES and x.dtype in dtypes.SUPPORTED:
+    if type(x) in NUMPY_TYPES and x.dtype in dtypes.SUPPORTED:
         return Array(np.array(x), False)
     return x
 
@@ -96,11 +96,11 @@ def promote(*args):
         # Fast paths for the common binary cases (the eager path must stay cheap).
         a, b = args
         ta, tb = type(a), type(b)
-        if ta in _NUMPY_TYPES:
-            a = _from_numpy(a)
+        if ta in NUMPY_TYPES:
+            a = from_numpy(a)
             ta = type(a)
-        if tb in _NUMPY_TYPES:
-            b = _from_numpy(b)
+        if tb in NUMPY_TYPES:
+            b = from_numpy(b)
             tb = type(b)
         args = (a, b)
         if ta is Array or isinstance(a, Tracer):
@@ -115,7 +115,7 @@ def promote(*args):
         a = args[0]
         if type(a) is Array or isinstance(a, Tracer):
             return [a]
-        a = _from_numpy(a)
+        a = from_numpy(a)
         if type(a) is Array:
             return [a]
     args = [a if type(a) in _PY_SCALARS or isinstance(a, _ARRAYS) else asarray(a) for a in args]
