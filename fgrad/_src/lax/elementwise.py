@@ -14,6 +14,7 @@ from ..ad import defjvp, defjvp_zero, is_undefined
 from ..batching import defbroadcasting, defvectorized
 from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
+from .quiet import quiet as _quiet
 from ._util import (broadcast_shapes, lift_scalars, nary_rule, reject_complex, shapes_str,
                     unbroadcast)
 
@@ -28,14 +29,6 @@ INT = "iu"
 INT_BOOL = "iub"
 ANY = "fiub"       # ordered: the comparisons lt, le, gt, ge
 ANY_C = "fiubc"    # equality
-
-
-def _quiet(fn):
-    """NumPy impl that ignores floating-point warnings (log(0), 1/0, overflow)."""
-    def impl(*args, **params):
-        with np.errstate(all="ignore"):
-            return fn(*args, **params)
-    return impl
 
 
 def _prim(name, impl, kinds, out_dtype=None, quiet=False, refuse_complex=False):

@@ -12,15 +12,22 @@ from .. import dtypes, lax
 from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
-from .util import asarray, is_weak, promote, promote_inexact, scalar_like
+from .util import (NUMPY_TYPES, asarray, from_numpy, is_weak, promote, promote_inexact,
+                   scalar_like)
 
 _ARRAYS = (Array, Tracer)
 
 
 def _inexact1(x):
     """x as a floating-point or complex fgrad value (fast path for float arrays)."""
-    if (type(x) is Array or isinstance(x, Tracer)) and x.dtype.kind in "fc":
-        return x
+    t = type(x)
+    if t is Array or isinstance(x, Tracer):
+        if x.dtype.kind in "fc":
+            return x
+    elif t in NUMPY_TYPES and x.dtype.kind in "fc":
+        x = from_numpy(x)         # an Array as promote makes it (for a supported dtype)
+        if type(x) is Array:
+            return x
     return promote_inexact(x)[0]
 
 

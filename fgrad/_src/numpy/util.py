@@ -77,12 +77,32 @@ _SCALAR_KIND = {bool: "b", int: "i", float: "f", complex: "c"}
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
+# NumPy arrays and the NumPy scalar types of fgrad's dtypes (exact types: subclasses
+# of ndarray take asarray's general path)
+NUMPY_TYPES = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+
+
+def from_numpy(x):
+    """x as asarray would make it when x is a NumPy array or scalar of a supported
+    dtype (a strongly typed copy); x unchanged otherwise."""
+    if type(x) in NUMPY_TYPES and x.dtype in dtypes.SUPPORTED:
+        return Array(np.array(x), False)
+    return x
+
+
 def promote(*args):
     """Convert args to fgrad values of one dtype, following the promotion lattice."""
     if len(args) == 2:
         # Fast paths for the common binary cases (the eager path must stay cheap).
         a, b = args
         ta, tb = type(a), type(b)
+        if ta in NUMPY_TYPES:
+            a = from_numpy(a)
+            ta = type(a)
+        if tb in NUMPY_TYPES:
+            b = from_numpy(b)
+            tb = type(b)
+        args = (a, b)
         if ta is Array or isinstance(a, Tracer):
             if (tb is Array or isinstance(b, Tracer)) and a.dtype == b.dtype:
                 return [a, b]
@@ -94,6 +114,9 @@ def promote(*args):
     elif len(args) == 1:
         a = args[0]
         if type(a) is Array or isinstance(a, Tracer):
+            return [a]
+        a = from_numpy(a)
+        if type(a) is Array:
             return [a]
     args = [a if type(a) in _PY_SCALARS or isinstance(a, _ARRAYS) else asarray(a) for a in args]
     typed = [_typed(a) for a in args]

@@ -1,0 +1,177 @@
+"""The eager fast paths give what the general path gives: NumPy operands that
+fgrad.numpy converts on its quick path (util.promote) must come out with the same
+values, dtypes and weak types as when converted by fnp.asarray first, never share
+memory with the caller's array, and the quiet element-wise impls must not leak
+NumPy's floating-point warnings or change its error state."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad._src import core
+
+DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32,
+          np.float64, np.complex64, np.complex128]
+UNARY = ["sin", "exp", "negative", "abs", "sqrt", "tanh", "log1p", "square"]
+BINARY = ["add", "subtract", "multiply", "true_divide", "maximum", "power"]
+
+
+def _sample(dtype, shape=(4,)):
+    vals = np.array([1, 2, 3, 0], dtype=np.float64).reshape(-1)[:int(np.prod(shape))]
+    return vals.reshape(shape).astype(dtype)
+
+
+def _same(a, b):
+    assert a.dtype == b.dtype
+    assert a.weak_type == b.weak_type
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _outcome(fn, *args):
+    """fn(*args), or the error type and message it raises."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - compared between the two paths
+        return (type(e), str(e))
+
+
+def _check(fast, slow):
+    if isinstance(slow, tuple):
+        assert fast == slow
+    else:
+        _same(fast, slow)
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary_numpy_operand_matches_asarray(name, dtype):
+    fn = getattr(fnp, name)
+    for x in (_sample(dtype), _sample(dtype)[0]):        # an array and a NumPy scalar
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _check(_outcome(fn, x), _outcome(fn, fnp.asarray(x)))
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("da", DTYPES)
+@pytest.mark.parametrize("db", [np.int32, np.float32, np.float64, np.complex64])
+def test_binary_numpy_operands_match_asarray(name, da, db):
+    fn = getattr(fnp, name)
+    a, b = _sample(da), _sample(db)
+    operands = [(a, b), (a, fnp.asarray(b)), (fnp.asarray(a), b), (a[0], fnp.asarray(b)),
+                (fnp.asarray(a), b[0]), (a, 2), (2.5, b), (a[0], b[0])]
+    for x, y in operands:
+        ax = x if isinstance(x, (int, float, fgrad.Array)) else fnp.asarray(x)
+        ay = y if isinstance(y, (int, float, fgrad.Array)) else fnp.asarray(y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _check(_outcome(fn, x, y), _outcome(fn, ax, ay))
+
+
+def test_numpy_operand_is_copied():
+    x = np.ones(4, np.float32)
+    outs = [fnp.negative(x), fnp.add(x, fnp.zeros(4, np.float32)), fnp.multiply(x, 1.0)]
+    x[:] = 7
+    for out in outs:
+        assert np.all(np.abs(np.asarray(out)) == 1)
+
+
+def test_unsupported_numpy_dtype_still_refused():
+    with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.sin(np.array(["a"]))
+    with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.sin(np.zeros(2, np.dtype(">f4")))
+    with pytest.raises(TypeError, match="does not support dtype"):
+        fnp.add(np.zeros(2, np.float32), np.zeros(2, np.dtype(">f4")))
+
+
+def test_numpy_operands_under_transforms():
+    c = np.linspace(0, 1, 4, dtype=np.float32)
+
+    def f(x):
+        return fnp.sum(fnp.sin(c) * x + c * c)
+    x = fnp.ones(4, np.float32)
+    np.testing.assert_allclose(fgrad.grad(f)(x), np.sin(c), rtol=1e-6)
+    np.testing.assert_allclose(fgrad.jit(f)(x), f(x), rtol=1e-6)
+    np.testing.assert_allclose(fgrad.vmap(lambda x: fnp.sin(c) * x)(fnp.ones((3, 4))),
+                               np.broadcast_to(np.sin(c), (3, 4)), rtol=1e-6)
+
+
+def test_quiet_impls_warn_nothing_and_keep_numpy_error_state():
+    before = np.geterr()
+    with np.errstate(all="raise"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = fnp.sin(np.array([np.inf, 1.0], np.float32))
+            assert np.isnan(np.asarray(out)[0])
+            fnp.log(np.array([0.0], np.float32))
+        with pytest.raises(FloatingPointError):
+            np.log(np.array([0.0]))                  # NumPy's own state is untouched
+    assert np.geterr() == before
+
+
+def test_quiet_impls_follow_changes_of_numpy_state():
+    x = np.array([0.0], np.float32)
+    fnp.log(x)                                        # prepared from the default state
+    with np.errstate(divide="raise"):
+        fnp.log(x)                                    # rebuilt from this one
+        with pytest.raises(FloatingPointError):
+            np.log(np.array([0.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fnp.log(x)                                    # back to the default state
+        with pytest.warns(RuntimeWarning):
+            np.log(np.array([0.0]))
+
+
+def _elementwise_primitives(arity):
+    from fgrad._src.lax import elementwise
+    prims = [p for p in vars(elementwise).values()
+             if isinstance(p, core.Primitive) and p.elementwise and not p.multiple_results
+             and p.weak_args is None]
+    out = []
+    for p in prims:
+        try:
+            p.abstract_eval(*[core.ShapedArray((2,), np.dtype(np.float32))] * arity)
+        except Exception:  # noqa: BLE001 - another arity, or needs parameters
+            continue
+        out.append(p)
+    return out
+
+
+def _bind_general(bind, args):
+    """The general eager path (an output check turns the lean path off)."""
+    core.set_output_check(lambda *a: None)
+    try:
+        return _outcome(bind, *args)
+    finally:
+        core.set_output_check(None)
+
+
+_VALUES = [(np.float32, False), (np.float32, True), (np.float64, False), (np.int32, False),
+           (np.int32, True), (np.bool_, False), (np.complex64, False), (np.uint8, False)]
+
+
+def _arr(dtype, weak, shape=(3,)):
+    n = int(np.prod(shape))
+    return fgrad.Array(np.linspace(-2, 2, n).reshape(shape).astype(dtype), weak)
+
+
+@pytest.mark.parametrize("arity", [1, 2])
+def test_lean_eager_path_matches_general_path(arity):
+    prims = _elementwise_primitives(arity)
+    assert len(prims) > (20 if arity == 1 else 10)
+    for prim in prims:
+        bind = prim.bind     # one call site: errors name the same user line
+        for (da, wa) in _VALUES:
+            operand_sets = [(_arr(da, wa),)] if arity == 1 else [
+                (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
+                (_arr(da, wa, (3,)), _arr(da, wa, (2, 1)))]
+            for args in operand_sets:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lean = _outcome(bind, *args)
+                    general = _bind_general(bind, args)
+                _check(lean, general)
