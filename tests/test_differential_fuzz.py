@@ -1210,6 +1210,9 @@ EXEMPT = {
                             "NumPy impl's: test_convolution.py checks jit and eager against "
                             "direct loops and float64 over strides, padding, dilations, "
                             "groups and layouts",
+    **{f"mpi_{name}": "an MPI collective: needs several processes; test_distributed.py "
+                      "runs it under mpiexec and checks jit == eager bits and NumPy values"
+       for name in ("allreduce", "allgather", "reduce_scatter", "broadcast", "send", "recv")},
 }
 
 
