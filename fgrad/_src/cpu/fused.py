@@ -102,6 +102,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, indexing, interru
                outputs, pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
+from .loops import no_unroll
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1030,9 +1031,15 @@ def _emit_group(ir, module, fname, group):
             pairwise.row_done()
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
+        back = b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
+        if moves_only:
+            no_unroll(ir, module, back)
         b.position_at_end(done)
 
+    # a group that only copies elements through index maps (transposes, slices,
+    # broadcasts) keeps its loops rolled: see loops.no_unroll
+    read_vars = {v for v, _ in reads}
+    moves_only = red is None and all(e.outvars[0] in read_vars for e in elementwise)
     if math.prod(domain) > 0:
         if dims:     # an empty range runs nothing (the loop below runs at least once)
             run = body.append_basic_block("run")
