@@ -79,3 +79,17 @@ def test_rolled_moves_jit_equals_eager(dtype):
     for got, want in zip(fgrad.jit(f)(x), f(fnp.asarray(x))):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_repeated_kernels_are_compiled_once():
+    # image_grid runs most of its 28x28 transposes as kernels of their own: all but
+    # the first forward to the first one's code (fused._emit_forward)
+    x = np.random.default_rng(0).standard_normal((9, 784)).astype(np.float32)
+    fn = lambda v: image_grid(3, 3, v, (28, 28))  # noqa: E731
+    text = fgrad.jit(fn).lower(x).as_text()
+    standalone = [ln for ln in text.splitlines()
+                  if re.match(r"// \d+: native:transpose$", ln)]
+    forwards = re.findall(r"call void @\S+\(ptr %\"args\"\) noinline", text)
+    assert len(standalone) >= 2 and len(forwards) == len(standalone) - 1, (standalone, forwards)
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(fn)(x)),
+                                  np.asarray(fn(fnp.asarray(x))))

@@ -1262,8 +1262,14 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     base = "fgrad_" + _sanitize(name)
     names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
+    first_entry = {}      # a body's text (its names left out) -> the entry emitted for it
     for g, body, info, entry in zip(groups, bodies, infos, names):
         if entry is not None:
+            key = _body_key(body)
+            if key in first_entry:
+                _emit_forward(ir, module, entry, module.get_global(first_entry[key]))
+                continue
+            first_entry[key] = entry
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
             _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
     for seg, entry, plan in zip(segments, segment_names,
@@ -1274,6 +1280,26 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     from . import mathlib
     mathlib.call_when_used_often(module)
     return str(module), names, infos, segment_names
+
+
+def _body_key(body):
+    """A body function's IR with its own name and metadata numbers left out: equal
+    keys, equal code."""
+    return _METADATA_REF.sub("!", str(body).replace(f'@"{body.name}"', "@", 1))
+
+
+_METADATA_REF = re.compile(r"!\d+")
+
+
+def _emit_forward(ir, module, fname, target):
+    """`void fname(ptr args)` calling the entry `target` (never inlined): a kernel
+    whose code equals an earlier one's is compiled once, so that programs repeating
+    a kernel (say, a hundred 28x28 transposes) cost LLVM one copy of it."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), fname)
+    fn.args[0].name = "args"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(target, [fn.args[0]], attrs=("noinline",))
+    b.ret_void()
 
 
 # ----------------------------------------------------------------------------
