@@ -1262,14 +1262,19 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     base = "fgrad_" + _sanitize(name)
     names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
-    first_entry = {}      # a body's text (its names left out) -> the entry emitted for it
+    first = {}        # a body's shape -> (the first body of that shape, its entry)
+    entry_of = {}     # a repeated shape -> {text of a body with it: its entry}
     for g, body, info, entry in zip(groups, bodies, infos, names):
         if entry is not None:
-            key = _body_key(body)
-            if key in first_entry:
-                _emit_forward(ir, module, entry, module.get_global(first_entry[key]))
-                continue
-            first_entry[key] = entry
+            shape = _body_shape(body)
+            if shape not in first:
+                first[shape] = (body, entry)
+            else:
+                seen = entry_of.setdefault(shape, {_body_text(first[shape][0]): first[shape][1]})
+                same = seen.setdefault(_body_text(body), entry)
+                if same != entry:
+                    _emit_forward(ir, module, entry, module.get_global(same))
+                    continue
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
             _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
     for seg, entry, plan in zip(segments, segment_names,
@@ -1282,9 +1287,15 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     return str(module), names, infos, segment_names
 
 
-def _body_key(body):
+def _body_shape(body):
+    """What two bodies of equal code share, cheap to find (their text, which
+    `_body_text` compares, is not: most programs repeat no kernel)."""
+    return (str(body.function_type), tuple(len(bb.instructions) for bb in body.blocks))
+
+
+def _body_text(body):
     """A body function's IR with its own name and metadata numbers left out: equal
-    keys, equal code."""
+    texts, equal code."""
     return _METADATA_REF.sub("!", str(body).replace(f'@"{body.name}"', "@", 1))
 
 
