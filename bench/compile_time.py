@@ -7,6 +7,10 @@ negligible run. Every repeat changes the constant so that no cache can answer
 (fgrad also gets an empty disk cache each time). Also: grad of grad of a 100-op
 chain, and the first call in a fresh process, cold and with the disk cache a
 previous process left (fgrad's object cache, JAX's persistent compilation cache);
+and two programs that move many small arrays: `image_grid` (tiling n*n 28x28
+images, from JAX's mnist_vae example) at 3x3, 5x5 and 10x10, and that example's
+`evaluate` (bench/vae_evaluate.py: an ELBO on 1,000 images, 100 sampled images
+tiled 10x10);
 the fresh-process rows exclude the time to import the library. Fresh processes
 may write Python bytecode (PYTHONDONTWRITEBYTECODE is unset for them), as an
 installed library has it: otherwise every fresh process would compile fgrad's
@@ -15,6 +19,7 @@ lazily imported modules from source, which JAX's wheel never has to.
 from common import FGRAD, PEER, Column, Section, Table, Timing, agree, guarded  # first: threads
 import peers
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -26,6 +31,7 @@ import numpy as np
 
 import fgrad
 import fgrad.numpy as fnp
+import vae_evaluate
 
 NAME = "compile_time"
 TITLE = "5. Trace + compile time (first call)"
@@ -104,7 +110,76 @@ def _in_process_rows(quick):
             lambda c: lambda: jax.jit(jax.grad(jax.grad(chain(jax.numpy, 100, c))))(
                 s).block_until_ready(), second_derivative, repeat))
     rows["grad of grad, 100-op chain"] = cells
+    rows.update(_image_grid_rows(jax, repeat))
+    rows["mnist_vae `evaluate`"] = _vae_row(jax, 1 if quick else 2)
     return rows
+
+
+def _image_grid_rows(jax, repeat):
+    """First call of jit(image_grid) on (n*n, 784) float32 (its input scaled by the
+    varying constant, so that no cache can answer)."""
+    rows = {}
+    for n in (3, 5, 10):
+        x = np.random.default_rng(n).random((n * n, 784), dtype=np.float32)
+
+        def grid(m, c, n=n):
+            return lambda v: vae_evaluate.image_grid(m, n, n, v * c, (28, 28))
+        expected = lambda c, n=n, x=x: grid(np, np.float32(c))(x)  # noqa: E731
+        cells = {"fgrad jit": guarded(lambda: _first_calls(_fgrad_first_call(
+            lambda c: lambda: fgrad.jit(grid(fnp, c))(x)), expected, repeat))}
+        if jax is None:
+            cells["jax.jit"] = peers.missing("jax")
+        else:
+            cells["jax.jit"] = guarded(lambda: _first_calls(
+                lambda c: lambda: jax.jit(grid(jax.numpy, c))(x).block_until_ready(),
+                expected, repeat))
+        rows[f"image_grid {n}x{n}"] = cells
+    return rows
+
+
+def _vae_row(jax, repeat):
+    """First call of the VAE's jitted `evaluate`, each library checked against its
+    own eager run (their random streams differ)."""
+    params, images = vae_evaluate.init_params(), vae_evaluate.test_images()
+
+    def first_calls(make_evaluate, key, jit, cold):
+        eager = make_evaluate()(params, images, key)
+        times = []
+        for _ in range(repeat):
+            with cold():
+                jitted = jit(make_evaluate())
+                start = time.perf_counter()
+                out = jitted(params, images, key)
+                times.append(time.perf_counter() - start)
+            agree("evaluate", out, eager, rtol=1e-4, atol=1e-3)
+        return Timing(statistics.median(times), min(times), repeat, 1)
+
+    @contextlib.contextmanager
+    def fgrad_cold_cache():
+        with tempfile.TemporaryDirectory(prefix="fgrad-bench-cold-") as cache:
+            os.environ["FGRAD_CACHE_DIR"] = cache
+            yield
+
+    @contextlib.contextmanager
+    def jax_cold_caches():
+        jax.clear_caches()
+        yield
+
+    import fgrad.nn
+    import fgrad.random
+    cells = {"fgrad jit": guarded(lambda: first_calls(
+        lambda: vae_evaluate.make_evaluate(fnp, fgrad.random, fgrad.nn.softplus),
+        fgrad.random.PRNGKey(0), fgrad.jit, fgrad_cold_cache))}
+    if jax is None:
+        cells["jax.jit"] = peers.missing("jax")
+    else:
+        def jax_jit(f):
+            jitted = jax.jit(f)
+            return lambda *a: jax.block_until_ready(jitted(*a))
+        cells["jax.jit"] = guarded(lambda: first_calls(
+            lambda: vae_evaluate.make_evaluate(jax.numpy, jax.random, jax.nn.softplus),
+            jax.random.PRNGKey(0), jax_jit, jax_cold_caches))
+    return cells
 
 
 _FRESH = {

@@ -103,6 +103,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, indexing, interru
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
+from .loops import no_unroll
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1033,9 +1034,15 @@ def _emit_group(ir, module, fname, group):
             pairwise.row_done()
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
+        back = b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
+        if moves_only:
+            no_unroll(ir, module, back)
         b.position_at_end(done)
 
+    # a group that only copies elements through index maps (transposes, slices,
+    # broadcasts) keeps its loops rolled: see loops.no_unroll
+    read_vars = {v for v, _ in reads}
+    moves_only = red is None and all(e.outvars[0] in read_vars for e in elementwise)
     if math.prod(domain) > 0:
         if dims:     # an empty range runs nothing (the loop below runs at least once)
             run = body.append_basic_block("run")
@@ -1266,8 +1273,19 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     base = "fgrad_" + _sanitize(name)
     names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
+    first = {}        # a body's shape -> (the first body of that shape, its entry)
+    entry_of = {}     # a repeated shape -> {text of a body with it: its entry}
     for g, body, info, entry in zip(groups, bodies, infos, names):
         if entry is not None:
+            shape = _body_shape(body)
+            if shape not in first:
+                first[shape] = (body, entry)
+            else:
+                seen = entry_of.setdefault(shape, {_body_text(first[shape][0]): first[shape][1]})
+                same = seen.setdefault(_body_text(body), entry)
+                if same != entry:
+                    _emit_forward(ir, module, entry, module.get_global(same))
+                    continue
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
             _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
     for seg, entry, plan in zip(segments, segment_names,
@@ -1278,6 +1296,32 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     from . import mathlib
     mathlib.call_when_used_often(module)
     return str(module), names, infos, segment_names
+
+
+def _body_shape(body):
+    """What two bodies of equal code share, cheap to find (their text, which
+    `_body_text` compares, is not: most programs repeat no kernel)."""
+    return (str(body.function_type), tuple(len(bb.instructions) for bb in body.blocks))
+
+
+def _body_text(body):
+    """A body function's IR with its own name and metadata numbers left out: equal
+    texts, equal code."""
+    return _METADATA_REF.sub("!", str(body).replace(f'@"{body.name}"', "@", 1))
+
+
+_METADATA_REF = re.compile(r"!\d+")
+
+
+def _emit_forward(ir, module, fname, target):
+    """`void fname(ptr args)` calling the entry `target` (never inlined): a kernel
+    whose code equals an earlier one's is compiled once, so that programs repeating
+    a kernel (say, a hundred 28x28 transposes) cost LLVM one copy of it."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), fname)
+    fn.args[0].name = "args"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.call(target, [fn.args[0]], attrs=("noinline",))
+    b.ret_void()
 
 
 # ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Counted loops over static extents in LLVM IR, for the kernels that are not
 fused loop nests (BLAS batches, gathers and scatters, structural kernels), and
 `declare` for the external functions they call."""
+import functools
 
 
 def declare(ir, module, name, ret, args):
@@ -9,14 +10,14 @@ def declare(ir, module, name, ret, args):
     return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
 
 
-def loop(ir, b, fn, start, stop, body, name="i"):
+def loop(ir, b, fn, start, stop, body, name="i", unroll=True):
     """for i in range(start, stop): body(i), emitted at `b` in `fn` (nothing when
-    the range is empty)."""
+    the range is empty); `unroll=False` marks it with `no_unroll`."""
     if stop > start:
-        _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name)
+        _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name, unroll)
 
 
-def nest(ir, b, fn, extents, body, name="d"):
+def nest(ir, b, fn, extents, body, name="d", unroll=True):
     """Nested loops over `extents` (outermost first): body(indices); nothing when
     an extent is 0, body([]) once when there are none."""
     if any(n == 0 for n in extents):
@@ -26,7 +27,8 @@ def nest(ir, b, fn, extents, body, name="d"):
         if j == len(extents):
             body(indices)
             return
-        loop(ir, b, fn, 0, extents[j], lambda i: level(j + 1, indices + [i]), f"{name}{j}")
+        loop(ir, b, fn, 0, extents[j], lambda i: level(j + 1, indices + [i]), f"{name}{j}",
+             unroll)
     level(0, [])
 
 
@@ -44,10 +46,10 @@ def linear(ir, b, indices, strides, base=0):
 def fold(ir, b, fn, extent, body, init, name="p"):
     """acc = init; for x in range(extent): acc = body(x, acc); the final acc
     (extent >= 1)."""
-    return _counted(ir, b, fn, 0, extent, body, init, name)
+    return _counted(ir, b, fn, 0, extent, body, init, name, True)
 
 
-def _counted(ir, b, fn, start, stop, body, init, name):
+def _counted(ir, b, fn, start, stop, body, init, name, unroll):
     """The loop of `loop` and `fold` (start < stop), carrying an accumulator from
     `init` unless it is None; returns the last accumulator."""
     i64 = ir.IntType(64)
@@ -67,6 +69,34 @@ def _counted(ir, b, fn, start, stop, body, init, name):
     i.add_incoming(nxt, b.block)
     if init is not None:
         acc.add_incoming(new, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(stop))), head, done)
+    back = b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(stop))), head, done)
+    if not unroll:
+        no_unroll(ir, fn.module, back)
     b.position_at_end(done)
     return new
+
+
+def no_unroll(ir, module, back_edge):
+    """Ask LLVM not to unroll the loop whose back edge is the branch `back_edge`
+    (it may still vectorise it). For loops that only move data: unrolling
+    them buys little at run time, but fully unrolling every loop with a short
+    static trip count (and its vectorised copy) multiplies the code LLVM then
+    optimises and compiles, which made compile time the larger cost of programs
+    that move many small arrays around."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    back_edge.set_metadata("llvm.loop", _LoopID(ir, module, disable))
+
+
+def _LoopID(ir, module, *properties):
+    """A loop's identifying metadata node, distinct and listing itself first as
+    LLVM requires (llvmlite's IR builder has no such node)."""
+    return _loop_id_class(ir)(module, properties, name=str(len(module.metadata)))
+
+
+@functools.lru_cache(maxsize=None)
+def _loop_id_class(ir):
+    class LoopID(ir.values.MDValue):
+        def descr(self, buf):
+            refs = ", ".join([self.get_reference()] + [p.get_reference() for p in self.operands])
+            buf += (f"distinct !{{ {refs} }}", "\n")
+    return LoopID

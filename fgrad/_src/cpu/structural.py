@@ -81,6 +81,7 @@ class _Kernel:
 
     def __init__(self, ir, module, fname, eqn, cx_of):
         self.ir, self.eqn = ir, eqn
+        self.unroll = eqn.primitive.name not in _EMIT     # moves stay rolled (loops.no_unroll)
         self.i64 = ir.IntType(64)
         ptr = ir.PointerType()
         ins = [a for a in eqn.invars if type(a) is not Literal]
@@ -137,10 +138,10 @@ class _Kernel:
 
     # loops over static extents
     def loop(self, start, stop, body, name="i"):
-        loops.loop(self.ir, self.b, self.fn, start, stop, body, name)
+        loops.loop(self.ir, self.b, self.fn, start, stop, body, name, self.unroll)
 
     def loops(self, extents, body, name="d"):
-        loops.nest(self.ir, self.b, self.fn, extents, body, name)
+        loops.nest(self.ir, self.b, self.fn, extents, body, name, self.unroll)
 
     def finish(self):
         self.b.ret(self.ir.Constant(self.ir.IntType(1), 0))

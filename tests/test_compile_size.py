@@ -1,0 +1,95 @@
+"""Compile cost of programs that move many small arrays: the optimised code must
+grow with the number of equations, not with the elements each one moves (loops
+that only copy stay rolled, see fgrad._src.cpu.loops.no_unroll), and the kernels
+so compiled still give eager's bits. No timings: sizes of the optimised IR."""
+import re
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad._src.cpu import engine
+
+
+def image_grid(nrow, ncol, imagevecs, imshape):
+    """Tiles images into a grid (the helper of JAX's mnist_vae example)."""
+    images = iter(imagevecs.reshape((-1,) + imshape))
+    return fnp.vstack([fnp.hstack([next(images).T for _ in range(ncol)][::-1])
+                       for _ in range(nrow)]).T
+
+
+def _optimized(fn, *args):
+    """(optimised LLVM IR of jit(fn)'s native module, number of jaxpr equations)."""
+    text = fgrad.jit(fn).lower(*args).as_text()
+    ir = engine.optimized_ir(text[text.index("; ModuleID"):])
+    return ir, len(fgrad.make_jaxpr(fn)(*args).jaxpr.eqns)
+
+
+def _stores(ir):
+    return len(re.findall(r"^\s+store ", ir, re.M))
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_image_grid_code_grows_with_equations_not_elements(n):
+    # each 28x28 transpose or concatenate operand is one rolled loop: a handful of
+    # stores per equation (fully unrolled, each wrote 28*28 elements in ~100 stores)
+    x = np.zeros((n * n, 784), np.float32)
+    ir, eqns = _optimized(lambda v: image_grid(n, n, v, (28, 28)), x)
+    assert _stores(ir) <= 2 * eqns, (_stores(ir), eqns)
+
+
+def test_image_grid_code_size_is_linear_in_program_size():
+    sizes = {}
+    for n in (2, 4):
+        x = np.zeros((n * n, 784), np.float32)
+        ir, eqns = _optimized(lambda v: image_grid(n, n, v, (28, 28)), x)
+        sizes[n] = (ir.count("\n"), eqns)
+    (lines2, eqns2), (lines4, eqns4) = sizes[2], sizes[4]
+    assert lines4 / lines2 <= 1.5 * eqns4 / eqns2, sizes
+
+
+def test_move_loops_are_marked_not_to_unroll():
+    x = np.zeros((28, 28), np.float32)
+    text = fgrad.jit(lambda a: fnp.concatenate([a.T, fnp.pad(a, 1)[1:-1, 1:-1]], 1)) \
+        .lower(x).as_text()
+    assert text.count('"llvm.loop.unroll.disable"') == 1     # one shared property node
+    assert len(re.findall(r"br i1 .*!llvm\.loop", text)) >= 3  # transpose, pad, concatenate
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_image_grid_jit_equals_eager(n):
+    x = np.random.default_rng(n).standard_normal((n * n, 784)).astype(np.float32)
+    out = fgrad.jit(lambda v: image_grid(n, n, v, (28, 28)))(x)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(image_grid(n, n, fnp.asarray(x),
+                                                                         (28, 28))))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.complex64, np.bool_])
+def test_rolled_moves_jit_equals_eager(dtype):
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((5, 7, 3)) * 5).astype(dtype)
+
+    def f(a):
+        t = fnp.transpose(a, (2, 0, 1))
+        p = fnp.pad(a, ((1, 2), (0, 1), (2, 0)))
+        c = fnp.concatenate([a, a[::-1], a[:, ::2]], axis=1)
+        return t, p, c, fnp.broadcast_to(a[:, :1], (5, 4, 3))
+
+    for got, want in zip(fgrad.jit(f)(x), f(fnp.asarray(x))):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_repeated_kernels_are_compiled_once():
+    # image_grid runs most of its 28x28 transposes as kernels of their own: all but
+    # the first forward to the first one's code (fused._emit_forward)
+    x = np.random.default_rng(0).standard_normal((9, 784)).astype(np.float32)
+    fn = lambda v: image_grid(3, 3, v, (28, 28))  # noqa: E731
+    text = fgrad.jit(fn).lower(x).as_text()
+    standalone = [ln for ln in text.splitlines()
+                  if re.match(r"// \d+: native:transpose$", ln)]
+    forwards = re.findall(r"call void @\S+\(ptr %\"args\"\) noinline", text)
+    assert len(standalone) >= 2 and len(forwards) == len(standalone) - 1, (standalone, forwards)
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(fn)(x)),
+                                  np.asarray(fn(fnp.asarray(x))))
