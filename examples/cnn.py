@@ -60,9 +60,16 @@ def build_model(in_channels, image_size, num_classes, channels, *, key):
     )
 
 
-def train(config, *, progress=None):
-    """Train a model as `config` says. Returns a dict with the trained `model`,
-    `opt_state`, `history`, `test` metrics, the `test_loader` and the `input_shape`."""
+def model_for(config, input_shape, *, key):
+    """The CNN `config` describes for images of `input_shape` (C, H, W)."""
+    return build_model(input_shape[0], input_shape[1:], 10, config.channels, key=key)
+
+
+def train(config, *, progress=None, model_for=model_for):
+    """Train the model that model_for(config, input_shape, key=) builds (this CNN by
+    default; examples/lstm.py passes its own). Returns a dict with the trained
+    `model`, `opt_state`, `history`, `test` metrics, the `test_loader` and the
+    `input_shape`."""
     x_train, y_train, x_test, y_test = load_data(config.dataset, config.data_dir, config.seed)
     if config.limit:
         x_train, y_train = x_train[:config.limit], y_train[:config.limit]
@@ -72,7 +79,7 @@ def train(config, *, progress=None):
     key = fgrad.random.key(config.seed)
     init_key, key = fgrad.random.split(key)
     input_shape = tuple(int(n) for n in x_train.shape[1:])
-    model = build_model(input_shape[0], input_shape[1:], 10, config.channels, key=init_key)
+    model = model_for(config, input_shape, key=init_key)
     steps_per_epoch = len(train_loader)
     optimizer = make_optimizer(config.lr, config.weight_decay,
                                config.warmup_epochs * steps_per_epoch,
@@ -106,21 +113,20 @@ def save_checkpoint(path, model, opt_state, config, test, input_shape):
                               "input_shape": list(input_shape)})
 
 
-def load_checkpoint(path):
+def load_checkpoint(path, *, config_class=Config, model_for=model_for):
     """(model, opt_state, metadata) from a checkpoint written by `save_checkpoint`
     (a freshly built model of the saved shape is the template `like=` checks)."""
     metadata = checkpoint.load_metadata(path)
-    config = Config(**metadata["config"])
-    c, h, w = metadata["input_shape"]
-    template = build_model(c, (h, w), 10, config.channels, key=fgrad.random.key(0))
+    config = config_class(**metadata["config"])
+    template = model_for(config, tuple(metadata["input_shape"]), key=fgrad.random.key(0))
     opt_state = make_optimizer(config.lr, config.weight_decay, 1, 2).init(template)
     state = checkpoint.load(path, like={"model": template, "opt_state": opt_state})
     return state["model"], state["opt_state"], metadata
 
 
-def parse_args(argv=None):
-    defaults = Config()
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def image_parser(defaults, description):
+    """The flags the image examples share (data, training schedule, output, bars)."""
+    p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--dataset", choices=DATASETS, default=None,
                    help="data set (default: digits, or mnist when --data is given)")
@@ -132,8 +138,6 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate")
     p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
     p.add_argument("--warmup-epochs", type=int, default=defaults.warmup_epochs)
-    p.add_argument("--channels", type=int, default=defaults.channels,
-                   help="the first convolution's output channels (the second: twice)")
     p.add_argument("--seed", type=int, default=defaults.seed,
                    help="seeds the initialisation, shuffling and the digits split")
     p.add_argument("--limit", type=int, default=None,
@@ -141,26 +145,41 @@ def parse_args(argv=None):
     p.add_argument("--out", default=defaults.out,
                    help="directory for the checkpoint, the curves PNG and the metrics")
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run: 2 epochs of a narrow model on at most 512 examples")
+                   help="a smoke run: 2 epochs of a small model on at most 512 examples")
     bars = p.add_mutually_exclusive_group()
     bars.add_argument("--progress", dest="progress", action="store_true", default=None,
                       help="show progress bars even when stderr is not a terminal")
     bars.add_argument("--no-progress", dest="progress", action="store_false",
                       help="hide the progress bars (default: shown on a terminal)")
-    args = p.parse_args(argv)
+    return p
+
+
+def check_image_args(p, args, positive):
+    """Fill in the data set, apply --quick's common part and check the flags
+    (`positive`: the model's flags that must be at least 1)."""
     if args.dataset is None:
         args.dataset = "mnist" if args.data_dir else "digits"
     if args.dataset != "digits" and args.data_dir is None:
         p.error(f"--dataset {args.dataset} reads its files from a directory: pass --data DIR")
     if args.quick:
-        args.epochs, args.channels, args.warmup_epochs = 2, 8, 1
+        args.epochs, args.warmup_epochs = 2, 1
         args.limit = args.limit or 512
-    for name in ("epochs", "batch_size", "channels"):
+    for name in ("epochs", "batch_size") + tuple(positive):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if not 0 <= args.warmup_epochs < args.epochs:
         p.error(f"--warmup-epochs ({args.warmup_epochs}) must lie in [0, --epochs)")
     return args
+
+
+def parse_args(argv=None):
+    p = image_parser(Config(), __doc__.split("\n\n")[0])
+    p.add_argument("--channels", type=int, default=Config.channels,
+                   help="the first convolution's output channels (the second: twice)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.channels = 8
+    return check_image_args(p, args, ("channels",))
 
 
 def main(argv=None):
@@ -174,8 +193,14 @@ def main(argv=None):
           f"{config.batch_size}, AdamW with peak lr {config.lr} (warm-up + cosine)")
     progress = Progress(config.epochs,
                         disable=None if args.progress is None else not args.progress)
+    return train_save_and_reload(config, out, progress, f"CNN on {config.dataset}")
+
+
+def train_save_and_reload(config, out, progress, title, *, model_for=model_for):
+    """Train, report, save the curves, history and checkpoint under `out`, reload the
+    checkpoint and check that the reloaded model scores exactly the same."""
     start = time.perf_counter()
-    result = train(config, progress=progress)
+    result = train(config, progress=progress, model_for=model_for)
     seconds = time.perf_counter() - start
     history, test = result["history"], result["test"]
     print_history(history, every=max(1, config.epochs // 6))
@@ -183,13 +208,13 @@ def main(argv=None):
     print(f"trained in {seconds:.1f} s; test accuracy {test['accuracy']:.2%} "
           f"(loss {test['loss']:.4f}) on {n_test} held-out images")
 
-    curves = plot_curves(history, out / "curves.png", title=f"CNN on {config.dataset}")
+    curves = plot_curves(history, out / "curves.png", title=title)
     history.to_json(out / "history.json")
     path = out / "checkpoint.safetensors"
     save_checkpoint(path, result["model"], result["opt_state"], config, test,
                     result["input_shape"])
     print(f"saved {path}, {curves} and {out / 'history.json'}")
-    model, _, _ = load_checkpoint(path)
+    model, _, _ = load_checkpoint(path, config_class=type(config), model_for=model_for)
     reloaded = evaluate(logits_of, model, result["test_loader"])
     print(f"reloaded the checkpoint: test accuracy {reloaded['accuracy']:.2%} "
           f"(loss {reloaded['loss']:.4f})")
