@@ -11,7 +11,8 @@ The padding keeps each convolution's output the size of its input, so the digits
 progress bar and the files written under --out (default runs/cnn/: curves.png,
 history.json, checkpoint.safetensors) are as in examples/resmlp.py, whose data
 loading, optimizer (AdamW, warm-up + cosine) and jitted train step this script
-reuses. The defaults reach about 98.6% test accuracy on the digits.
+reuses. The defaults reach 98.3% test accuracy on the digits (at least 98%, checked
+by a slow test).
 """
 import argparse
 import sys

@@ -44,11 +44,11 @@ from fgrad_nn.training import History, Progress, plot_curves
 class Config:
     """Every setting of a run (the command line's flags)."""
     text: str = None           # a file; None: Python's pydoc help topics
-    steps: int = 600
+    steps: int = 300
     eval_every: int = 100
     batch_size: int = 32
     block: int = 64            # context length (characters)
-    d_model: int = 128
+    d_model: int = 64
     heads: int = 4
     layers: int = 2
     dropout: float = 0.1
