@@ -21,15 +21,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # resmlp, next to this file
-import resmlp  # noqa: E402  (also puts a source checkout's fgrad on the path)
+
+# (importing resmlp also puts a source checkout's fgrad on the path)
+from resmlp import (DATASETS, load_data, logits_of, make_loaders,  # noqa: E402
+                    make_optimizer, make_train_step, print_history)
 
 import fgrad  # noqa: E402
 import fgrad_nn as fnn  # noqa: E402
 from fgrad_nn import checkpoint, optim  # noqa: E402
 from fgrad_nn.training import History, Progress, evaluate, plot_curves  # noqa: E402
-
-from resmlp import (DATASETS, load_data, logits_of, make_loaders,  # noqa: E402
-                    make_optimizer, make_train_step, print_history)
 
 
 @dataclass
