@@ -32,7 +32,6 @@ try:
 except ImportError:  # a source checkout run without `make install`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import fgrad
-import fgrad.numpy as fnp
 import fgrad_nn as fnn
 from fgrad_nn import checkpoint, optim, schedules
 from fgrad_nn._attention import causal_mask
@@ -44,8 +43,8 @@ from fgrad_nn.training import History, Progress, plot_curves
 class Config:
     """Every setting of a run (the command line's flags)."""
     text: str = None           # a file; None: Python's pydoc help topics
-    steps: int = 300
-    eval_every: int = 100
+    steps: int = 800
+    eval_every: int = 200
     batch_size: int = 32
     block: int = 64            # context length (characters)
     d_model: int = 64
