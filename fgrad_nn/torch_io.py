@@ -246,7 +246,7 @@ def load_torch_state_dict(model, state_dict, strict=True, state=None):
 
 def _register_builtin_rules():
     from fgrad_nn.layers.containers import Residual, Sequential
-    from fgrad_nn.layers.norm import BatchNorm
+    from fgrad_nn.layers.norm import BatchNorm, _InstanceNorm
     from fgrad_nn.layers.recurrent import _Recurrent
     from fgrad_nn.taps import Tapped
 
@@ -258,6 +258,9 @@ def _register_builtin_rules():
     register_torch_state_route(Residual, lambda m, path: ())
     register_torch_buffers(BatchNorm, lambda m: {name: (i,) for i, name
                                                  in enumerate(_BATCHNORM_BUFFERS)})
+    # InstanceNorm(track_running_stats=True) keeps a BatchNormState (no count)
+    register_torch_buffers(_InstanceNorm, lambda m: {name: (i,) for i, name
+                                                     in enumerate(_BATCHNORM_BUFFERS)})
 
     def recurrent(m):
         names = {}

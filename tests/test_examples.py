@@ -31,6 +31,9 @@ def load_example(name):
 resmlp = load_example("resmlp")
 two_layer = load_example("two_layer")
 per_example = load_example("per_example_grads")
+cnn = load_example("cnn")
+lstm = load_example("lstm")
+transformer = load_example("transformer")
 
 
 def run_script(name, *args, timeout=120):
@@ -158,6 +161,79 @@ def test_resmlp_names_the_missing_data_directory(tmp_path):
         resmlp.load_data("mnist", str(tmp_path / "nowhere"))
     with pytest.raises(ValueError, match="--data DIR"):
         resmlp.load_data("cifar10", None)
+
+
+# -- CNN, LSTM, transformer ----------------------------------------------------------------
+
+def _check_run_files(out_dir, epochs):
+    assert (out_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    history = json.loads((out_dir / "history.json").read_text())
+    assert (out_dir / "checkpoint.safetensors").stat().st_size > 0
+    return history
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm"])
+def test_image_sequence_scripts_quick(tmp_path, name):
+    out = run_script(name, "--quick", "--no-progress", "--out", str(tmp_path))
+    accuracy = float(re.search(r"test accuracy ([\d.]+)%", out).group(1))
+    reloaded = float(re.search(r"reloaded the checkpoint: test accuracy ([\d.]+)%", out).group(1))
+    assert reloaded == accuracy
+    assert _check_run_files(tmp_path, 2)["epoch"] == [1, 2]
+
+
+def test_cnn_and_lstm_read_mnist_sized_images(tmp_path, capsys):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    tiny_mnist(data_dir)          # 28x28: the CNN's pools give 7x7, the LSTM reads 28 rows
+    for module in (cnn, lstm):
+        test = module.main(["--data", str(data_dir), "--quick", "--no-progress",
+                            "--batch-size", "32", "--out", str(tmp_path / module.__name__)])
+        assert "on 100 held-out images" in capsys.readouterr().out
+        assert 0.0 <= test["accuracy"] <= 1.0
+    model = cnn.model_for(cnn.Config(channels=4), (1, 28, 28), key=fgrad.random.key(0))
+    assert model(np.zeros((2, 1, 28, 28), np.float32)).shape == (2, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module, floor", [(cnn, 0.98), (lstm, 0.97)])
+def test_default_runs_reach_their_stated_accuracy(module, floor):
+    config = module.Config()
+    result = cnn.train(config, progress=Progress(config.epochs, disable=True),
+                       model_for=getattr(module, "model_for"))
+    assert result["test"]["accuracy"] >= floor, result["test"]
+
+
+def test_transformer_is_causal_and_samples():
+    vocab = transformer.Vocabulary("abcdefgh ")
+    model = transformer.CharTransformer(len(vocab), 12, 16, 2, 1, key=fgrad.random.key(0))
+    model = transformer.fnn.eval_mode(model)
+    ids = vocab.encode("abc defgh ab")
+    changed = ids.copy()
+    changed[7:] = vocab.encode("hhhhh")
+    a, b = np.asarray(model(ids[None])), np.asarray(model(changed[None]))
+    np.testing.assert_allclose(a[0, :7], b[0, :7], rtol=1e-5, atol=1e-6)  # the past only
+    assert not np.allclose(a[0, 7:], b[0, 7:])
+    text = transformer.sample(model, vocab, "ab", 15, 12, np.random.default_rng(0))
+    assert text.startswith("ab") and len(text) == 17 and set(text) <= set(vocab.chars)
+
+
+def test_transformer_script_quick(tmp_path, capsys):
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 60)
+    val = transformer.main(["--text", str(text), "--quick", "--no-progress",
+                            "--out", str(tmp_path / "run")])
+    out = capsys.readouterr().out
+    assert out.count("sample:\n") == 2
+    reloaded = float(re.search(r"reloaded the checkpoint: validation loss ([\d.]+)", out).group(1))
+    assert reloaded == pytest.approx(val, abs=1e-4)
+    history = _check_run_files(tmp_path / "run", 2)
+    assert history["step"] == [10, 20]
+    assert history["val_loss"][-1] < np.log(len(set(text.read_text())))   # beats uniform
+
+
+def test_transformer_default_text_ships_with_python():
+    text = transformer.load_text()
+    assert len(text) > 300_000 and "if_stmt" in text
 
 
 # -- the two-layer homework ---------------------------------------------------------------

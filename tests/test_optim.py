@@ -727,3 +727,18 @@ def test_updates_are_differentiable_in_params(name):
         return p["w"], p["b"]
 
     check_grads(two_steps, (params["w"], params["b"]), order=2, modes=("fwd", "rev"))
+
+
+def test_mask_lines_up_past_none_fields_of_a_model():
+    # MultiheadAttention keeps None in q/k/v_proj_weight: the masked update must
+    # still put each leaf's update in its own place (it once shifted them).
+    import fgrad_nn as fnn
+    model = fnn.MultiheadAttention(8, 2, key=fgrad.random.key(0))
+    opt = optim.masked(optim.sgd(1.0), lambda t: fgrad.tree.map(lambda p: p.ndim >= 2, t))
+    grads = fgrad.tree.map(lambda p: fnp.full_like(p, 2.0), model)
+    updates, _ = opt.update(grads, opt.init(model), model)
+    assert fgrad.tree.structure(updates) == fgrad.tree.structure(model)
+    np.testing.assert_array_equal(np.asarray(updates.out_proj.weight), -2.0)
+    np.testing.assert_array_equal(np.asarray(updates.in_proj_weight), -2.0)
+    np.testing.assert_array_equal(np.asarray(updates.out_proj.bias), 2.0)
+    np.testing.assert_array_equal(np.asarray(updates.in_proj_bias), 2.0)

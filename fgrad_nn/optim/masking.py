@@ -35,6 +35,10 @@ def _leaf_flags(where, mask, tree):
     return [bool(f) for f in flags]
 
 
+def _is_none(x):
+    return x is None
+
+
 def _select(tree, flags):
     """`tree` with the leaves whose flag is False replaced by None (an empty node)."""
     if tree is None:
@@ -60,9 +64,13 @@ def masked(inner, mask):
         flags = _leaf_flags("masked.update", mask, updates)
         new, inner_state = inner.update(_select(updates, flags), state.inner_state,
                                         _select(params, flags))
-        new_leaves = fgrad.tree.leaves(new, is_leaf=lambda x: x is None)
-        old_leaves, treedef = fgrad.tree.flatten(updates)
-        merged = [n if f else o for n, o, f in zip(new_leaves, old_leaves, flags)]
+        # Flattened with None as a leaf, `new` and `updates` line up position by
+        # position, None fields of the model (a layer without bias) included.
+        new_leaves = fgrad.tree.leaves(new, is_leaf=_is_none)
+        old_leaves, treedef = fgrad.tree.flatten(updates, is_leaf=_is_none)
+        leaf_flags = iter(flags)
+        merged = [o if o is None else (n if next(leaf_flags) else o)
+                  for n, o in zip(new_leaves, old_leaves)]
         return fgrad.tree.unflatten(treedef, merged), MaskedState(inner_state)
 
     return GradientTransformation(init, update)
