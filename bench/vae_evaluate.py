@@ -23,7 +23,7 @@ def init_params(seed=0):
     rng = np.random.default_rng(seed)
 
     def dense(n_in, n_out):
-        return (rng.standard_normal((n_in, n_out)).astype(np.float32) / np.sqrt(n_in),
+        return ((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
                 np.zeros(n_out, np.float32))
     encoder = [dense(PIXELS, HIDDEN), dense(HIDDEN, HIDDEN), dense(HIDDEN, LATENT),
                dense(HIDDEN, LATENT)]
