@@ -58,3 +58,23 @@ def log_cdf_from_tails(lower, upper):
     lower > 1/2, log1p(-upper) keeps the accuracy that log(1 - tiny) loses."""
     high = lower > 0.5
     return fnp.where(high, fnp.log1p(-guard(high, upper, 0.5)), fnp.log(guard(high, 0.5, lower)))
+
+
+_BELOW_SUPPORT = {"cdf": 0.0, "logcdf": -fnp.inf, "sf": 1.0, "logsf": 0.0}
+_ABOVE_SUPPORT = {"cdf": 1.0, "logcdf": 0.0, "sf": 0.0, "logsf": -fnp.inf}
+
+
+def discrete_tail(kind, lower, upper, inside, k, valid):
+    """cdf, logcdf, sf or logsf (`kind`) of a discrete law from its two tails inside
+    the support (lower = P(X <= k), upper = P(X > k)) and its limits outside it
+    (below 0 or past the top); NaN for invalid parameters or a NaN point."""
+    if kind == "cdf":
+        value = lower
+    elif kind == "sf":
+        value = upper
+    elif kind == "logcdf":
+        value = log_cdf_from_tails(lower, upper)
+    else:
+        value = log_cdf_from_tails(upper, lower)
+    outside = fnp.where(k < 0, _BELOW_SUPPORT[kind], _ABOVE_SUPPORT[kind])
+    return nan_unless(valid, fnp.where(inside, value, outside), k)

@@ -13,7 +13,7 @@ from fgrad.scipy import special as _special
 from . import _solve as _solve_
 from ._util import guard as _guard
 from ._util import is_integral as _is_integral
-from ._util import log_cdf_from_tails as _log_cdf_from_tails
+from ._util import discrete_tail as _discrete_tail
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
 
@@ -49,25 +49,19 @@ def _tails(k, n, p, loc):
 
 
 def cdf(k, n, p, loc=0):
-    lower, _, inside, k, valid = _tails(k, n, p, loc)
-    return _nan_unless(valid, _fnp.where(inside, lower, _fnp.where(k < 0, 0.0, 1.0)), k)
+    return _discrete_tail("cdf", *_tails(k, n, p, loc))
 
 
 def logcdf(k, n, p, loc=0):
-    lower, upper, inside, k, valid = _tails(k, n, p, loc)
-    out = _fnp.where(inside, _log_cdf_from_tails(lower, upper), _fnp.where(k < 0, -_fnp.inf, 0.0))
-    return _nan_unless(valid, out, k)
+    return _discrete_tail("logcdf", *_tails(k, n, p, loc))
 
 
 def sf(k, n, p, loc=0):
-    _, upper, inside, k, valid = _tails(k, n, p, loc)
-    return _nan_unless(valid, _fnp.where(inside, upper, _fnp.where(k < 0, 1.0, 0.0)), k)
+    return _discrete_tail("sf", *_tails(k, n, p, loc))
 
 
 def logsf(k, n, p, loc=0):
-    lower, upper, inside, k, valid = _tails(k, n, p, loc)
-    out = _fnp.where(inside, _log_cdf_from_tails(upper, lower), _fnp.where(k < 0, 0.0, -_fnp.inf))
-    return _nan_unless(valid, out, k)
+    return _discrete_tail("logsf", *_tails(k, n, p, loc))
 
 
 def ppf(q, n, p, loc=0):

@@ -11,7 +11,7 @@ from fgrad.scipy import special as _special
 from . import _solve as _solve_
 from ._util import guard as _guard
 from ._util import is_integral as _is_integral
-from ._util import log_cdf_from_tails as _log_cdf_from_tails
+from ._util import discrete_tail as _discrete_tail
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
 
@@ -40,27 +40,23 @@ def _tails(k, mu, loc):
 
 
 def cdf(k, mu, loc=0):
-    k, inside, lower, _ = _tails(k, mu, loc)
-    out = _fnp.where(inside, lower, _fnp.where(k < 0, 0.0, 1.0))
-    return _nan_unless(mu >= 0, out, k)
+    k, inside, lower, upper = _tails(k, mu, loc)
+    return _discrete_tail("cdf", lower, upper, inside, k, mu >= 0)
 
 
 def logcdf(k, mu, loc=0):
     k, inside, lower, upper = _tails(k, mu, loc)
-    out = _fnp.where(inside, _log_cdf_from_tails(lower, upper), _fnp.where(k < 0, -_fnp.inf, 0.0))
-    return _nan_unless(mu >= 0, out, k)
+    return _discrete_tail("logcdf", lower, upper, inside, k, mu >= 0)
 
 
 def sf(k, mu, loc=0):
-    k, inside, _, upper = _tails(k, mu, loc)
-    out = _fnp.where(inside, upper, _fnp.where(k < 0, 1.0, 0.0))
-    return _nan_unless(mu >= 0, out, k)
+    k, inside, lower, upper = _tails(k, mu, loc)
+    return _discrete_tail("sf", lower, upper, inside, k, mu >= 0)
 
 
 def logsf(k, mu, loc=0):
     k, inside, lower, upper = _tails(k, mu, loc)
-    out = _fnp.where(inside, _log_cdf_from_tails(upper, lower), _fnp.where(k < 0, 0.0, -_fnp.inf))
-    return _nan_unless(mu >= 0, out, k)
+    return _discrete_tail("logsf", lower, upper, inside, k, mu >= 0)
 
 
 def ppf(q, mu, loc=0):
