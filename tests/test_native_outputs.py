@@ -75,3 +75,33 @@ def test_segments_and_donation_with_reused_outputs():
         w = step(a, a)
         np.testing.assert_allclose(np.asarray(w), 0.5 * np.exp(-x * x) * (x + k), rtol=2e-6,
                                    atol=1e-6)
+
+
+def test_unused_buffers_of_other_sizes_make_room(monkeypatch):
+    monkeypatch.setenv("FGRAD_OUTPUT_CACHE_MB", str(3 * outputs.MIN_BYTES >> 20))
+    held = outputs.empty((N,), np.float32)
+    dropped = outputs.empty((N,), np.float32)
+    assert dropped.base is not None and outputs._kept[0] == 2 * outputs.MIN_BYTES
+    before = held.copy()
+    del dropped
+    bigger = outputs.empty((3 * N // 2,), np.float32)   # fits once the unused one goes
+    assert bigger.base is not None
+    assert outputs._kept[0] == outputs.MIN_BYTES + bigger.nbytes
+    assert not np.shares_memory(held, bigger)
+    bigger[:] = 7
+    np.testing.assert_array_equal(held, before)           # the held buffer stays
+    too_big = outputs.empty((4 * N,), np.float32)        # beyond the bound: dropping is useless
+    assert too_big.base is None and outputs._kept[0] == outputs.MIN_BYTES + bigger.nbytes
+
+
+def test_collective_outputs_are_reused_from_a_smaller_size():
+    n = outputs.COLLECTIVE_BYTES // 4
+    assert outputs.empty((n,), np.float32).base is None
+    assert outputs.allocator([((n,), np.float32)]) is np.empty
+    empty = outputs.allocator([((n,), np.float32)], collective=True)
+    first = empty((n,), np.float32)
+    address = first.ctypes.data
+    assert first.base is not None
+    del first
+    assert empty((n // 2, 2), np.float32).ctypes.data == address
+    assert outputs.allocator([((n - 1,), np.float32)], collective=True) is np.empty

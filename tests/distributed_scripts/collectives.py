@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import fgrad  # noqa: E402
 import fgrad.distributed as dist  # noqa: E402
 import fgrad.numpy as fnp  # noqa: E402
+from fgrad._src.cpu import outputs  # noqa: E402
 
 dist.init()
 comm = dist.world()
@@ -111,6 +112,27 @@ xs = data((3, 2), 5)
 carry, _ = fgrad.jit(lambda v: fgrad.lax.scan(lambda c, row: (c + dist.allreduce(row), None),
                                               fnp.zeros(2, np.float64), v))(fnp.asarray(xs))
 close(carry, everyone(xs).sum(axis=(0, 1)), what="allreduce in scan")
+
+# a donated operand's buffer takes the allreduce's result (MPI_IN_PLACE); big outputs
+# of collectives reuse memory once dropped, never while held
+big = data((1 << 16,), 6)                       # 512 KB: served from reused memory
+expect = everyone(big).sum(0)
+donating = fgrad.jit(dist.allreduce, donate_argnums=0)
+assert "(in place of donated input 0)" in donating.lower(fnp.asarray(big)).as_text()
+operand = fnp.asarray(big)
+address = operand._value.ctypes.data
+summed = donating(operand)
+assert summed._value.ctypes.data == address
+close(summed, expect, what="donated allreduce")
+for g in (dist.allreduce, fgrad.jit(dist.allreduce)):
+    held = g(fnp.asarray(big))
+    kept = np.array(held)
+    address = g(fnp.asarray(big))._value.ctypes.data       # dropped at once
+    again = g(fnp.asarray(2 * big))
+    assert again._value.ctypes.data == address and outputs.kept(again._value.base)
+    assert np.array_equal(np.asarray(held), kept) and not np.shares_memory(
+        np.asarray(held), np.asarray(again))
+    close(again, 2 * expect, what="reused output")
 
 # send/recv around a ring, eagerly and under jit
 nxt, prev = (r + 1) % n, (r - 1) % n

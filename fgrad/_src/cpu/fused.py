@@ -1596,7 +1596,7 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
         return t, t.ctypes.data
 
     tables.append(new_table())
-    empty = outputs.empty if any(outputs.is_big(*spec) for spec in out_specs) else np.empty
+    empty = outputs.allocator(out_specs, group.eqns[0].primitive.name in mpi.NAMES)
     full = np.full
     address = _address
 

@@ -15,7 +15,9 @@ Each kernel has a fused group's body signature,
 
 (the range is ignored: a collective is never split over threads, and
 `fused.parallel_plan` keeps fgrad's worker threads out of segments holding
-one, so it runs on the calling thread, in program order). A nonzero MPI
+one, so it runs on the calling thread, in program order). An allreduce whose
+output is its operand's buffer (a donated input, see `IN_PLACE`) passes
+MPI_IN_PLACE. A nonzero MPI
 return code calls MPI_Abort: a collective that fails ends the job rather
 than returning garbage. Not lowered (left to the Python step, which calls
 mpi4py): empty arrays, counts beyond a C int, dtypes without an MPI datatype,
@@ -32,6 +34,8 @@ from ..jaxpr import Var
 from . import loops
 
 NAMES = frozenset({"mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter", "mpi_broadcast"})
+# kernels that may write their output over their (donated) operand: MPI_IN_PLACE
+IN_PLACE = frozenset({"mpi_allreduce"})
 _ROUTINES = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast",
              "MPI_Abort")
 _registered = None
@@ -112,9 +116,11 @@ def emit(ir, module, fname, eqn):
         callee = loops.declare(ir, module, _symbol(routine_name), i32, [a.type for a in args])
         return b.call(callee, args)
 
-    if name == "mpi_allreduce":
+    if name == "mpi_allreduce":      # in place (MPI_IN_PLACE) when dst is src
         op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[params["op"]]
-        rc = call("MPI_Allreduce", [src, dst, count, dtype, h(op), h(comm)])
+        in_place = b.inttoptr(ir.Constant(i64, int(MPI.IN_PLACE)), ptr)
+        send = b.select(b.icmp_unsigned("==", src, dst), in_place, src)
+        rc = call("MPI_Allreduce", [send, dst, count, dtype, h(op), h(comm)])
     elif name == "mpi_allgather":
         rc = call("MPI_Allgather", [src, count, dtype, dst, count, dtype, h(comm)])
     elif name == "mpi_reduce_scatter":

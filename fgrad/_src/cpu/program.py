@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Literal, Var
-from . import blas, interrupts, loops, outputs
+from . import blas, interrupts, loops, mpi, outputs
 from .dispatch import NativeEntry
 
 ALIGN = 64
@@ -389,7 +389,8 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
         return table, table.ctypes.data, ws
 
     pool.append(new_context())
-    empty = outputs.empty if any(outputs.is_big(*spec) for spec in out_specs) else np.empty
+    empty = outputs.allocator(out_specs, any(
+        g.eqns[0].primitive.name in mpi.NAMES for g in seg.members if hasattr(g, "eqns")))
     ndarray, allocate = np.ndarray, outputs.allocate
 
     def run(*xs):

@@ -37,9 +37,11 @@ reduce_scatter's rank axis stays leading).
 """
 import numpy as np
 
+from .. import core, placement
 from ..ad import deflinear, defjvp
 from ..batching import moveaxis
-from ..core import Primitive, ShapedArray
+from ..core import Array, Primitive, ShapedArray
+from ..cpu import outputs
 from ..errors import FgradTypeError
 from . import runtime
 
@@ -62,6 +64,20 @@ def _contiguous(x):
         return x
     x = np.asarray(x)
     return x if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(x.shape)
+
+
+def _empty(shape, dtype):
+    """A collective's output, on reused memory when it is big (see cpu.outputs)."""
+    return outputs.empty(shape, dtype, outputs.COLLECTIVE_BYTES)
+
+
+def _reduced(x, op, comm):
+    """allreduce of a C-contiguous ndarray x into a new array."""
+    out = np.empty(x.shape, x.dtype) if x.nbytes < outputs.COLLECTIVE_BYTES \
+        else _empty(x.shape, x.dtype)
+    with runtime.one_at_a_time:
+        comm.mpi.Allreduce(x, out, _mpi_op(op))
+    return out
 
 
 def _check_kind(name, x, kinds):
@@ -88,11 +104,7 @@ def _allreduce_abstract_eval(x, *, op, comm):
 def _allreduce_impl(x, *, op, comm):
     if runtime._debug:
         runtime.check_same_shape(comm, f"allreduce({op!r})", x)
-    x = _contiguous(x)
-    out = np.empty_like(x)
-    with runtime.one_at_a_time:
-        comm.mpi.Allreduce(x, out, op=_mpi_op(op))
-    return out
+    return _reduced(_contiguous(x), op, comm)
 
 
 allreduce_p = _effectful("mpi_allreduce")
@@ -142,7 +154,7 @@ def _allgather_abstract_eval(x, *, comm):
 def _allgather_impl(x, *, comm):
     runtime.check_same_shape(comm, "allgather", x)
     x = _contiguous(x)
-    out = np.empty((comm.mpi.Get_size(),) + x.shape, x.dtype)
+    out = _empty((comm.mpi.Get_size(),) + x.shape, x.dtype)
     with runtime.one_at_a_time:
         comm.mpi.Allgather(x, out)
     return out
@@ -161,7 +173,7 @@ def _reduce_scatter_abstract_eval(x, *, comm):
 def _reduce_scatter_impl(x, *, comm):
     runtime.check_same_shape(comm, "reduce_scatter", x)
     x = _contiguous(x)
-    out = np.empty(x.shape[1:], x.dtype)
+    out = _empty(x.shape[1:], x.dtype)
     with runtime.one_at_a_time:
         comm.mpi.Reduce_scatter_block(x, out, op=_mpi_op("sum"))
     return out
@@ -206,7 +218,9 @@ def _broadcast_abstract_eval(x, *, root, comm):
 
 def _broadcast_impl(x, *, root, comm):
     runtime.check_same_shape(comm, "broadcast", x)
-    out = np.array(x, order="C", copy=True)
+    x = np.asarray(x)
+    out = _empty(x.shape, x.dtype)
+    np.copyto(out, x)
     with runtime.one_at_a_time:
         comm.mpi.Bcast(out, root=root)
     return out
@@ -248,7 +262,7 @@ defjvp(send_p, None)
 
 
 def _recv_impl(*, shape, dtype, source, tag, comm):
-    out = np.empty(shape, dtype)
+    out = _empty(shape, dtype)
     with runtime.one_at_a_time:
         comm.mpi.Recv(out, source=source, tag=tag)
     return out
@@ -271,13 +285,28 @@ def _operand(x):
 def allreduce(x, op="sum", *, comm=None):
     """The elementwise reduction of x over all ranks, on every rank. op: "sum",
     "mean", "max" or "min"."""
+    kinds = _EAGER_KINDS.get(op)
+    if kinds is not None and type(x) is Array and not runtime._debug and _plain_eager():
+        v = x._value      # eagerly: what bind would do, without its general dispatch
+        if type(v) is np.ndarray and v.dtype.kind in kinds and v.flags.c_contiguous:
+            return Array(_reduced(v, op, runtime.as_comm(comm)), x.weak_type)
     if op not in _OPS + ("mean",):
         raise ValueError(f"allreduce: op must be one of sum, mean, max, min; got {op!r}")
     comm = runtime.as_comm(comm)
     x = _operand(x)
     if op == "mean":
-        return allreduce_p.bind(x, op="sum", comm=comm) / comm.mpi.Get_size()
+        return allreduce(x, "sum", comm=comm) / comm.mpi.Get_size()
     return allreduce_p.bind(x, op=op, comm=comm)
+
+
+_EAGER_KINDS = {"sum": "fiuc", "max": "fiu", "min": "fiu"}
+
+
+def _plain_eager():
+    """Whether a primitive bound now would just run its impl on host values (no
+    transform tracing, no output check, no device arrays)."""
+    return type(core.current_trace()) is core.EvalTrace and core.output_check is None \
+        and not placement.array_types
 
 
 def allgather(x, *, comm=None):

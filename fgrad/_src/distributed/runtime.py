@@ -56,6 +56,8 @@ _world = None
 def as_comm(comm):
     """The `Comm` for an mpi4py communicator, a `Comm`, or None (the world)."""
     global _world
+    if comm is None and _world is not None:
+        return _world
     if isinstance(comm, Comm):
         return comm
     if comm is None:

@@ -20,7 +20,7 @@ import numpy as np
 from .. import core
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
-from ..cpu import compiler_lock, interrupts
+from ..cpu import compiler_lock, interrupts, mpi
 from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
@@ -392,7 +392,8 @@ def _in_place(groups, steps, jaxpr, donated):
     reading that buffer (directly or through a NumPy step's result that may be a
     view of it), read it once, element by element at the output's own index (a
     plain read over the group's domain), and the output must have its shape and
-    dtype; a buffer that may be returned as an output is never reused."""
+    dtype; a buffer that may be returned as an output is never reused. A collective
+    that MPI runs in place (`cpu.mpi.IN_PLACE`) counts as element by element."""
     if not donated:
         return [{} for _ in groups]
     owner = {jaxpr.invars[i]: jaxpr.invars[i] for i in donated}   # var -> donated buffer
@@ -416,7 +417,8 @@ def _in_place(groups, steps, jaxpr, donated):
     position = {id(step): index for index, step in enumerate(steps)}
     result = []
     for g in groups:
-        if not all(e.primitive.elementwise or e is g.reduction for e in g.eqns):
+        if not all(e.primitive.elementwise or e is g.reduction for e in g.eqns) \
+                and not (len(g.eqns) == 1 and g.eqns[0].primitive.name in mpi.IN_PLACE):
             result.append({})      # e.g. a matmul reads all of its inputs for each output
             continue
         ins = [a for a in g.inputs if type(a) is not Literal]
