@@ -134,6 +134,24 @@ for g in (dist.allreduce, fgrad.jit(dist.allreduce)):
         np.asarray(held), np.asarray(again))
     close(again, 2 * expect, what="reused output")
 
+# eager allreduces of a kind seen before run natively (cpu.dispatch): same bits; with
+# jit disabled they take the mpi4py path
+from mpi4py import MPI  # noqa: E402
+from fgrad._src.distributed import collectives  # noqa: E402
+small = data((5, 3), 7).astype(np.float32)
+for op, ref in (("sum", np.sum), ("max", np.max)):
+    first = dist.allreduce(fnp.asarray(small), op)
+    second, third = (dist.allreduce(fnp.asarray(small), op) for _ in range(2))
+    assert collectives._native[((5, 3), small.dtype, False, op, MPI._handleof(comm))]
+    assert np.array_equal(np.asarray(third), np.asarray(first)) and third.dtype == np.float32
+    close(third, ref(everyone(small), axis=0), tol=1e-6, what="native eager " + op)
+    fgrad.config.update("disable_jit", True)
+    try:
+        assert np.array_equal(np.asarray(dist.allreduce(fnp.asarray(small), op)),
+                              np.asarray(first))
+    finally:
+        fgrad.config.update("disable_jit", False)
+
 # send/recv around a ring, eagerly and under jit
 nxt, prev = (r + 1) % n, (r - 1) % n
 msg = data((5,), 4)

@@ -136,3 +136,58 @@ def emit(ir, module, fname, eqn):
         call("MPI_Abort", [h(MPI.COMM_WORLD), rc])
     b.ret(ir.Constant(i1, 0))
     return fn
+
+
+_EAGER = []      # [(address of fgrad_mpi_allreduce, its module)] once compiled
+
+
+def allreduce_entry():
+    """The address of `void fgrad_mpi_allreduce(i64* table)`, fgrad's run-time code
+    for eager allreduces (compiled once per process, disk-cached; cpu.dispatch
+    calls it with the operand and output ndarrays' addresses in table[0:2]):
+    MPI_Allreduce of table[2] elements, datatype table[3], op table[4], over
+    communicator table[5] (handles as integers). None where native calls are out."""
+    from .fused import _DATA_OFFSET
+    if _DATA_OFFSET is None or not available():
+        return None
+    if not _EAGER:
+        from mpi4py import MPI
+        from . import engine
+        width = 8 * MPI._sizeof(MPI.Comm)
+        module = engine.compile_runtime(f"mpi allreduce {width} {_DATA_OFFSET}",
+                                        ["fgrad_mpi_allreduce"],
+                                        lambda: _emit_entry(width, _DATA_OFFSET))
+        _EAGER.append((module.address("fgrad_mpi_allreduce"), module))
+    return _EAGER[0][0]
+
+
+def _emit_entry(width, data_offset):
+    """LLVM IR text of `fgrad_mpi_allreduce` (see allreduce_entry)."""
+    from llvmlite import ir
+    from mpi4py import MPI
+    ptr, i8, i32, i64 = ir.PointerType(), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    handle = ir.IntType(width)
+    module = ir.Module("fgrad_mpi_allreduce")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), "fgrad_mpi_allreduce")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def slot(k):
+        return b.load(b.gep(fn.args[0], [ir.Constant(i64, k)], source_etype=i64), typ=i64)
+
+    def data(k):
+        obj = b.inttoptr(slot(k), ptr)
+        return b.load(b.gep(obj, [ir.Constant(i64, data_offset)], source_etype=i8), typ=ptr)
+
+    def as_handle(k):
+        return slot(k) if width == 64 else b.trunc(slot(k), handle)
+
+    def call(name, args):
+        callee = loops.declare(ir, module, _symbol(name), i32, [a.type for a in args])
+        return b.call(callee, args)
+
+    rc = call("MPI_Allreduce", [data(0), data(1), b.trunc(slot(2), i32), as_handle(3),
+                                as_handle(4), as_handle(5)])
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(i32, 0)), likely=False):
+        call("MPI_Abort", [ir.Constant(handle, MPI._handleof(MPI.COMM_WORLD)), rc])
+    b.ret_void()
+    return str(module)
