@@ -5,9 +5,14 @@ estimate for fgrad.distributed. Run under MPI (the `mpi` extra):
     mpiexec -n 1 python bench/distributed.py --train    # training throughput, 1 rank
     mpiexec -n 2 python bench/distributed.py --train    # ... 2 ranks
 
-Bandwidth: float32 Allreduce (sum) of 1 KB to 100 MB, median time over repeats,
-for raw mpi4py on NumPy buffers, fgrad eager (`allreduce`) and fgrad inside jit
-(a program that is the one collective). The cost model fits t = a + n*b to
+Bandwidth: float32 Allreduce (sum) of 1 KB to 100 MB for raw mpi4py on NumPy
+buffers (into one reused buffer), fgrad eager (`allreduce`), fgrad inside jit
+(a program that is the one collective) and jit with the operand donated (the
+result written over it: MPI_IN_PLACE), interleaved call by call so that load
+from other work hits all alike; the minimum over the repeats and the median of
+the per-round ratios. mpi4py into a fresh `np.empty_like` per call is timed in
+a block of its own (its freed buffers make malloc return memory that the next
+call, whichever it is, faults in again). The cost model fits t = a + n*b to
 mpi4py's times (n bytes) and applies the ring allreduce's
 2(p-1)*a + 2(p-1)/p*n*b' (b' = 8/25e9 s per byte, a 25 Gb/s network) to the
 ResMLP example's gradient, against the measured compute time of one step.
@@ -27,20 +32,21 @@ import fgrad.numpy as fnp  # noqa: E402
 SIZES = [2 ** k for k in range(10, 27, 2)] + [100 * 2 ** 20]       # bytes, 1 KB .. 100 MB
 
 
-def median_time(fn, repeats):
+def slowest_times(fns, repeats):
+    """Per function, the time of each of `repeats` rounds (one call of every
+    function per round, each after a barrier), as the slowest rank saw it."""
     from mpi4py.MPI import MAX
     comm = dist.world()
-    times = []
-    for _ in range(repeats):
-        comm.Barrier()
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    # the slowest rank decides a collective's time
-    times = np.array(times)
-    slowest = np.empty_like(times)
+    times = np.empty((len(fns), repeats))
+    for r in range(repeats):
+        for i, fn in enumerate(fns):
+            comm.Barrier()
+            t = time.perf_counter()
+            fn()
+            times[i, r] = time.perf_counter() - t
+    slowest = np.empty_like(times)     # the slowest rank decides a collective's time
     comm.Allreduce(times, slowest, op=MAX)
-    return float(np.median(slowest))
+    return slowest
 
 
 def bandwidth():
@@ -48,17 +54,26 @@ def bandwidth():
     comm = dist.world()
     rows = []
     jitted = fgrad.jit(dist.allreduce)
+    donating = fgrad.jit(dist.allreduce, donate_argnums=0)
     for nbytes in SIZES:
         x = np.ones(nbytes // 4, np.float32)
         out = np.empty_like(x)
         fx = fnp.asarray(x)
-        repeats = 50 if nbytes <= 2 ** 20 else 10
-        jitted(fx)                                       # compile outside the timing
-        raw = median_time(lambda: comm.Allreduce(x, out, op=MPI.SUM), repeats)
-        fresh = median_time(lambda: comm.Allreduce(x, np.empty_like(x), op=MPI.SUM), repeats)
-        eager = median_time(lambda: dist.allreduce(fx), repeats)
-        inside = median_time(lambda: jitted(fx), repeats)
-        rows.append((nbytes, raw, fresh, eager, inside))
+        donated = [fnp.zeros(x.shape, x.dtype)]     # zeros: summing them stays finite
+
+        def donate():
+            donated[0] = donating(donated[0])
+
+        for warm in (jitted, dist.allreduce):        # compile (and warm up) outside the timing
+            warm(fx), warm(fx)
+        donate()
+        repeats = 200 if nbytes <= 2 ** 20 else 30 if nbytes <= 2 ** 24 else 10
+        t = slowest_times([lambda: comm.Allreduce(x, out, op=MPI.SUM),
+                           lambda: dist.allreduce(fx), lambda: jitted(fx), donate], repeats)
+        fresh = slowest_times([lambda: comm.Allreduce(x, np.empty_like(x), op=MPI.SUM)],
+                              repeats)
+        rows.append((nbytes, t.min(axis=1), float(fresh.min()),
+                     np.median(t[0] / t[1:], axis=1)))
     return rows
 
 
@@ -115,18 +130,22 @@ def main():
         return
     rows = bandwidth()
     if main_rank:
-        print(f"float32 allreduce-sum on {dist.size()} ranks (median seconds; GB/s = bytes/time)")
-        print("mpi4py: into one reused buffer; mpi4py new: into a fresh np.empty_like each "
-              "call (what a function returning a new array pays, as fgrad does)")
-        print(f"{'bytes':>10} {'mpi4py':>10} {'mpi4py new':>10} {'fgrad':>10} {'fgrad jit':>10} "
-              f"{'eager/raw':>9} {'jit/raw':>8} {'jit/new':>8} {'GB/s raw':>9}")
-        for n, raw, fresh, eager, inside in rows:
-            print(f"{n:>10} {raw:>10.2e} {fresh:>10.2e} {eager:>10.2e} {inside:>10.2e} "
-                  f"{raw / eager:>9.2f} {raw / inside:>8.2f} {fresh / inside:>8.2f} "
-                  f"{n / raw / 1e9:>9.2f}")
+        print(f"float32 allreduce-sum on {dist.size()} ranks (seconds: minimum over the "
+              f"repeats; GB/s = bytes/time)")
+        print("mpi4py: into one reused buffer; new: into a fresh np.empty_like per call; "
+              "donated: jit with donate_argnums (in place); x/raw: mpi4py's time over "
+              "fgrad's (>= 1: fgrad as fast), from the minima and the median per round")
+        print(f"{'bytes':>10} {'mpi4py':>9} {'new':>9} {'fgrad':>9} {'jit':>9} "
+              f"{'donated':>9} {'GB/s raw':>8} | {'eager/raw':>9} {'jit/raw':>7} "
+              f"{'don/raw':>7} | median: {'eager':>5} {'jit':>5} {'don':>5}")
+        for n, (raw, eager, inside, donated), fresh, med in rows:
+            print(f"{n:>10} {raw:>9.2e} {fresh:>9.2e} {eager:>9.2e} {inside:>9.2e} "
+                  f"{donated:>9.2e} {n / raw / 1e9:>8.2f} | {raw / eager:>9.2f} "
+                  f"{raw / inside:>7.2f} {raw / donated:>7.2f} |         "
+                  f"{med[0]:>5.2f} {med[1]:>5.2f} {med[2]:>5.2f}")
         # latency a: the smallest message's time; per-byte b: slope over >= 1 MB
-        alpha = rows[0][1]
-        big = [(r[0], r[1]) for r in rows if r[0] >= 2 ** 20]
+        alpha = rows[0][1][0]
+        big = [(r[0], r[1][0]) for r in rows if r[0] >= 2 ** 20]
         beta = np.polyfit([b[0] for b in big], [b[1] for b in big], 1)[0]
         print(f"\nloopback: a = {alpha * 1e6:.1f} us (1 KB allreduce), "
               f"b = {beta * 1e9:.3f} ns/byte ({1 / beta / 1e9:.2f} GB/s)")

@@ -3,7 +3,9 @@
 Every primitive here is *effectful*: tracing records it even on constants and
 simplification never drops, folds or reorders it, so a jitted program performs
 its collectives in program order on the calling thread (never on fgrad's native
-worker threads). Eagerly they call mpi4py on NumPy buffers (no pickling); under
+worker threads). Eagerly they call mpi4py on NumPy buffers (no pickling), except
+a small allreduce of a kind called before, which calls MPI natively (see
+`_native_allreduce`); outputs from 256 KB are on reused memory (cpu.outputs); under
 jit, allreduce, allgather, reduce_scatter and broadcast are native kernels
 calling MPI's C routines from the compiled code (`fgrad/_src/cpu/mpi.py`,
 `native:mpi_allreduce (MPI_Allreduce)` in `as_text`), while send/recv, debug

@@ -2,10 +2,11 @@
 aborting the job when a rank fails, and the optional cross-rank shape check.
 
 mpi4py is imported on first use, so fgrad imports and runs without it. Every
-MPI call fgrad makes goes through `one_at_a_time`, a process-wide lock: two
-Python threads of one rank never run collectives concurrently (fgrad's native
-worker threads never call MPI at all; collectives are steps of the calling
-thread).
+MPI call fgrad makes through mpi4py goes through `one_at_a_time`, a process-wide
+lock, and the native calls of small programs and eager allreduces hold the GIL:
+two Python threads of one rank never run those collectives concurrently
+(fgrad's native worker threads never call MPI at all; collectives are steps of
+the calling thread).
 """
 import os
 import sys
