@@ -2,6 +2,8 @@
 JVP and VJP, on rank-dependent float64 data. Prints "OK rank r" when all pass;
 any failure raises, which aborts the whole job (a nonzero exit)."""
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -151,6 +153,32 @@ for op, ref in (("sum", np.sum), ("max", np.max)):
                               np.asarray(first))
     finally:
         fgrad.config.update("disable_jit", False)
+
+# a collective called from native code (eager allreduce of a kind seen before, a small
+# jitted program) lets this rank's other Python threads run while it waits for the others
+ticks, stop = [0], threading.Event()
+
+
+def tick():
+    while not stop.is_set():
+        ticks[0] += 1
+        time.sleep(0.001)
+
+
+for g in (dist.allreduce, fgrad.jit(dist.allreduce)):
+    g(fnp.asarray(small)), g(fnp.asarray(small))              # native from here on
+    stop.clear()
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    dist.barrier()
+    if r == 0:
+        time.sleep(0.3)                                       # the others wait in g
+    start = ticks[0]
+    g(fnp.asarray(small))
+    waited = ticks[0] - start
+    stop.set()
+    ticker.join()
+    assert r == 0 or waited >= 20, (g, waited)
 
 # send/recv around a ring, eagerly and under jit
 nxt, prev = (r + 1) % n, (r - 1) % n

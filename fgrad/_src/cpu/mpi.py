@@ -38,6 +38,7 @@ NAMES = frozenset({"mpi_allreduce", "mpi_allgather", "mpi_reduce_scatter", "mpi_
 IN_PLACE = frozenset({"mpi_allreduce"})
 _ROUTINES = ("MPI_Allreduce", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Bcast",
              "MPI_Abort")
+_GIL_API = ("PyGILState_Check", "PyEval_SaveThread", "PyEval_RestoreThread")
 _registered = None
 
 
@@ -63,6 +64,9 @@ def available():
             from . import engine
             for name, address in addresses.items():
                 engine.add_symbol(_symbol(name), address)
+            for name in _GIL_API:
+                engine.add_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name),
+                                                    ctypes.c_void_p).value)
             _registered = True
     return _registered
 
@@ -116,6 +120,7 @@ def emit(ir, module, fname, eqn):
         callee = loops.declare(ir, module, _symbol(routine_name), i32, [a.type for a in args])
         return b.call(callee, args)
 
+    resume = _release_gil(ir, module, b)
     if name == "mpi_allreduce":      # in place (MPI_IN_PLACE) when dst is src
         op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[params["op"]]
         in_place = b.inttoptr(ir.Constant(i64, int(MPI.IN_PLACE)), ptr)
@@ -131,6 +136,7 @@ def emit(ir, module, fname, eqn):
         memcpy = loops.declare(ir, module, "memcpy", ptr, [ptr, ptr, i64])
         b.call(memcpy, [dst, src, nbytes])
         rc = call("MPI_Bcast", [dst, count, dtype, ir.Constant(i32, params["root"]), h(comm)])
+    resume()
     failed = b.icmp_signed("!=", rc, ir.Constant(i32, 0))
     with b.if_then(failed, likely=False):
         call("MPI_Abort", [h(MPI.COMM_WORLD), rc])
@@ -185,9 +191,37 @@ def _emit_entry(width, data_offset):
         callee = loops.declare(ir, module, _symbol(name), i32, [a.type for a in args])
         return b.call(callee, args)
 
-    rc = call("MPI_Allreduce", [data(0), data(1), b.trunc(slot(2), i32), as_handle(3),
-                                as_handle(4), as_handle(5)])
+    send, recv, count = data(0), data(1), b.trunc(slot(2), i32)
+    resume = _release_gil(ir, module, b)
+    rc = call("MPI_Allreduce", [send, recv, count, as_handle(3), as_handle(4), as_handle(5)])
+    resume()
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(i32, 0)), likely=False):
         call("MPI_Abort", [ir.Constant(handle, MPI._handleof(MPI.COMM_WORLD)), rc])
     b.ret_void()
     return str(module)
+
+
+def _release_gil(ir, module, b):
+    """Emit at `b`: release the GIL when this thread holds it (a call from native
+    code, cpu.dispatch; ctypes calls come without it), so other Python threads
+    run while the collective waits for the other ranks. Returns a function that
+    emits taking it back."""
+    ptr, i32 = ir.PointerType(), ir.IntType(32)
+    check = loops.declare(ir, module, "PyGILState_Check", i32, [])
+    save = loops.declare(ir, module, "PyEval_SaveThread", ptr, [])
+    restore = loops.declare(ir, module, "PyEval_RestoreThread", ir.VoidType(), [ptr])
+    held = b.icmp_signed("!=", b.call(check, []), ir.Constant(i32, 0))
+    with b.if_else(held) as (then, otherwise):
+        with then:
+            saved = b.call(save, [])
+            from_then = b.block
+        with otherwise:
+            from_else = b.block
+    state = b.phi(ptr)
+    state.add_incoming(saved, from_then)
+    state.add_incoming(ir.Constant(ptr, None), from_else)
+
+    def resume():
+        with b.if_then(held):
+            b.call(restore, [state])
+    return resume

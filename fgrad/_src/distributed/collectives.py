@@ -298,7 +298,7 @@ def allreduce(x, op="sum", *, comm=None):
                 return out
         kinds = _EAGER_KINDS.get(op)
         if kinds is not None and v.dtype.kind in kinds and v.flags.c_contiguous:
-            if fast is None and v.nbytes <= _NATIVE_BYTES:
+            if fast is None and 0 < v.size < 2 ** 31:
                 seen = key in _native        # made on the second call of a kind
                 _native[key] = _native_allreduce(v, x.weak_type, op, comm) if seen else None
             if _plain_eager():
@@ -313,7 +313,6 @@ def allreduce(x, op="sum", *, comm=None):
 
 
 _EAGER_KINDS = {"sum": "fiuc", "max": "fiu", "min": "fiu"}
-_NATIVE_BYTES = 1 << 17
 _native = {}      # (shape, dtype, weak, op, comm) -> native call, None once seen, or False
 
 
@@ -327,15 +326,16 @@ def _native_allreduce(v, weak, op, comm):
     from ..cpu import mpi as cpu_mpi
     address = cpu_mpi.allreduce_entry()
     datatype = cpu_mpi._datatype(v.dtype)
-    if address is None or datatype is None or v.size == 0:
+    if address is None or datatype is None:
         return False
     MPI = runtime.mpi()
     table = np.array([0, 0, v.size, datatype, MPI._handleof(_mpi_op(op)),
                       MPI._handleof(comm.mpi)], np.int64)
     native = dispatch.NativeEntry(address, [(v.dtype, v.shape)], 1, -1, lambda: (table, ()))
     aval = (v.shape, v.dtype, weak)
+    allocate = outputs.allocator([(v.shape, v.dtype)], collective=True)
     return dispatch.fast_function(native, [aval], [0], [None], [aval], None, False, table,
-                                  "allreduce") or False
+                                  "allreduce", allocate) or False
 
 
 def _plain_eager():

@@ -18,7 +18,7 @@ import optree
 
 from .. import core, placement, tree_util
 from ..config import config
-from ..cpu import dispatch, interrupts
+from ..cpu import dispatch, interrupts, mpi, outputs
 from ..cpu.dispatch import MISS
 from ..core import Array, Tracer, full_lower
 from ..debug.nans import check_program
@@ -205,7 +205,11 @@ class Jitted:
         sizes = [v.aval.size * v.aval.dtype.itemsize for v in entry.jaxpr.jaxpr.invars]
         sizes += [c.nbytes for c in constants if c is not None]
         sizes += [a.aval.size * a.aval.dtype.itemsize for a in entry.jaxpr.jaxpr.outvars]
-        if n_out == 0 or sum(sizes) > dispatch.MAX_BYTES:
+        # a program that is one collective waits on the other ranks rather than
+        # computing, with the GIL released (cpu.mpi): the native path at any size
+        eqns = entry.jaxpr.jaxpr.eqns
+        collective = len(eqns) == 1 and eqns[0].primitive.name in mpi.NAMES
+        if n_out == 0 or sum(sizes) > dispatch.MAX_BYTES and not collective:
             return
         if entry.out_tree == tree_util.structure(0):
             finish, as_tuple = None, False
@@ -217,8 +221,9 @@ class Jitted:
                     for v in entry.jaxpr.jaxpr.invars]
         out_avals = [(v.aval.shape, v.aval.dtype, w)
                      for v, w in zip(entry.jaxpr.jaxpr.outvars, exe.out_weak)]
+        allocate = outputs.allocator([(shape, dt) for shape, dt, _ in out_avals], collective)
         entry.fast = dispatch.fast_function(native, in_avals, call_map, constants, out_avals,
-                                            finish, as_tuple, exe, self._name) or False
+                                            finish, as_tuple, exe, self._name, allocate) or False
         if entry.fast:
             self._fast = entry.fast
             self._fast_default = default_float_dtype()
