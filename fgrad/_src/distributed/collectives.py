@@ -4,8 +4,8 @@ Every primitive here is *effectful*: tracing records it even on constants and
 simplification never drops, folds or reorders it, so a jitted program performs
 its collectives in program order on the calling thread (never on fgrad's native
 worker threads). Eagerly they call mpi4py on NumPy buffers (no pickling), except
-a small allreduce of a kind called before, which calls MPI natively (see
-`_native_allreduce`); outputs from 256 KB are on reused memory (cpu.outputs); under
+an allreduce of a kind called before, which calls MPI natively (see
+`_native_allreduce`); outputs from 128 KB are on reused memory (cpu.outputs); under
 jit, allreduce, allgather, reduce_scatter and broadcast are native kernels
 calling MPI's C routines from the compiled code (`fgrad/_src/cpu/mpi.py`,
 `native:mpi_allreduce (MPI_Allreduce)` in `as_text`), while send/recv, debug
@@ -321,8 +321,8 @@ def _native_allreduce(v, weak, op, comm):
     natively, as a jitted allreduce would (cpu.dispatch and cpu.mpi's run-time
     entry: no compilation per shape), returning the result Array or a miss
     marker; or False where native calls are out. Made on a shape's second call:
-    it saves mpi4py's and fgrad's Python overhead (1 KB on 2 ranks: 4.8 -> 3.2
-    us, what mpi4py takes into a reused buffer)."""
+    it saves mpi4py's and fgrad's Python overhead (1 KB on 2 ranks: 6.9 -> 3.5
+    us; mpi4py into a reused buffer: 3.4 us)."""
     from ..cpu import mpi as cpu_mpi
     address = cpu_mpi.allreduce_entry()
     datatype = cpu_mpi._datatype(v.dtype)
