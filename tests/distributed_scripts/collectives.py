@@ -172,13 +172,13 @@ for g in (dist.allreduce, fgrad.jit(dist.allreduce)):
     ticker.start()
     dist.barrier()
     if r == 0:
-        time.sleep(0.3)                                       # the others wait in g
+        time.sleep(0.5)                                       # the others wait in g
     start = ticks[0]
     g(fnp.asarray(small))
     waited = ticks[0] - start
     stop.set()
     ticker.join()
-    assert r == 0 or waited >= 20, (g, waited)
+    assert r == 0 or waited >= 5, (g, waited)         # about 1 with the GIL held
 
 # send/recv around a ring, eagerly and under jit
 nxt, prev = (r + 1) % n, (r - 1) % n
