@@ -461,6 +461,11 @@ def transposed_program(closed, linear_mask, ct_avals, description):
 # ----------------------------------------------------------------------------
 # Helpers for defining rules next to each primitive
 
+# How the eager tape (tape.py) records a primitive, derived from its rules here.
+TAPE_DIAGONAL = "diagonal"   # element-wise defjvp: the tangent rules are their transposes
+TAPE_LINEAR = "linear"       # deflinear: the transpose rule, in the first argument
+TAPE_ZERO = "zero"           # defjvp_zero: nothing to record
+
 def defjvp(prim, *rules):
     """JVP from one rule per argument: rule(g, ans, *primals, **params) gives the
     output tangent contributed by that argument's tangent g (None: not differentiable)."""
@@ -469,6 +474,8 @@ def defjvp(prim, *rules):
         return ans, _sum_contributions(rules, ans, primals, tangents, params)
     prim.jvp = jvp
     prim.jvp_rules = rules
+    # An element-wise Jacobian is diagonal: each rule applied to a cotangent is its transpose.
+    prim.tape = TAPE_DIAGONAL if prim.elementwise else None
 
 
 def _sum_contributions(rules, ans, primals, tangents, params):
@@ -489,6 +496,7 @@ def defjvp_zero(prim):
         out = prim.bind(*primals, **params)
         return out, ([None] * len(out) if prim.multiple_results else None)
     prim.jvp = jvp
+    prim.tape = TAPE_ZERO
 
 
 def deflinear(prim, transpose):
@@ -500,6 +508,7 @@ def deflinear(prim, transpose):
         return ans, prim.bind(tangents[0], *primals[1:], **params)
     prim.jvp = jvp
     prim.transpose = transpose
+    prim.tape = TAPE_LINEAR
 
 
 # ----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from . import tree_util
+from . import tape, tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
 from .debug.tracebacks import api_boundary
@@ -120,7 +120,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
             _check_scalar_output(fname, out, holomorphic)
             return [full_lower(out)]
 
-        (ans,), lin = linearize_flat(flat_fun, flat, description)
+        (ans,), lin = _linearize(flat_fun, flat, description, aux_box.clear)
         cts = lin.transpose([_one(ans.dtype)])
         grads = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
         g = tuple(tree_util.unflatten(in_tree, grads))
@@ -131,6 +131,17 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
         return ans, g
 
     return value_and_grad_f
+
+
+def _linearize(fun, flat, description, reset):
+    """linearize_flat, on the eager tape where it is exact (tape.py), else on the
+    jaxpr path (`reset` forgets what a partial run on the tape left behind)."""
+    if tape.usable():
+        try:
+            return tape.linearize_flat(fun, flat, description)
+        except tape.Unsupported:
+            reset()
+    return linearize_flat(fun, flat, description)
 
 
 _ONES = {}
@@ -236,7 +247,7 @@ def vjp(fun, *primals, has_aux=False):
     flat, in_tree = tree_util.flatten(list(primals))
     flat = _as_arrays(flat, what)
     flat_fun = _FlatFun(fun, in_tree, what, has_aux)
-    outs, lin = linearize_flat(flat_fun, flat, what)
+    outs, lin = _linearize(flat_fun, flat, what, lambda: None)
     widened = {}  # dtype -> (outputs, LinearFunction) with weak primals in that dtype
 
     @api_boundary

@@ -117,6 +117,8 @@ class Primitive:
     jvp(primals, tangents, **params) -> (out, tangent)   (tangent None = zero)
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
+    tape: how eager reverse mode records it (tape.py; set by ad.defjvp, deflinear
+    and defjvp_zero from the rules above; None: linearized on its own).
     weak_args: indices of the arguments whose weak type the output inherits.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.
@@ -135,6 +137,7 @@ class Primitive:
         self.elementwise = False  # out[i] depends only on the (broadcast) inputs at i
         self.transpose = None
         self.batch = None
+        self.tape = None
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
