@@ -86,16 +86,20 @@ class TapeTrace(core.Trace):
             if kind is TAPE_LINEAR:
                 if ids[0] is None:
                     return out     # only the first argument is differentiated
-                self.entries.append((kind, prim, params, vals, out, ids, self.count))
-                return self.new_node(out)
-            dtype = out.dtype
-            for v, i in zip(vals, ids):
-                if i is not None and v.dtype != dtype:
-                    break
             else:
-                if dtype.kind == "f":
-                    self.entries.append((kind, prim, params, vals, out, ids, self.count))
-                    return self.new_node(out)
+                dtype = out._value.dtype    # (parent: eval, so vals and out are Arrays)
+                if dtype.kind != "f":
+                    return self._primitive_linearized(prim, vals, ids, params)
+                for v, i in zip(vals, ids):
+                    if i is not None and v._value.dtype != dtype:
+                        return self._primitive_linearized(prim, vals, ids, params)
+            primals = self.primals
+            self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+            primals.append(out)
+            return JVPTracer(self, out, len(primals) - 1)
+        return self._primitive_linearized(prim, vals, ids, params)
+
+    def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
         return outs if prim.multiple_results else outs[0]
 
