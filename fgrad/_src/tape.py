@@ -28,6 +28,8 @@ from . import ad, core, placement
 from .ad import TAPE_DIAGONAL, TAPE_LINEAR, TAPE_ZERO, JVPTracer, UndefinedPrimal
 from .config import config
 from .core import Tracer, TracerLevelError, check_live, full_lower, get_aval
+from .lax import add
+from .lax._util import unbroadcast
 
 _GENERIC = "generic"
 
@@ -53,10 +55,6 @@ class TapeTrace(core.Trace):
         self.description = description
         self.entries = []
         self.primals = []   # per node: the inputs, then each traced output
-
-    @property
-    def count(self):
-        return len(self.primals)
 
     def new_node(self, primal):
         self.primals.append(primal)
@@ -124,7 +122,7 @@ class TapeTrace(core.Trace):
         results = []
         for o, m in zip(outs, lin.out_mask):
             if m:
-                out_ids.append(self.count)
+                out_ids.append(len(self.primals))
                 results.append(self.new_node(o))
             else:
                 out_ids.append(None)
@@ -154,38 +152,17 @@ class TapeTrace(core.Trace):
                                 vals, ids)
 
     def backward(self, in_ids, out_ids, out_cts):
-        """Cotangents of the nodes `in_ids` (None where none flows) from those of the
-        nodes `out_ids`; run at the current trace, like backward_pass."""
-        from .lax import add
-        from .lax._util import unbroadcast
-        cts = [None] * self.count
-        check = config.check_jaxprs
-
-        def accumulate(i, c):
-            if check and tuple(c.shape) != tuple(self.primals[i].shape):
-                raise TypeError(f"cotangent shape {tuple(c.shape)} does not match "
-                                f"{get_aval(self.primals[i]).str_short()} (a transpose rule "
-                                f"is wrong)")
-            prev = cts[i]
-            cts[i] = c if prev is None else add(prev, c)
-
+        """Cotangents of the nodes `in_ids` (None: none, or no node) from those of the
+        nodes `out_ids`; run at the current trace, like ad.backward_pass."""
+        cts = [None] * len(self.primals)
+        accumulate = self._checked if config.check_jaxprs else None
         for i, c in zip(out_ids, out_cts):
             if i is not None and c is not None:
-                accumulate(i, c)
+                cts[i] = c if cts[i] is None else add(cts[i], c)
         for entry in reversed(self.entries):
             kind = entry[0]
             if kind is _GENERIC:
-                _, lin, ids, outs = entry
-                out_cts = [None if o is None else cts[o] for o in outs]
-                if all(c is None for c in out_cts):
-                    continue
-                for o in outs:
-                    if o is not None:
-                        cts[o] = None
-                got = lin.transpose(out_cts)
-                for i, c in zip(reversed(ids), reversed(got)):
-                    if i is not None and c is not None:
-                        accumulate(i, c)
+                self._generic_backward(entry, cts, accumulate)
                 continue
             _, prim, params, vals, ans, ids, node = entry
             ct = cts[node]
@@ -193,21 +170,48 @@ class TapeTrace(core.Trace):
                 continue
             cts[node] = None
             if kind is TAPE_LINEAR:
-                x = vals[0]
-                accumulate(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(x)),
-                                                  *vals[1:], **params)[0])
-                continue
-            rules = prim.jvp_rules
-            for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
-                i = ids[k]
-                if i is None or rules[k] is None:
-                    continue
-                c = rules[k](ct, ans, *vals, **params)
-                x = vals[k]
-                if c.shape != x.shape:
-                    c = unbroadcast(c, get_aval(x))
-                accumulate(i, c)
-        return [cts[i] for i in in_ids]
+                got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
+                                               *vals[1:], **params)[0])]
+            else:
+                got = []
+                rules = prim.jvp_rules
+                for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
+                    i = ids[k]
+                    if i is None or rules[k] is None:
+                        continue
+                    c = rules[k](ct, ans, *vals, **params)
+                    x = vals[k]
+                    if c.shape != x.shape:
+                        c = unbroadcast(c, get_aval(x))
+                    got.append((i, c))
+            for i, c in got:
+                if accumulate is not None:
+                    accumulate(cts, i, c)
+                prev = cts[i]
+                cts[i] = c if prev is None else add(prev, c)
+        return [None if i is None else cts[i] for i in in_ids]
+
+    def _generic_backward(self, entry, cts, accumulate):
+        _, lin, ids, outs = entry
+        out_cts = [None if o is None else cts[o] for o in outs]
+        if all(c is None for c in out_cts):
+            return
+        for o in outs:
+            if o is not None:
+                cts[o] = None
+        got = lin.transpose(out_cts)
+        for i, c in zip(reversed(ids), reversed(got)):
+            if i is not None and c is not None:
+                if accumulate is not None:
+                    accumulate(cts, i, c)
+                cts[i] = c if cts[i] is None else add(cts[i], c)
+
+    def _checked(self, cts, i, c):
+        """config.check_jaxprs: a cotangent must have its value's shape."""
+        if tuple(c.shape) != tuple(self.primals[i].shape):
+            raise TypeError(f"cotangent shape {tuple(c.shape)} does not match "
+                            f"{get_aval(self.primals[i]).str_short()} (a transpose rule "
+                            f"is wrong)")
 
 
 class TapeFunction:
@@ -216,13 +220,9 @@ class TapeFunction:
 
     def __init__(self, trace, in_ids, out_ids):
         self.trace, self.in_ids, self.out_ids = trace, in_ids, out_ids
-        self.in_mask = [i is not None for i in in_ids]
-        self.out_mask = [o is not None for o in out_ids]
 
     def transpose(self, cts):
-        ins = [i for i in self.in_ids if i is not None]
-        got = iter(self.trace.backward(ins, self.out_ids, cts))
-        return [next(got) if m else None for m in self.in_mask]
+        return self.trace.backward(self.in_ids, self.out_ids, cts)
 
 
 def linearize_flat(fun, primals, description):
@@ -232,8 +232,15 @@ def linearize_flat(fun, primals, description):
     parent = core._state.trace
     trace = TapeTrace(parent, description)
     trace.mark_origin()
-    args = [trace.new_node(p) if p.dtype.kind in "fc" else p for p in primals]
-    in_ids = [a.tangent if type(a) is JVPTracer else None for a in args]
+    args, in_ids = [], []
+    for p in primals:
+        if p.dtype.kind in "fc":
+            in_ids.append(len(trace.primals))
+            trace.primals.append(p)
+            args.append(JVPTracer(trace, p, in_ids[-1]))
+        else:
+            in_ids.append(None)
+            args.append(p)
     core._state.trace = trace
     try:
         outs = fun(*args)
@@ -249,5 +256,5 @@ def linearize_flat(fun, primals, description):
                 out_ids.append(None)
     finally:
         core._state.trace = parent
-        trace.finish()
+        trace.alive = False
     return primal_outs, TapeFunction(trace, in_ids, out_ids)
