@@ -464,6 +464,7 @@ def transposed_program(closed, linear_mask, ct_avals, description):
 # How the eager tape (tape.py) records a primitive, derived from its rules here.
 TAPE_DIAGONAL = "diagonal"   # element-wise defjvp: the tangent rules are their transposes
 TAPE_LINEAR = "linear"       # deflinear: the transpose rule, in the first argument
+TAPE_BILINEAR = "bilinear"   # defbilinear: the transpose rule, one argument at a time
 TAPE_ZERO = "zero"           # defjvp_zero: nothing to record
 
 def defjvp(prim, *rules):
@@ -488,6 +489,15 @@ def _sum_contributions(rules, ans, primals, tangents, params):
     if out is not None and out.shape != ans.shape:
         out = _lax().broadcast_to(out, ans.shape)
     return out
+
+
+def defbilinear(prim):
+    """Linear in each of its two arguments (a product): the tangent for each is the
+    primitive with the tangent in that argument's place; `prim.transpose` (set
+    beside it) handles one linear argument at a time."""
+    defjvp(prim, lambda g, ans, x, y, **params: prim.bind(g, y, **params),
+           lambda g, ans, x, y, **params: prim.bind(x, g, **params))
+    prim.tape = TAPE_BILINEAR
 
 
 def defjvp_zero(prim):

@@ -14,6 +14,7 @@ by the helpers in ad.py):
   argument's tangent rule applied to the cotangent is its transpose (complex rules
   may be only real-linear, e.g. sign's, and are linearized instead);
 - linear (`deflinear`): its transpose rule;
+- bilinear (`defbilinear`, dot_general): its transpose rule, one argument at a time;
 - zero derivative (`defjvp_zero`): nothing is recorded.
 
 Any other primitive (dot_general, control flow, jit calls, custom_jvp/custom_vjp
@@ -25,7 +26,8 @@ A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
 from . import ad, core, placement
-from .ad import TAPE_DIAGONAL, TAPE_LINEAR, TAPE_ZERO, JVPTracer, UndefinedPrimal
+from .ad import (TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_LINEAR, TAPE_ZERO, JVPTracer,
+                 UndefinedPrimal)
 from .config import config
 from .core import Tracer, TracerLevelError, check_live, full_lower, get_aval
 from .lax import add
@@ -79,12 +81,12 @@ class TapeTrace(core.Trace):
         kind = prim.tape
         if not traced or kind is TAPE_ZERO:
             return core.bind_at(self.parent, prim, vals, params)
-        if kind is TAPE_DIAGONAL or kind is TAPE_LINEAR:
+        if kind is TAPE_DIAGONAL or kind is TAPE_LINEAR or kind is TAPE_BILINEAR:
             out = core.bind_at(self.parent, prim, vals, params)
             if kind is TAPE_LINEAR:
-                if ids[0] is None:
+                if ids[0] is None or out._value.dtype.kind not in "fc":
                     return out     # only the first argument is differentiated
-            else:
+            elif kind is TAPE_DIAGONAL:
                 dtype = out._value.dtype    # (parent: eval, so vals and out are Arrays)
                 if dtype.kind != "f":
                     return self._primitive_linearized(prim, vals, ids, params)
@@ -172,6 +174,13 @@ class TapeTrace(core.Trace):
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
                                                *vals[1:], **params)[0])]
+            elif kind is TAPE_BILINEAR:
+                got = []
+                for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
+                    if ids[k] is not None:
+                        args = list(vals)
+                        args[k] = UndefinedPrimal(get_aval(vals[k]))
+                        got.append((ids[k], prim.transpose(ct, *args, **params)[k]))
             else:
                 got = []
                 rules = prim.jvp_rules
