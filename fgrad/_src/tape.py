@@ -81,23 +81,23 @@ class TapeTrace(core.Trace):
         kind = prim.tape
         if not traced or kind is TAPE_ZERO:
             return core.bind_at(self.parent, prim, vals, params)
-        if kind is TAPE_DIAGONAL or kind is TAPE_LINEAR or kind is TAPE_BILINEAR:
-            out = core.bind_at(self.parent, prim, vals, params)
-            if kind is TAPE_LINEAR:
-                if ids[0] is None or out._value.dtype.kind not in "fc":
-                    return out     # only the first argument is differentiated
-            elif kind is TAPE_DIAGONAL:
-                dtype = out._value.dtype    # (parent: eval, so vals and out are Arrays)
-                if dtype.kind != "f":
-                    return self._primitive_linearized(prim, vals, ids, params)
-                for v, i in zip(vals, ids):
-                    if i is not None and v._value.dtype != dtype:
-                        return self._primitive_linearized(prim, vals, ids, params)
-            primals = self.primals
-            self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
-            primals.append(out)
-            return JVPTracer(self, out, len(primals) - 1)
-        return self._primitive_linearized(prim, vals, ids, params)
+        if kind is None:
+            return self._primitive_linearized(prim, vals, ids, params)
+        out = core.bind_at(self.parent, prim, vals, params)   # an Array (parent: eval)
+        if kind is TAPE_DIAGONAL:
+            # operands of an element-wise primitive share a dtype: check a traced one
+            k = 0
+            while ids[k] is None:
+                k += 1
+            dtype = out._value.dtype
+            if dtype.kind != "f" or vals[k]._value.dtype != dtype:
+                return self._primitive_linearized(prim, vals, ids, params)
+        elif kind is TAPE_LINEAR and (ids[0] is None or out._value.dtype.kind not in "fc"):
+            return out     # only the first argument is differentiated
+        primals = self.primals
+        self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+        primals.append(out)
+        return JVPTracer(self, out, len(primals) - 1)
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
