@@ -93,6 +93,11 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
     With holomorphic=True, f maps complex inputs to a complex scalar and the
     gradient is its complex derivative f'(z).
     """
+    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic))
+
+
+def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
+    """value_and_grad without its traceback boundary (grad adds its own)."""
     fname = _name(fun)
     description = f"grad of {fname}"
 
@@ -129,8 +134,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
             return (ans, aux), g
         return ans, g
 
-    value_and_grad_f.unwrapped = value_and_grad_f
-    return api_boundary(value_and_grad_f)
+    return value_and_grad_f
 
 
 # Values that are always one pytree leaf (the common single-array argument skips optree).
@@ -173,7 +177,7 @@ def _one(dtype):
 def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """The gradient of a scalar function with respect to args[argnums] (for complex
     inputs and holomorphic=True see value_and_grad)."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int, holomorphic).unwrapped
+    vg = _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
 
     @api_boundary
     @functools.wraps(fun)
