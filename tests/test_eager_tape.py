@@ -15,7 +15,7 @@ import fgrad.numpy as fnp
 import fgrad.scipy.special
 from fgrad import lax
 from fgrad._src import ad, core, tape, tree_util
-from fgrad._src.ad import TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_LINEAR
+from fgrad._src.ad import TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR
 from fgrad._src.errors import ConcretizationError, EscapedTracerError
 from fgrad.test_util import check_grads
 
@@ -104,6 +104,9 @@ LINEAR_CASES = {
     "transpose": lambda x: x.T,
     "convert_element_type": lambda x: fnp.real(x.astype(np.complex128) * (1 + 2j)),
     "dot_general": lambda x: x @ fnp.sin(x).T,
+    "select_n": lambda x: fnp.where(x > 0.5, x, fnp.sin(x)) + fnp.where(x < 0.4, x, 0.0),
+    "concatenate": lambda x: fnp.concatenate([x, fnp.exp(x), x[:1], np.ones((1, 4))]),
+    "pad": lambda x: lax.pad(x, fnp.sum(x), [(1, 2, 1), (0, 1, 0)]),
 }
 # The tape's linear primitives that need a running MPI job (tests/test_distributed.py).
 _EXEMPT = {"mpi_allgather", "mpi_broadcast", "mpi_reduce_scatter"}
@@ -112,7 +115,7 @@ _EXEMPT = {"mpi_allgather", "mpi_broadcast", "mpi_reduce_scatter"}
 def test_every_linear_primitive_has_a_case():
     gc.collect()
     names = {p.name for p in gc.get_objects() if isinstance(p, core.Primitive)
-             and p.tape in (TAPE_LINEAR, TAPE_BILINEAR)}
+             and p.tape in (TAPE_LINEAR, TAPE_BILINEAR, TAPE_JOINT)}
     covered = set()
     for fn in LINEAR_CASES.values():
         closed = fgrad.make_jaxpr(fn)(_arg((3, 4)))

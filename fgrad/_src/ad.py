@@ -465,6 +465,8 @@ def transposed_program(closed, linear_mask, ct_avals, description):
 TAPE_DIAGONAL = "diagonal"   # element-wise defjvp: the tangent rules are their transposes
 TAPE_LINEAR = "linear"       # deflinear: the transpose rule, in the first argument
 TAPE_BILINEAR = "bilinear"   # defbilinear: the transpose rule, one argument at a time
+TAPE_JOINT = "joint"         # linear in all its float arguments together (select_n's
+#                              cases, concatenate): the transpose rule, once
 TAPE_ZERO = "zero"           # defjvp_zero: nothing to record
 
 def defjvp(prim, *rules):

@@ -117,8 +117,8 @@ class Primitive:
     jvp(primals, tangents, **params) -> (out, tangent)   (tangent None = zero)
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
-    tape: how eager reverse mode records it (tape.py; set by ad.defjvp, deflinear
-    and defjvp_zero from the rules above; None: linearized on its own).
+    tape: how eager reverse mode records it (tape.py; set with the rules above by
+    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own).
     weak_args: indices of the arguments whose weak type the output inherits.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.

@@ -13,12 +13,13 @@ by the helpers in ad.py):
 - element-wise (`defjvp`) on real floats: the Jacobian is diagonal, so each
   argument's tangent rule applied to the cotangent is its transpose (complex rules
   may be only real-linear, e.g. sign's, and are linearized instead);
-- linear (`deflinear`): its transpose rule;
+- linear (`deflinear`, and convert_element_type): its transpose rule;
 - bilinear (`defbilinear`, dot_general): its transpose rule, one argument at a time;
+- jointly linear (select_n, concatenate, pad): its transpose rule, once;
 - zero derivative (`defjvp_zero`): nothing is recorded.
 
-Any other primitive (dot_general, control flow, jit calls, custom_jvp/custom_vjp
-functions, ...) is linearized on its own by the jaxpr path (`ad.linearize_flat`)
+Any other primitive (scatter, reductions to extrema, sort, control flow,
+jit calls, linear algebra, custom_jvp/custom_vjp functions, ...) is linearized on its own by the jaxpr path (`ad.linearize_flat`)
 and the transpose of that linear map is its entry. The entries run the same rules
 on the same values as linearize + transpose, so gradients are the same bits.
 `grad` of `grad` differentiates the inner (jaxpr-path) gradient on the outer tape.
@@ -26,8 +27,8 @@ A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
 from . import ad, core, placement
-from .ad import (TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_LINEAR, TAPE_ZERO, JVPTracer,
-                 UndefinedPrimal)
+from .ad import (TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
+                 JVPTracer, UndefinedPrimal)
 from .config import config
 from .core import Tracer, TracerLevelError, check_live, full_lower, get_aval
 from .lax import add
@@ -92,8 +93,10 @@ class TapeTrace(core.Trace):
             dtype = out._value.dtype
             if dtype.kind != "f" or vals[k]._value.dtype != dtype:
                 return self._primitive_linearized(prim, vals, ids, params)
-        elif kind is TAPE_LINEAR and (ids[0] is None or out._value.dtype.kind not in "fc"):
+        elif kind is TAPE_LINEAR and ids[0] is None:
             return out     # only the first argument is differentiated
+        if kind is not TAPE_DIAGONAL and out._value.dtype.kind not in "fc":
+            return out     # an integer result has no derivative
         primals = self.primals
         self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
         primals.append(out)
@@ -174,6 +177,11 @@ class TapeTrace(core.Trace):
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
                                                *vals[1:], **params)[0])]
+            elif kind is TAPE_JOINT:
+                args = [v if i is None else UndefinedPrimal(get_aval(v))
+                        for v, i in zip(vals, ids)]
+                got = [(i, c) for i, c in zip(ids, prim.transpose(ct, *args, **params))
+                       if i is not None and c is not None]
             elif kind is TAPE_BILINEAR:
                 got = []
                 for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
