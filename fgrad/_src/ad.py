@@ -461,6 +461,14 @@ def transposed_program(closed, linear_mask, ct_avals, description):
 # ----------------------------------------------------------------------------
 # Helpers for defining rules next to each primitive
 
+# How the eager tape (tape.py) records a primitive, derived from its rules here.
+TAPE_DIAGONAL = "diagonal"   # element-wise defjvp: the tangent rules are their transposes
+TAPE_LINEAR = "linear"       # deflinear: the transpose rule, in the first argument
+TAPE_BILINEAR = "bilinear"   # defbilinear: the transpose rule, one argument at a time
+TAPE_JOINT = "joint"         # linear in all its float arguments together (select_n's
+#                              cases, concatenate): the transpose rule, once
+TAPE_ZERO = "zero"           # defjvp_zero: nothing to record
+
 def defjvp(prim, *rules):
     """JVP from one rule per argument: rule(g, ans, *primals, **params) gives the
     output tangent contributed by that argument's tangent g (None: not differentiable)."""
@@ -469,6 +477,8 @@ def defjvp(prim, *rules):
         return ans, _sum_contributions(rules, ans, primals, tangents, params)
     prim.jvp = jvp
     prim.jvp_rules = rules
+    # An element-wise Jacobian is diagonal: each rule applied to a cotangent is its transpose.
+    prim.tape = TAPE_DIAGONAL if prim.elementwise else None
 
 
 def _sum_contributions(rules, ans, primals, tangents, params):
@@ -483,12 +493,22 @@ def _sum_contributions(rules, ans, primals, tangents, params):
     return out
 
 
+def defbilinear(prim):
+    """Linear in each of its two arguments (a product): the tangent for each is the
+    primitive with the tangent in that argument's place; `prim.transpose` (set
+    beside it) handles one linear argument at a time."""
+    defjvp(prim, lambda g, ans, x, y, **params: prim.bind(g, y, **params),
+           lambda g, ans, x, y, **params: prim.bind(x, g, **params))
+    prim.tape = TAPE_BILINEAR
+
+
 def defjvp_zero(prim):
     """The primitive's outputs have zero derivative (comparisons, floor, argmax, ...)."""
     def jvp(primals, tangents, **params):
         out = prim.bind(*primals, **params)
         return out, ([None] * len(out) if prim.multiple_results else None)
     prim.jvp = jvp
+    prim.tape = TAPE_ZERO
 
 
 def deflinear(prim, transpose):
@@ -500,6 +520,7 @@ def deflinear(prim, transpose):
         return ans, prim.bind(tangents[0], *primals[1:], **params)
     prim.jvp = jvp
     prim.transpose = transpose
+    prim.tape = TAPE_LINEAR
 
 
 # ----------------------------------------------------------------------------

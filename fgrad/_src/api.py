@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from . import tree_util
+from . import dtypes, tape, tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
 from .debug.tracebacks import api_boundary
@@ -93,22 +93,26 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
     With holomorphic=True, f maps complex inputs to a complex scalar and the
     gradient is its complex derivative f'(z).
     """
+    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic))
+
+
+def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
+    """value_and_grad without its traceback boundary (grad adds its own)."""
     fname = _name(fun)
     description = f"grad of {fname}"
 
-    @api_boundary
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
-        single, nums = _check_argnums(f"grad of {fname}", argnums, len(args))
+        single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
-        flat, in_tree = tree_util.flatten(diff)
-        flat = _as_arrays(flat, f"grad of {fname}")
+        flat, in_tree = _flatten(diff)
+        flat = _as_arrays(flat, description)
         _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic)
         aux_box = []
 
         def flat_fun(*xs):
             new_args = list(args)
-            for i, sub in zip(nums, tree_util.unflatten(in_tree, xs)):
+            for i, sub in zip(nums, _unflatten(in_tree, xs)):
                 new_args[i] = sub
             out = fun(*new_args, **kwargs)
             if has_aux:
@@ -120,10 +124,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
             _check_scalar_output(fname, out, holomorphic)
             return [full_lower(out)]
 
-        (ans,), lin = linearize_flat(flat_fun, flat, description)
+        (ans,), lin = _linearize(flat_fun, flat, description, aux_box.clear)
         cts = lin.transpose([_one(ans.dtype)])
         grads = [c if c is not None else zeros_like(x) for c, x in zip(cts, flat)]
-        g = tuple(tree_util.unflatten(in_tree, grads))
+        g = tuple(_unflatten(in_tree, grads))
         g = g[0] if single else g
         if has_aux:
             aux = tree_util.map(_strip_finished, aux_box[0])
@@ -131,6 +135,32 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
         return ans, g
 
     return value_and_grad_f
+
+
+# Values that are always one pytree leaf (the common single-array argument skips optree).
+_LEAF_TYPES = frozenset([Array, np.ndarray, float, int] + [d.type for d in dtypes.SUPPORTED])
+
+
+def _flatten(args):
+    """tree_util.flatten of a list of arguments; (args, None) for one plain array."""
+    if len(args) == 1 and (type(args[0]) in _LEAF_TYPES or isinstance(args[0], Tracer)):
+        return args, None
+    return tree_util.flatten(args)
+
+
+def _unflatten(tree, leaves):
+    return list(leaves) if tree is None else tree_util.unflatten(tree, leaves)
+
+
+def _linearize(fun, flat, description, reset):
+    """linearize_flat, on the eager tape where it is exact (tape.py), else on the
+    jaxpr path (`reset` forgets what a partial run on the tape left behind)."""
+    if tape.usable():
+        try:
+            return tape.linearize_flat(fun, flat, description)
+        except tape.Unsupported:
+            reset()
+    return linearize_flat(fun, flat, description)
 
 
 _ONES = {}
@@ -147,7 +177,7 @@ def _one(dtype):
 def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """The gradient of a scalar function with respect to args[argnums] (for complex
     inputs and holomorphic=True see value_and_grad)."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
+    vg = _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
 
     @api_boundary
     @functools.wraps(fun)
@@ -213,6 +243,9 @@ def check_output_dtype(what, aval, holomorphic):
 
 
 def _check_scalar_output(fname, out, holomorphic=False):
+    if (type(out) is JVPTracer and not holomorphic and out.primal.shape == ()
+            and out.primal.dtype.kind == "f"):
+        return      # the common case: a real scalar loss being differentiated
     if not isinstance(out, (Array, Tracer, np.ndarray, np.generic, float, int)):
         raise TypeError(f"grad of {fname}: the function must return a scalar array, got "
                         f"{type(out).__name__}; use vjp or jacrev for pytree outputs")
@@ -236,7 +269,7 @@ def vjp(fun, *primals, has_aux=False):
     flat, in_tree = tree_util.flatten(list(primals))
     flat = _as_arrays(flat, what)
     flat_fun = _FlatFun(fun, in_tree, what, has_aux)
-    outs, lin = linearize_flat(flat_fun, flat, what)
+    outs, lin = _linearize(flat_fun, flat, what, lambda: None)
     widened = {}  # dtype -> (outputs, LinearFunction) with weak primals in that dtype
 
     @api_boundary

@@ -87,6 +87,10 @@ class Config:
         # traced program (its executable; its jvp, transpose and vmap programs); the
         # least recently used beyond this many are dropped (and made again if needed).
         self.jit_cache_size = _positive_int("FGRAD_JIT_CACHE_SIZE", 1024)
+        # grad/value_and_grad/vjp outside any transform record a tape of the primitives'
+        # derivative rules instead of a jaxpr (tape.py); off: always the jaxpr path.
+        self.eager_tape = os.environ.get(
+            "FGRAD_EAGER_TAPE", "on").strip().lower() not in ("0", "off", "false", "no")
         # What Python floats and creation functions become when no dtype is given
         # (float32 or float64; see default_float.py for the scoped setting).
         self.default_float = os.environ.get("FGRAD_DEFAULT_FLOAT", "").strip() or "float32"

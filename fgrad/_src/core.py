@@ -117,6 +117,8 @@ class Primitive:
     jvp(primals, tangents, **params) -> (out, tangent)   (tangent None = zero)
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
+    tape: how eager reverse mode records it (tape.py; set with the rules above by
+    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own).
     weak_args: indices of the arguments whose weak type the output inherits.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.
@@ -135,6 +137,7 @@ class Primitive:
         self.elementwise = False  # out[i] depends only on the (broadcast) inputs at i
         self.transpose = None
         self.batch = None
+        self.tape = None
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
@@ -379,13 +382,42 @@ def _fnp():
     return _fnp_module
 
 
+# The operators' dispatch table: fgrad.numpy name -> primitive, for the operators
+# whose fgrad.numpy function, on floating-point operands of one dtype (or one such
+# operand and a Python int or float), only binds that primitive (filled in by
+# fgrad._src.numpy.ufuncs). Other operands, and operands the primitive refuses,
+# take the fgrad.numpy function (its promotion and its errors).
+OPERATOR_PRIMITIVES = {}
+
+
+def _operands(x, y):
+    """(x, y) ready for a float primitive, the Python number lifted as promotion
+    would (weakly typed, x's dtype); None where promotion has more to do."""
+    dtype = x.dtype
+    if dtype.kind not in "fc":
+        return None
+    t = type(y)
+    if t is float or t is int:
+        return x, Array(np.asarray(y, dtype), True)
+    if (t is Array or isinstance(y, Tracer)) and y.dtype == dtype:
+        return x, y
+    if (t is np.ndarray or t is dtype.type) and y.dtype == dtype:
+        return x, Array(np.array(y), False)     # a copy, as fgrad.numpy.asarray makes
+    return None
+
+
 def _binop(name, reflected=False):
-    if reflected:
-        def method(self, other):
-            return getattr(_fnp(), name)(other, self)
-    else:
-        def method(self, other):
-            return getattr(_fnp(), name)(self, other)
+    def method(self, other):
+        prim = OPERATOR_PRIMITIVES.get(name)
+        if prim is not None:
+            pair = _operands(self, other)
+            if pair is not None:
+                try:
+                    return prim.bind(pair[1], pair[0]) if reflected else prim.bind(*pair)
+                except FgradTypeError:
+                    pass     # the fgrad.numpy function below names the operation
+        fn = getattr(_fnp(), name)
+        return fn(other, self) if reflected else fn(self, other)
     method.__name__ = name
     return method
 
@@ -502,7 +534,12 @@ class ArrayMethods:
     __lt__, __le__ = _binop("less"), _binop("less_equal")
     __gt__, __ge__ = _binop("greater"), _binop("greater_equal")
     __eq__, __ne__ = _binop("equal"), _binop("not_equal")
-    __neg__ = _method("negative")
+    def __neg__(self):
+        prim = OPERATOR_PRIMITIVES.get("negative")
+        if prim is not None and self.dtype.kind in "fc":
+            return prim.bind(self)
+        return _fnp().negative(self)
+
     __pos__ = _method("positive")
     __abs__ = _method("abs")
     __invert__ = _method("invert")

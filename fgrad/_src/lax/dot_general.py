@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..ad import defjvp, is_undefined
+from ..ad import defbilinear, is_undefined
 from ..batching import batched_axes
 from ..core import Primitive, ShapedArray
 from ..errors import FgradTypeError
@@ -136,9 +136,7 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
 dot_general_p = Primitive("dot_general")
 dot_general_p.impl = _dot_general_impl
 dot_general_p.abstract_eval = _dot_general_abstract_eval
-defjvp(dot_general_p,
-       lambda g, ans, lhs, rhs, **params: dot_general_p.bind(g, rhs, **params),
-       lambda g, ans, lhs, rhs, **params: dot_general_p.bind(lhs, g, **params))
+defbilinear(dot_general_p)
 dot_general_p.transpose = _dot_general_transpose
 
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import dtypes
-from ..ad import defjvp, defjvp_zero, is_undefined
+from ..ad import TAPE_JOINT, TAPE_LINEAR, defjvp, defjvp_zero, is_undefined
 from ..batching import defbroadcasting, defvectorized
 from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
 from ..errors import FgradTypeError
@@ -556,6 +556,7 @@ def _select_n_transpose(ct, which, *cases):
 
 select_n_p.jvp = _select_n_jvp
 select_n_p.transpose = _select_n_transpose
+select_n_p.tape = TAPE_JOINT
 
 
 # ----------------------------------------------------------------------------
@@ -606,6 +607,7 @@ def _convert_transpose(ct, x, *, new_dtype, weak_type):
 
 convert_element_type_p.jvp = _convert_jvp
 convert_element_type_p.transpose = _convert_transpose
+convert_element_type_p.tape = TAPE_LINEAR   # as deflinear (the tape drops integer results)
 
 
 def _bitcast_abstract_eval(x, *, new_dtype):

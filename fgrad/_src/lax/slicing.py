@@ -11,7 +11,7 @@ import builtins
 import numpy as np
 
 from .. import dtypes
-from ..ad import deflinear, defjvp_zero, instantiate_zeros, is_undefined
+from ..ad import TAPE_JOINT, deflinear, defjvp_zero, instantiate_zeros, is_undefined
 from ..batching import axis_size_of, batched_axes, moveaxis, unbatched_axis
 from ..core import Array, Primitive, ShapedArray, full_lower, is_weak
 from ..errors import FgradTypeError
@@ -212,6 +212,7 @@ pad_p.impl = _pad_impl
 pad_p.abstract_eval = _pad_abstract_eval
 pad_p.jvp = _pad_jvp
 pad_p.transpose = _pad_transpose
+pad_p.tape = TAPE_JOINT
 
 
 def _pad_batch(vals, dims, *, padding_config):
@@ -305,6 +306,7 @@ concatenate_p.impl = _concatenate_impl
 concatenate_p.abstract_eval = _concatenate_abstract_eval
 concatenate_p.jvp = _concatenate_jvp
 concatenate_p.transpose = _concatenate_transpose
+concatenate_p.tape = TAPE_JOINT
 
 
 def _concatenate_batch(vals, dims, *, dimension):

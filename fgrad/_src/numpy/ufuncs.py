@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .. import dtypes, lax
+from .. import core, dtypes, lax
 from ..lax._util import broadcast_shape
 from ..core import Array, Tracer
 from ..errors import FgradTypeError
@@ -949,5 +949,10 @@ for _name in ("add", "subtract", "multiply", "true_divide", "floor_divide", "rem
     globals()[_name] = _named_shape_errors(globals()[_name])
 divide = true_divide
 mod = remainder
+
+# Array operators on float operands bind these directly (core.OPERATOR_PRIMITIVES):
+# on such operands each function above only promotes a Python number and binds.
+core.OPERATOR_PRIMITIVES.update(add=lax.add_p, subtract=lax.sub_p, multiply=lax.mul_p,
+                                true_divide=lax.div_p, negative=lax.neg_p)
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 del _name

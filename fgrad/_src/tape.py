@@ -1,0 +1,277 @@
+"""Eager reverse mode on a tape.
+
+`grad`, `value_and_grad` and `vjp` called with no enclosing transform run the
+function once on `JVPTracer`s of a `TapeTrace`, whose tangent slot holds a node
+number. Every primitive runs at once on its concrete operands; one that involves a
+traced value appends an entry to the tape, and the backward pass walks the tape in
+reverse, applying each primitive's own derivative rules to concrete cotangents.
+Nothing is traced to a jaxpr: no avals, equations or source lines.
+
+A primitive's tape entry follows from the rules defined with it (`prim.tape`, set
+by the helpers in ad.py):
+
+- element-wise (`defjvp`) on real floats: the Jacobian is diagonal, so each
+  argument's tangent rule applied to the cotangent is its transpose (complex rules
+  may be only real-linear, e.g. sign's, and are linearized instead);
+- linear (`deflinear`, and convert_element_type): its transpose rule;
+- bilinear (`defbilinear`, dot_general): its transpose rule, one argument at a time;
+- jointly linear (select_n, concatenate, pad): its transpose rule, once;
+- zero derivative (`defjvp_zero`): nothing is recorded.
+
+Any other primitive (scatter, reductions to extrema, sort, control flow,
+jit calls, linear algebra, custom_jvp/custom_vjp functions, ...) is linearized on its own by the jaxpr path (`ad.linearize_flat`)
+and the transpose of that linear map is its entry. The entries run the same rules
+on the same values as linearize + transpose, so gradients are the same bits.
+`grad` of `grad` differentiates the inner (jaxpr-path) gradient on the outer tape.
+A custom rule that closes over a traced value makes the whole call start again
+on the jaxpr path (`Unsupported`).
+"""
+from . import ad, core, placement
+from .ad import (TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
+                 JVPTracer, UndefinedPrimal)
+from .config import config
+from .core import Tracer, TracerLevelError, check_live, full_lower, get_aval
+from .lax import add
+from .lax._util import unbroadcast
+
+_GENERIC = "generic"
+
+
+class Unsupported(BaseException):
+    """The tape cannot record this call exactly; the jaxpr path must run it. (A
+    BaseException, so that a user's `except Exception` does not swallow it.)"""
+
+
+def usable():
+    """True where a reverse-mode call may use the tape: no enclosing transform, and
+    no per-primitive checks (debug_nans) or device arrays that the tape would skip."""
+    return (core._state.trace is core.eval_trace and config.eager_tape
+            and core.output_check is None and not placement.array_types)
+
+
+class TapeTrace(core.Trace):
+    """Runs primitives eagerly and records how to pull cotangents back through them."""
+
+    def __init__(self, parent, description):
+        self.parent = parent
+        self.rule_trace = parent
+        self.description = description
+        self.entries = []
+        self.primals = []   # per node: the inputs, then each traced output
+
+    def new_node(self, primal):
+        self.primals.append(primal)
+        return JVPTracer(self, primal, len(self.primals) - 1)
+
+    def _unpack(self, args):
+        vals, ids, traced = [], [], False
+        for a in args:
+            if type(a) is JVPTracer and a._trace is self:
+                vals.append(a.primal)
+                ids.append(a.tangent)
+                traced = True
+            else:
+                if isinstance(a, Tracer):
+                    check_live(a, self)
+                vals.append(a)
+                ids.append(None)
+        return vals, ids, traced
+
+    def process_primitive(self, prim, args, params):
+        vals, ids, traced = self._unpack(args)
+        kind = prim.tape
+        if not traced or kind is TAPE_ZERO:
+            return core.bind_at(self.parent, prim, vals, params)
+        if kind is None:
+            return self._primitive_linearized(prim, vals, ids, params)
+        out = core.bind_at(self.parent, prim, vals, params)   # an Array (parent: eval)
+        if kind is TAPE_DIAGONAL:
+            # operands of an element-wise primitive share a dtype: check a traced one
+            k = 0
+            while ids[k] is None:
+                k += 1
+            dtype = out._value.dtype
+            if dtype.kind != "f" or vals[k]._value.dtype != dtype:
+                return self._primitive_linearized(prim, vals, ids, params)
+        elif kind is TAPE_LINEAR and ids[0] is None:
+            return out     # only the first argument is differentiated
+        if kind is not TAPE_DIAGONAL and out._value.dtype.kind not in "fc":
+            return out     # an integer result has no derivative
+        primals = self.primals
+        self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+        primals.append(out)
+        return JVPTracer(self, out, len(primals) - 1)
+
+    def _primitive_linearized(self, prim, vals, ids, params):
+        outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
+        return outs if prim.multiple_results else outs[0]
+
+    def _linearized(self, fun, vals, ids):
+        """Outputs of fun(*vals), linearized on the jaxpr path in the traced values."""
+        def flat(*xs):
+            out = fun(*xs)
+            return list(out) if isinstance(out, (list, tuple)) else [out]
+        state = core._state
+        prev = state.trace
+        state.trace = self.parent
+        try:
+            outs, lin = ad.linearize_flat(flat, vals, self.description,
+                                       in_mask=[i is not None for i in ids])
+        except TracerLevelError as e:
+            if e.trace is self:
+                raise Unsupported from None   # a rule closes over one of our values
+            raise
+        finally:
+            state.trace = prev
+        out_ids = []
+        results = []
+        for o, m in zip(outs, lin.out_mask):
+            if m:
+                out_ids.append(len(self.primals))
+                results.append(self.new_node(o))
+            else:
+                out_ids.append(None)
+                results.append(o)
+        self.entries.append((_GENERIC, lin, ids, out_ids))
+        return results
+
+    def process_custom_jvp_call(self, prim, fun, jvp, args, params):
+        return self._custom_call(prim, fun, jvp, args, params)
+
+    def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
+        return self._custom_call(prim, fun, (fwd, bwd), args, params)
+
+    def _custom_call(self, prim, fun, rules, args, params):
+        vals, ids, traced = self._unpack(args)
+        if not traced:
+            try:
+                with core.set_current_trace(self.parent):
+                    return prim.bind_with(fun, rules, vals, params)
+            except TracerLevelError as e:
+                if e.trace is not self:
+                    raise
+            # The function closes over our values: differentiate through it as usual.
+            with core.set_current_trace(self):
+                return fun(*vals)
+        return self._linearized(lambda *xs: prim.bind_with(fun, rules, list(xs), params),
+                                vals, ids)
+
+    def backward(self, in_ids, out_ids, out_cts):
+        """Cotangents of the nodes `in_ids` (None: none, or no node) from those of the
+        nodes `out_ids`; run at the current trace, like ad.backward_pass."""
+        cts = [None] * len(self.primals)
+        accumulate = self._checked if config.check_jaxprs else None
+        for i, c in zip(out_ids, out_cts):
+            if i is not None and c is not None:
+                cts[i] = c if cts[i] is None else add(cts[i], c)
+        for entry in reversed(self.entries):
+            kind = entry[0]
+            if kind is _GENERIC:
+                self._generic_backward(entry, cts, accumulate)
+                continue
+            _, prim, params, vals, ans, ids, node = entry
+            ct = cts[node]
+            if ct is None:
+                continue
+            cts[node] = None
+            if kind is TAPE_LINEAR:
+                got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
+                                               *vals[1:], **params)[0])]
+            elif kind is TAPE_JOINT:
+                args = [v if i is None else UndefinedPrimal(get_aval(v))
+                        for v, i in zip(vals, ids)]
+                got = [(i, c) for i, c in zip(ids, prim.transpose(ct, *args, **params))
+                       if i is not None and c is not None]
+            elif kind is TAPE_BILINEAR:
+                got = []
+                for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
+                    if ids[k] is not None:
+                        args = list(vals)
+                        args[k] = UndefinedPrimal(get_aval(vals[k]))
+                        got.append((ids[k], prim.transpose(ct, *args, **params)[k]))
+            else:
+                got = []
+                rules = prim.jvp_rules
+                for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
+                    i = ids[k]
+                    if i is None or rules[k] is None:
+                        continue
+                    c = rules[k](ct, ans, *vals, **params)
+                    x = vals[k]
+                    if c.shape != x.shape:
+                        c = unbroadcast(c, get_aval(x))
+                    got.append((i, c))
+            for i, c in got:
+                if accumulate is not None:
+                    accumulate(cts, i, c)
+                prev = cts[i]
+                cts[i] = c if prev is None else add(prev, c)
+        return [None if i is None else cts[i] for i in in_ids]
+
+    def _generic_backward(self, entry, cts, accumulate):
+        _, lin, ids, outs = entry
+        out_cts = [None if o is None else cts[o] for o in outs]
+        if all(c is None for c in out_cts):
+            return
+        for o in outs:
+            if o is not None:
+                cts[o] = None
+        got = lin.transpose(out_cts)
+        for i, c in zip(reversed(ids), reversed(got)):
+            if i is not None and c is not None:
+                if accumulate is not None:
+                    accumulate(cts, i, c)
+                cts[i] = c if cts[i] is None else add(cts[i], c)
+
+    def _checked(self, cts, i, c):
+        """config.check_jaxprs: a cotangent must have its value's shape."""
+        if tuple(c.shape) != tuple(self.primals[i].shape):
+            raise TypeError(f"cotangent shape {tuple(c.shape)} does not match "
+                            f"{get_aval(self.primals[i]).str_short()} (a transpose rule "
+                            f"is wrong)")
+
+
+class TapeFunction:
+    """The pullback `linearize_flat` finds, as a tape: `transpose` maps output
+    cotangents to input cotangents (None: zero), as ad.LinearFunction does."""
+
+    def __init__(self, trace, in_ids, out_ids):
+        self.trace, self.in_ids, self.out_ids = trace, in_ids, out_ids
+
+    def transpose(self, cts):
+        return self.trace.backward(self.in_ids, self.out_ids, cts)
+
+
+def linearize_flat(fun, primals, description):
+    """(primal outputs, TapeFunction) for a flat function at the top level; the
+    floating-point inputs are differentiated. Raises Unsupported (having run part of
+    `fun`) where only the jaxpr path is exact."""
+    parent = core._state.trace
+    trace = TapeTrace(parent, description)
+    trace.mark_origin()
+    args, in_ids = [], []
+    for p in primals:
+        if p.dtype.kind in "fc":
+            in_ids.append(len(trace.primals))
+            trace.primals.append(p)
+            args.append(JVPTracer(trace, p, in_ids[-1]))
+        else:
+            in_ids.append(None)
+            args.append(p)
+    core._state.trace = trace
+    try:
+        outs = fun(*args)
+        core._state.trace = parent
+        primal_outs, out_ids = [], []
+        for o in outs:
+            if type(o) is JVPTracer and o._trace is trace:
+                primal_outs.append(o.primal)
+                out_ids.append(o.tangent)
+            else:
+                check_live(o)
+                primal_outs.append(full_lower(o))
+                out_ids.append(None)
+    finally:
+        core._state.trace = parent
+        trace.alive = False
+    return primal_outs, TapeFunction(trace, in_ids, out_ids)
