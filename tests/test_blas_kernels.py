@@ -161,3 +161,23 @@ def test_gradients_of_dots_in_any_layout_run_natively():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     labels = _labels(fgrad.grad(loss, argnums=(0, 1)), q, k)
     assert labels and all(lab.startswith("native:") for lab in labels), labels
+
+
+def test_one_weight_for_a_batch_is_one_gemm():
+    """x @ w for x of shape (B, M, K) is one gemm of B*M rows; w's cotangent, summed
+    over the batch and the rows, is one gemm of the operands as stored (no copies)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 5, 7)).astype(np.float32)
+    w = rng.standard_normal((7, 3)).astype(np.float32)
+    (eqn,) = [e for e in jit(lambda x, w: x @ w).lower(x, w).jaxpr.jaxpr.eqns
+              if e.primitive.name == "dot_general"]
+    spec = blas.gemm_spec(eqn)
+    assert spec.batch == () and (spec.m, spec.n, spec.k) == (20, 3, 7)
+    np.testing.assert_array_equal(jit(lambda x, w: x @ w)(x, w), x @ w)
+
+    def loss(w, x):
+        return fnp.sum(fnp.maximum(x @ w, 0.0) * 0.5)
+    labels = _labels(fgrad.grad(loss), w, x)
+    assert labels.count("native:dot_general") == 2 and all(
+        lab.startswith("native:") and "transpose" not in lab for lab in labels), labels
+    np.testing.assert_array_equal(jit(fgrad.grad(loss))(w, x), fgrad.grad(loss)(w, x))
