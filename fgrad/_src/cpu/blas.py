@@ -8,15 +8,17 @@ Two OpenBLAS copies in one process fight over threads (see the project's
 cpu-codegen notes), so when NumPy's copy cannot be found no native matmul is
 emitted and dot_general stays a NumPy step (announced as such in `as_text`).
 
-Small products (gemms of at most `SHARED_GEMM` multiply-adds each) run with
-OpenBLAS limited to the calling thread for the call: the smallest gain
-nothing from its worker threads, and on a busy machine waiting for a
-descheduled worker made them 10-100x slower (the thread count is restored
-right after). In a segment shared with fgrad's own workers
-(`program.Parallel`) they split by the rows of their matrix, or their batch
-elements, instead (`split_extent`), so the element-wise kernels around them
-are shared too; a transformer's or an LSTM's products (up to 4096x128x512)
-ran 3-8x faster that way than on OpenBLAS's threads on a busy 2-core machine.
+Small products (gemms of fewer than `SMALL_GEMM` multiply-adds each) run
+with OpenBLAS limited to the calling thread for the call: they gain nothing
+from its worker threads, and on a busy machine waiting for a descheduled
+worker made them 10-100x slower (the thread count is restored right after).
+Products of up to `SHARED_GEMM` multiply-adds per gemm are split by the rows
+of their matrix, or their batch elements (`split_extent`), in a segment
+shared with fgrad's own workers (`program.Parallel`, OpenBLAS on one thread
+meanwhile), so the element-wise kernels around them are shared too: a
+transformer's training step ran about 3x faster that way than with OpenBLAS's
+threads on a busy 2-core machine. Elsewhere (a loop's body) they run on
+OpenBLAS's threads.
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
@@ -62,7 +64,7 @@ _COMPLEX_GEMV = {np.dtype(np.complex64): "scipy_cblas_cgemv64_",
 _registered = None
 _complex_registered = None
 
-SMALL_GEMM = 1 << 22     # (convolution's limit for one thread)
+SMALL_GEMM = 1 << 22
 SHARED_GEMM = 1 << 28    # a 4096x128x512 product: about 2 ms on one core
 
 
@@ -313,7 +315,13 @@ def split_extent(spec, dtype):
 
 def is_small(spec):
     """Whether each gemm of a product is too small for OpenBLAS's threads to pay
-    (it runs on the calling thread; a batch of them is shared by fgrad's)."""
+    (it runs on the calling thread)."""
+    return spec.m * spec.n * spec.k < SMALL_GEMM
+
+
+def worker_sized(spec):
+    """Whether fgrad's workers rather than OpenBLAS's threads share a product's
+    gemms when its segment is split over them (see the module docstring)."""
     return spec.m * spec.n * spec.k <= SHARED_GEMM
 
 
