@@ -181,3 +181,26 @@ def test_one_weight_for_a_batch_is_one_gemm():
     assert labels.count("native:dot_general") == 2 and all(
         lab.startswith("native:") and "transpose" not in lab for lab in labels), labels
     np.testing.assert_array_equal(jit(fgrad.grad(loss))(w, x), fgrad.grad(loss)(w, x))
+
+
+def _transposes(f, *args):
+    """The permutations of the transposes in f's compiled program."""
+    closed = compile_jaxpr(jit(f).lower(*args).jaxpr, "f").jaxpr
+    return [e.params["permutation"] for e in closed.jaxpr.eqns if e.primitive.name == "transpose"]
+
+
+def test_operands_are_copied_for_gemm_only_as_needed_and_by_rows():
+    """An operand whose layout gemm takes is not copied; one that needs a copy keeps
+    its last axis last where gemm allows (heads in the middle: rows of d move
+    whole, not single elements)."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    p = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    scores = lambda q, k: fnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
+    assert _transposes(scores, q, k) == [(0, 2, 1, 3), (0, 2, 1, 3)]
+    # p^T @ v per (batch, head): p as stored (contracting first), v's rows moved
+    pv = lambda p, v: lax.dot_general(p, v, (((2,), (1,)), ((0, 1), (0, 2))))  # noqa: E731
+    assert _transposes(pv, p, q) == [(0, 2, 1, 3)]
+    for f, args in ((scores, (q, k)), (pv, (p, q))):
+        np.testing.assert_array_equal(jit(f)(*args), f(*args))
