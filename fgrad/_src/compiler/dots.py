@@ -75,4 +75,4 @@ def _layout(ndim, batch, contracting):
     for perm, first in options:
         if perm == list(range(ndim)):
             return perm, first
-    return next(((p, f) for p, f in options if p and p[-1] == ndim - 1), options[0])
+    return next(((p, f) for p, f in options if p[-1] == ndim - 1), options[0])
