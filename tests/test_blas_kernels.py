@@ -161,3 +161,46 @@ def test_gradients_of_dots_in_any_layout_run_natively():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     labels = _labels(fgrad.grad(loss, argnums=(0, 1)), q, k)
     assert labels and all(lab.startswith("native:") for lab in labels), labels
+
+
+def test_one_weight_for_a_batch_is_one_gemm():
+    """x @ w for x of shape (B, M, K) is one gemm of B*M rows; w's cotangent, summed
+    over the batch and the rows, is one gemm of the operands as stored (no copies)."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 5, 7)).astype(np.float32)
+    w = rng.standard_normal((7, 3)).astype(np.float32)
+    (eqn,) = [e for e in jit(lambda x, w: x @ w).lower(x, w).jaxpr.jaxpr.eqns
+              if e.primitive.name == "dot_general"]
+    spec = blas.gemm_spec(eqn)
+    assert spec.batch == () and (spec.m, spec.n, spec.k) == (20, 3, 7)
+    np.testing.assert_array_equal(jit(lambda x, w: x @ w)(x, w), x @ w)
+
+    def loss(w, x):
+        return fnp.sum(fnp.maximum(x @ w, 0.0) * 0.5)
+    labels = _labels(fgrad.grad(loss), w, x)
+    assert labels.count("native:dot_general") == 2 and all(
+        lab.startswith("native:") and "transpose" not in lab for lab in labels), labels
+    np.testing.assert_array_equal(jit(fgrad.grad(loss))(w, x), fgrad.grad(loss)(w, x))
+
+
+def _transposes(f, *args):
+    """The permutations of the transposes in f's compiled program."""
+    closed = compile_jaxpr(jit(f).lower(*args).jaxpr, "f").jaxpr
+    return [e.params["permutation"] for e in closed.jaxpr.eqns if e.primitive.name == "transpose"]
+
+
+def test_operands_are_copied_for_gemm_only_as_needed_and_by_rows():
+    """An operand whose layout gemm takes is not copied; one that needs a copy keeps
+    its last axis last where gemm allows (heads in the middle: rows of d move
+    whole, not single elements)."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    p = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    scores = lambda q, k: fnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
+    assert _transposes(scores, q, k) == [(0, 2, 1, 3), (0, 2, 1, 3)]
+    # p^T @ v per (batch, head): p as stored (contracting first), v's rows moved
+    pv = lambda p, v: lax.dot_general(p, v, (((2,), (1,)), ((0, 1), (0, 2))))  # noqa: E731
+    assert _transposes(pv, p, q) == [(0, 2, 1, 3)]
+    for f, args in ((scores, (q, k)), (pv, (p, q))):
+        np.testing.assert_array_equal(jit(f)(*args), f(*args))

@@ -12,7 +12,7 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import lax
-from fgrad._src.cpu import engine, pool, threads
+from fgrad._src.cpu import blas, engine, pool, threads
 
 from concurrency import run_threads
 
@@ -177,6 +177,39 @@ def test_matrix_products_split_their_rows():
     assert len(split_labels(f, a, b, c)) == 2
     out, _ = run_many(f, a, b, c)
     np.testing.assert_allclose(np.asarray(out[0]), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_products_up_to_the_shared_size_split_over_the_workers():
+    """A product too big for one thread alone (more than SMALL_GEMM multiply-adds)
+    is still split by fgrad's workers with its neighbours, not by OpenBLAS's."""
+    a = RNG.standard_normal((512, 256)).astype(np.float32)
+    b = RNG.standard_normal((256, 300)).astype(np.float32)
+    assert 512 * 256 * 300 > blas.SMALL_GEMM
+    f = fgrad.jit(lambda a, b: fnp.maximum(a @ b, 0.0) * 2.0)
+    labels = split_labels(f, a, b)
+    assert any("dot_general" in line for line in labels), labels
+    out, jobs = run_many(f, a, b)
+    assert jobs > 0
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(fnp.maximum(a @ b, 0.0) * 2.0))
+
+
+@pytest.mark.parametrize("dims,rshape", [
+    ((((3,), (3,)), ((0, 1), (0, 1))), (4, 3, 40, 16)),    # q @ k^T per (batch, head)
+    ((((3,), (2,)), ((0, 1), (0, 1))), (4, 3, 16, 40)),    # q @ k per (batch, head)
+])
+def test_batched_products_split_their_batch(dims, rshape):
+    """A batch of small gemms is shared by the workers, element by element, and
+    gives the bits the interpreter does."""
+    q = RNG.standard_normal((4, 3, 50, 16)).astype(np.float32)
+    k = RNG.standard_normal(rshape).astype(np.float32)
+    def g(q, k):
+        return fnp.maximum(lax.dot_general(q, k, dims) * 0.25, 0.0)
+    f = fgrad.jit(g)
+    labels = split_labels(f, q, k)
+    assert any("dot_general" in line for line in labels), labels
+    out, jobs = run_many(f, q, k)
+    assert jobs > 0
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(g(q, k)))
 
 
 def test_donated_updates_in_place_and_concurrent_callers():

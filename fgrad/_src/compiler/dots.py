@@ -6,8 +6,10 @@ ones, or whose contracting dimensions sit between free ones (an einsum such as
 'bqhd,bkhd->bhqk'), does not fit. Transposing an operand to (batch, free,
 contracting) or (batch, contracting, free) makes it fit, and a transpose that
 only feeds a native kernel compiles to a copy loop, so the product runs
-natively instead of as a NumPy step. The output layout (batch, lhs free, rhs
-free) does not change.
+natively instead of as a NumPy step. An operand already in one of those
+layouts is not copied, and a copy keeps the operand's last axis last where it
+can (attention's 'bqhd,bkhd->bhqk' moves rows of d, not single elements with
+a stride of h*d). The output layout (batch, lhs free, rhs free) does not change.
 
 This runs after `simplify` (whose `fold_transposes_into_dots` would fold the
 transposes back) and only where the backend says the dot's layout is all that
@@ -42,12 +44,12 @@ def _with_transposed_operands(eqn):
     lhs, rhs = eqn.invars
     if type(lhs) is Literal or type(rhs) is Literal:
         return None
-    nl, nr = len(lhs.aval.shape), len(rhs.aval.shape)
-    lhs_free = [d for d in range(nl) if d not in lc and d not in lb]
-    rhs_free = [d for d in range(nr) if d not in rc and d not in rb]
-    nb, nc = len(lb), len(lc)
-    eqns, operands = [], []
-    for a, perm in ((lhs, [*lb, *lhs_free, *lc]), (rhs, [*rb, *rc, *rhs_free])):
+    eqns, operands, contracting = [], [], []
+    for a, batch, contract in ((lhs, lb, lc), (rhs, rb, rc)):
+        perm, first = _layout(len(a.aval.shape), batch, contract)
+        nb, nc = len(batch), len(contract)
+        contracting.append(tuple(range(nb, nb + nc)) if first
+                           else tuple(range(len(perm) - nc, len(perm))))
         if perm == list(range(len(perm))):
             operands.append(a)
             continue
@@ -56,8 +58,21 @@ def _with_transposed_operands(eqn):
         eqns.append(Eqn(transpose_p, [a], [moved], {"permutation": tuple(perm)},
                         eqn.source_info))
         operands.append(moved)
-    batch = tuple(range(nb))
-    dims = ((tuple(range(nl - nc, nl)), tuple(range(nb, nb + nc))), (batch, batch))
+    batch = tuple(range(len(lb)))
+    dims = (tuple(contracting), (batch, batch))
     eqns.append(Eqn(eqn.primitive, operands, eqn.outvars,
                     dict(eqn.params, dimension_numbers=dims), eqn.source_info))
     return eqns
+
+
+def _layout(ndim, batch, contracting):
+    """(permutation, contracting dims first) of an operand to (batch, free,
+    contracting) or (batch, contracting, free), contracting dims in pair order:
+    the one it already has, else one that keeps its last axis last (the copy then
+    moves contiguous rows, not single elements)."""
+    free = [d for d in range(ndim) if d not in contracting and d not in batch]
+    options = [([*batch, *free, *contracting], False), ([*batch, *contracting, *free], True)]
+    for perm, first in options:
+        if perm == list(range(ndim)):
+            return perm, first
+    return next(((p, f) for p, f in options if p[-1] == ndim - 1), options[0])

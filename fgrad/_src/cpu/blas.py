@@ -8,12 +8,17 @@ Two OpenBLAS copies in one process fight over threads (see the project's
 cpu-codegen notes), so when NumPy's copy cannot be found no native matmul is
 emitted and dot_general stays a NumPy step (announced as such in `as_text`).
 
-Small products (fewer than `SMALL_GEMM` multiply-adds in all) run with
-OpenBLAS limited to the calling thread for the call: they gain nothing from
-its worker threads, and on a busy machine waiting for a descheduled worker
-made them 10-100x slower (the thread count is restored right after). In a
-segment shared with fgrad's own workers (`program.Parallel`) they split by
-the rows of their matrix instead (`split_extent`).
+Small products (gemms of fewer than `SMALL_GEMM` multiply-adds each) run
+with OpenBLAS limited to the calling thread for the call: they gain nothing
+from its worker threads, and on a busy machine waiting for a descheduled
+worker made them 10-100x slower (the thread count is restored right after).
+Products of up to `SHARED_GEMM` multiply-adds per gemm are split by the rows
+of their matrix, or their batch elements (`split_extent`), in a segment
+shared with fgrad's own workers (`program.Parallel`, OpenBLAS on one thread
+meanwhile), so the element-wise kernels around them are shared too: a
+transformer's training step ran about 3x faster that way than with OpenBLAS's
+threads on a busy 2-core machine. Elsewhere (a loop's body) they run on
+OpenBLAS's threads.
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
@@ -21,13 +26,16 @@ one side is a vector) per batch element when its layout allows it without
 copies: batch dims leading on both operands, each operand's other dims
 either (free, contracting) or (contracting, free) in order (a transposed
 operand is a gemm transpose flag), no preferred_element_type, no zero-size
-dims. `emit_dot` writes
+dims. One rhs matrix broadcast over the batch (x @ w for x of shape
+(..., M, K)) makes one gemm of all the lhs rows. `emit_dot` writes
 
     i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)
 
 (the same signature as a fused group's body, so the same caller drives both)
-which loops over the batch and calls gemm with alpha = 1, beta = 0; without
-batch dims [lo, hi) selects rows of the stored matrix.
+which calls gemm with alpha = 1, beta = 0 for each batch element in [lo, hi)
+(flattened), or without batch dims on the rows [lo, hi) of the stored matrix:
+fgrad's workers share a batch of small products (attention's per-head
+products) element by element, each gemm on one thread.
 """
 import ctypes
 import glob
@@ -57,6 +65,7 @@ _registered = None
 _complex_registered = None
 
 SMALL_GEMM = 1 << 22
+SHARED_GEMM = 1 << 28    # a 4096x128x512 product: about 2 ms on one core
 
 
 def _numpy_openblas():
@@ -170,8 +179,12 @@ def gemm_spec(eqn):
             acc *= shape[d]
         return tuple(reversed(strides))
 
-    return GemmSpec(batch, batch_strides(lhs.shape, lhs_mat), batch_strides(rhs.shape, rhs_mat),
-                    m, n, k, trans_a, not rhs_k_first)
+    lhs_strides, rhs_strides = batch_strides(lhs.shape, lhs_mat), batch_strides(rhs.shape, rhs_mat)
+    if nb and not trans_a and not any(rhs_strides):
+        # one rhs matrix for every batch element (x @ w for x of shape (..., M, K)):
+        # the lhs matrices stored one after another are one matrix of batch * M rows
+        return GemmSpec((), (), (), math.prod(batch) * m, n, k, False, not rhs_k_first)
+    return GemmSpec(batch, lhs_strides, rhs_strides, m, n, k, trans_a, not rhs_k_first)
 
 
 def emit_dot(ir, module, fname, eqn, spec):
@@ -227,12 +240,12 @@ def emit_dot(ir, module, fname, eqn, spec):
     def shift(p, elements):
         return b.gep(p, [elements], inbounds=True, source_etype=elem)
 
-    # without batch dims, [lo, hi) is a range of the rows of the stored matrix
-    # (see split_extent), so threads can share one product
+    # [lo, hi) is a range of the rows of the stored matrix without batch dims, else
+    # of the batch elements (see split_extent), so threads can share one product
     # (a complex product always runs whole: split_extent gives it no range)
-    whole = bool(spec.batch) or cplx
-    first = body.args[3] if not whole else const(0)
-    count = b.sub(body.args[4], first) if not whole else None
+    rows = not spec.batch and not cplx
+    first = body.args[3] if rows else const(0)
+    count = b.sub(body.args[4], first) if rows else None
 
     def call(offsets):
         lo, ro, oo = offsets
@@ -267,7 +280,10 @@ def emit_dot(ir, module, fname, eqn, spec):
                       const(max(n, 1))])
 
     restore = one_thread(ir, module, b) if is_small(spec) else (lambda: None)
-    _batches(ir, b, body, spec, call)
+    if spec.batch and not cplx:
+        _batch_range(ir, b, body, spec, call, *body.args[3:5])
+    else:
+        _batches(ir, b, body, spec, call)
     restore()
     b.ret(ir.Constant(ir.IntType(1), 0))
     return body
@@ -277,16 +293,19 @@ SPLIT_ROWS, SPLIT_SUM = 1, 2
 
 
 def split_extent(spec, dtype):
-    """(extent, kind) of the body's [lo, hi) for a float product without batch
-    dims: the rows of the stored matrix. For a matrix times a vector (or a
+    """(extent, kind) of the body's [lo, hi) for a float product: with batch dims,
+    the batch elements (flattened, SPLIT_ROWS); without, the rows of the stored
+    matrix. For a matrix times a vector (or a
     vector times a matrix) that is the larger operand, whose rows are split the
     same way as an element-wise kernel over it (its update, say), so each
     thread keeps touching the same memory. kind SPLIT_ROWS: the range gives
     rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
     partial product (the caller adds the parts). A gemm splits the rows of its
     output. (0, 0) otherwise: the body runs the whole product."""
-    if spec.batch or np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
+    if np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
+    if spec.batch:
+        return math.prod(spec.batch), SPLIT_ROWS
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
     if spec.m == 1:
@@ -295,9 +314,15 @@ def split_extent(spec, dtype):
 
 
 def is_small(spec):
-    """Whether a product is too small for OpenBLAS's threads to pay (it runs on
-    the calling thread)."""
-    return math.prod(spec.batch) * spec.m * spec.n * spec.k < SMALL_GEMM
+    """Whether each gemm of a product is too small for OpenBLAS's threads to pay
+    (it runs on the calling thread)."""
+    return spec.m * spec.n * spec.k < SMALL_GEMM
+
+
+def worker_sized(spec):
+    """Whether fgrad's workers rather than OpenBLAS's threads share a product's
+    gemms when its segment is split over them (see the module docstring)."""
+    return spec.m * spec.n * spec.k <= SHARED_GEMM
 
 
 def one_thread(ir, module, b):
@@ -355,13 +380,39 @@ def _emit_integer_dot(ir, module, fname, dt, spec):
     return body
 
 
+def _batch_range(ir, b, fn, spec, call, lo, hi):
+    """call(offsets) (see _batches) for the batch elements lo..hi-1 in C order."""
+    i64 = ir.IntType(64)
+    strides = _offset_strides(spec)
+    pre = b.block
+    head, done = fn.append_basic_block("batch"), fn.append_basic_block("batch_done")
+    b.cbranch(b.icmp_signed("<", lo, hi), head, done)
+    b.position_at_end(head)
+    t = b.phi(i64, name="t")
+    t.add_incoming(lo, pre)
+    index, rest = [], t
+    for extent in reversed(spec.batch):
+        index.append(b.urem(rest, ir.Constant(i64, extent)))
+        rest = b.udiv(rest, ir.Constant(i64, extent))
+    call([loops.linear(ir, b, index[::-1], st) for st in strides])
+    nxt = b.add(t, ir.Constant(i64, 1), flags=("nsw",))
+    t.add_incoming(nxt, b.block)
+    b.cbranch(b.icmp_signed("<", nxt, hi), head, done)
+    b.position_at_end(done)
+
+
 def _batches(ir, b, fn, spec, call):
     """call(offsets) for each batch element of a GemmSpec: the element offsets of
     its lhs, rhs and output matrices (batch dims outermost, output C-ordered)."""
+    strides = _offset_strides(spec)
+    loops.nest(ir, b, fn, list(spec.batch),
+               lambda idx: call([loops.linear(ir, b, idx, st) for st in strides]), "batch")
+
+
+def _offset_strides(spec):
+    """Element strides per batch dim of the lhs, rhs and output matrices."""
     out_strides, acc = [], spec.m * spec.n
     for extent in reversed(spec.batch):
         out_strides.append(acc)
         acc *= extent
-    strides = (spec.lhs_batch_strides, spec.rhs_batch_strides, out_strides[::-1])
-    loops.nest(ir, b, fn, list(spec.batch),
-               lambda idx: call([loops.linear(ir, b, idx, st) for st in strides]), "batch")
+    return spec.lhs_batch_strides, spec.rhs_batch_strides, out_strides[::-1]

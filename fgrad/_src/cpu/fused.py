@@ -1167,7 +1167,7 @@ def _emit_dot(ir, module, fname, group):
     spec = blas.gemm_spec(eqn)
     outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
     # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
-    return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind * blas.is_small(spec))
+    return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind * blas.worker_sized(spec))
 
 
 def _sanitize(name):
@@ -1191,7 +1191,7 @@ def group_info(group, loops):
     if op == "dot_general":
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
-        return (False, outer, kind * blas.is_small(spec))
+        return (False, outer, kind * blas.worker_sized(spec))
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
     if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
@@ -1353,7 +1353,7 @@ def parallel_plan(seg, info_of):
         if eqn.primitive.name in ("scan", "while", "cond"):
             return None
         if eqn.primitive.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
-            if not blas.is_small(blas.gemm_spec(eqn)):
+            if not blas.worker_sized(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
         if eqn.primitive.name in lapack.NAMES:

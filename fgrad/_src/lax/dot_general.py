@@ -99,7 +99,10 @@ def _operand_cotangent(ct, y, x_aval, xc, xb, yc, yb, ct_y_free):
     y_free = _free(len(y.shape), yc, yb)
     summed = tuple(i for i, d in enumerate(xb) if x_aval.shape[d] == 1 and ct.shape[i] != 1)
     kept = tuple(i for i in range(len(xb)) if i not in summed)
-    contract = (tuple(ct_y_free) + summed, y_free + tuple(yb[i] for i in summed))
+    # contracted pairs in ct's axis order (summed batch axes lead), so a product over
+    # (batch, rows) -- a weight's cotangent -- is one gemm on both operands as stored
+    pairs = sorted(zip(summed + tuple(ct_y_free), tuple(yb[i] for i in summed) + y_free))
+    contract = (tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
     batch = (kept, tuple(yb[i] for i in kept))
     # Which axis of x each axis of the product is (the summed batch axes come back as
     # size 1): dot(ct, y) gives [kept batch, x's free dims, x's contracting dims],
