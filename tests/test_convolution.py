@@ -52,6 +52,13 @@ CASES = {
     "3d": ((1, 2, 4, 5, 3), (2, 1, 2, 3, 2), (1, 2, 1), ((1, 0), (0, 1), (1, 1)), (1, 1, 1),
            (1, 1, 2), 2, 1),
     "2d_empty_out": ((1, 1, 2, 2), (1, 1, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), 1, 1),
+    # a kernel far larger than the output (a weight gradient's shape): the native kernel
+    # lays its columns out transposed
+    # unit strides, 16 features: the native kernel runs shifted gemms (no im2col)
+    "2d_shifted": ((2, 16, 5, 12), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (2, 1),
+                   1, 1),
+    "2d_big_kernel": ((2, 3, 10, 10), (2, 3, 9, 5), (1, 2), ((1, 0), (0, 1)), (1, 1), (1, 2),
+                      1, 1),
 }
 
 
@@ -72,6 +79,15 @@ def test_values_match_direct_loops(name):
     case = CASES[name]
     x, w = _draw(case)
     got = np.asarray(_call(case)(x, w))
+    np.testing.assert_allclose(got, reference(x, w, *case[2:]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_jitted_values_match_direct_loops(name):
+    """Every case through the native kernel (float64: dgemm's rounding only)."""
+    case = CASES[name]
+    x, w = _draw(case, seed=4)
+    got = np.asarray(fgrad.jit(_call(case))(x, w))
     np.testing.assert_allclose(got, reference(x, w, *case[2:]), rtol=1e-12, atol=1e-12)
 
 
@@ -108,6 +124,28 @@ def test_jitted_gradients_match_eager(name):
     jitted = fgrad.jit(fgrad.grad(loss, argnums=(0, 1)))(x, w)
     for a, b in zip(jitted, eager):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_shifted_gemms_in_any_layout():
+    """Forward and input gradient through the shifted-gemm kernel, in NCHW and in
+    NHWC/HWIO, against direct loops and against eager (float64)."""
+    case = CASES["2d_shifted"]
+    x, w = _draw(case, seed=5)
+    _, _, strides, pads, ld, rd, _, _ = case
+    want = reference(x, w, *case[2:])
+
+    def nhwc(x, w):
+        return lax.conv_general_dilated(x, w, strides, pads, ld, rd, ("NHWC", "HWIO", "NHWC"))
+    xt, wt = np.transpose(x, (0, 2, 3, 1)), np.transpose(w, (2, 3, 1, 0))
+    np.testing.assert_allclose(np.asarray(fgrad.jit(nhwc)(xt, wt)),
+                               np.transpose(want, (0, 2, 3, 1)), rtol=1e-12, atol=1e-12)
+    for f, args in ((_call(case), (x, w)), (nhwc, (xt, wt))):
+        def loss(x, w):
+            return fgrad.numpy.sum(fgrad.numpy.sin(f(x, w)))
+        eager = fgrad.grad(loss, argnums=(0, 1))(*args)
+        jitted = fgrad.jit(fgrad.grad(loss, argnums=(0, 1)))(*args)
+        for a, b in zip(jitted, eager):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-11)
 
 
 def test_dimension_number_strings_permute_axes():

@@ -37,6 +37,8 @@ COL_ELEMENTS = 1 << 20
 K_ROWS = 2048
 DIRECT_POSITIONS = 512
 TRANSPOSED_RATIO = 4
+SHIFTED_K = 16
+SHIFTED_WASTE = 1.25
 
 
 def _layout(shape, spec):
@@ -103,7 +105,36 @@ def split_extent(eqn):
     range, which threads may share (each with its own buffers)."""
     p = eqn.params
     nb = _sizes(eqn)[2][0]
+    if _shifted(eqn):
+        return nb
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
+
+
+def _padded(eqn):
+    """(padded input extents, their element strides, wide positions): the input
+    padded by (lo, hi) in a C-contiguous buffer, and how many of its positions one
+    kernel offset's window spans (output rows run the padded rows' full length)."""
+    p = eqn.params
+    (_, _, *xs), _, (_, _, *ys) = _sizes(eqn)
+    extents = [x + lo + hi for x, (lo, hi) in zip(xs, p["padding"])]
+    strides = _layout(extents, range(len(extents)))
+    return extents, strides, 1 + sum((y - 1) * st for y, st in zip(ys, strides))
+
+
+def _shifted(eqn):
+    """Whether the convolution runs as shifted gemms: no im2col, for each kernel
+    offset one gemm of the weights' slice at that offset by the padded input read
+    from that offset (its rows run past each output row's end into the padding; those
+    products are dropped). For unit strides, no lhs dilation, no cropping, one group,
+    enough input features for gemm's K, and little waste."""
+    p = eqn.params
+    _, (o, i, *ks), (_, _, *ys) = _sizes(eqn)
+    if not ys or p["feature_group_count"] * p["batch_group_count"] != 1 or i < SHIFTED_K \
+            or set(p["window_strides"]) != {1} or set(p["lhs_dilation"]) != {1} \
+            or min(min(pad) for pad in p["padding"]) < 0 \
+            or math.prod(ks) > TRANSPOSED_RATIO * math.prod(ys):
+        return False
+    return _padded(eqn)[2] <= SHIFTED_WASTE * math.prod(ys)
 
 
 def _range_loop(ir, b, fn, lo, hi, body):
@@ -123,8 +154,120 @@ def _range_loop(ir, b, fn, lo, hi, body):
     b.position_at_end(done)
 
 
+def _max(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _run_bound(b, const, distance, step, low, high):
+    """The first t in [low, high] with t·step >= distance (step > 0), as an i64."""
+    up = b.sdiv(b.add(distance, const(step - 1)), const(step))
+    up = b.select(b.icmp_signed(">", distance, const(0)), up, const(0))
+    return b.select(b.icmp_signed("<", up, const(high)), _max(b, up, const(low)), const(high))
+
+
+class _Tools:
+    """The IR helpers both emitters share: constants, addresses, malloc, gemm."""
+
+    def __init__(self, ir, module, b, dt):
+        self.ir, self.b, self.dt = ir, b, dt
+        ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
+        self.real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+        self.gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
+                                     [i32, i32, i32, i64, i64, i64, self.real, ptr, i64, ptr,
+                                      i64, self.real, ptr, i64])
+        self.malloc = loops.declare(ir, module, "malloc", ptr, [i64])
+        self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+        self.zero, self.one = ir.Constant(self.real, 0.0), ir.Constant(self.real, 1.0)
+
+    def const(self, v):
+        return v if isinstance(v, self.ir.Value) else self.ir.Constant(self.ir.IntType(64), int(v))
+
+    def at(self, base, index):
+        return self.b.gep(base, [self.const(index)], inbounds=True, source_etype=self.real)
+
+    def alloc(self, elements):
+        return self.b.call(self.malloc, [self.const(elements * self.dt.itemsize)])
+
+    def gemm(self, a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
+        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
+        ir, const = self.ir, self.const
+        i32 = ir.IntType(32)
+        self.b.call(self.gemm_fn, [
+            ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
+            ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
+            const(m), const(ncols), const(k), self.one, a, const(lda), bmat, const(ldb), beta,
+            c, const(ldc)])
+
+
+def _emit_shifted(ir, module, fname, eqn):
+    """The body of a convolution `_shifted` accepts: per example, the input is copied
+    into a zero-padded buffer, one gemm per kernel offset adds W[:, :, k] times the
+    buffer read from offset k into a wide output, whose output positions are copied out."""
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    dt = np.dtype(eqn.outvars[0].aval.dtype)
+    (_, c, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
+    nsp, ksize = len(xs), math.prod(ks)
+    extents, p_st, wide = _padded(eqn)
+    plane = math.prod(extents)
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
+    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
+    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+
+    ptr, i1, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, ptr, i64, i64]), fname + "_body")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lhs, rhs, out = fn.args[:3]
+    t = _Tools(ir, module, b, dt)
+    const, at, real = t.const, t.at, t.real
+    restore = blas.one_thread(ir, module, b)
+    weights, padded, result = t.alloc(ksize * o * i), t.alloc(i * plane), t.alloc(o * wide)
+
+    def pack(idx):          # weights as (k..., O, I): one (O, I) matrix per kernel offset
+        src = loops.linear(ir, b, idx, w_st)
+        dst = loops.linear(ir, b, idx, [i, 1] + [st * o * i for st in _layout(ks, range(nsp))])
+        b.store(b.load(at(rhs, src), typ=real), at(weights, dst))
+    loops.nest(ir, b, fn, [o, i, *ks], pack, "pack")
+    loops.loop(ir, b, fn, 0, i * plane, lambda j: b.store(t.zero, at(padded, j)), "clear",
+               unroll=False)
+    lo = [pad[0] for pad in p["padding"]]
+
+    def example(n):
+        def fill(idx):      # padded[ci, x + lo] = lhs[n, ci, x], along x's last dim
+            src = b.add(b.mul(n, const(x_st[0])), loops.linear(ir, b, idx, x_st[1:]))
+            dst = loops.linear(ir, b, idx, [plane] + p_st,
+                               sum(l * st for l, st in zip(lo, p_st)))
+            loops.loop(ir, b, fn, 0, xs[-1], lambda j: b.store(
+                b.load(at(lhs, b.add(src, b.mul(j, const(x_st[-1])))), typ=real),
+                at(padded, b.add(dst, j))), "fill", unroll=False)
+        loops.nest(ir, b, fn, [i, *xs[:-1]], lambda idx: fill(idx + [const(0)]), "row")
+
+        def offset(kidx):   # result += W[k] @ padded[:, k·rhs_dilation + wide positions]
+            shift = loops.linear(ir, b, kidx, [r * st for r, st in zip(p["rhs_dilation"], p_st)])
+            k = loops.linear(ir, b, kidx, _layout(ks, range(nsp)))
+            beta = b.select(b.icmp_unsigned("==", k, const(0)), t.zero, t.one)
+            t.gemm(at(weights, b.mul(k, const(o * i))), at(padded, shift), result, o, wide, i,
+                   i, plane, wide, beta)
+        loops.nest(ir, b, fn, ks, offset, "k")
+
+        def put(idx):       # out[n, oi, y] = result[oi, y · padded strides]
+            src = loops.linear(ir, b, idx, [wide] + p_st)
+            dst = b.add(b.mul(n, const(o_st[0])), loops.linear(ir, b, idx, o_st[1:]))
+            b.store(b.load(at(result, src), typ=real), at(out, dst))
+        loops.nest(ir, b, fn, [o, *ys], put, "put")
+    _range_loop(ir, b, fn, fn.args[3], fn.args[4], example)
+    for allocated in (weights, padded, result):
+        b.call(t.free, [allocated])
+    restore()
+    b.ret(ir.Constant(i1, 0))
+    return fn
+
+
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
+    if _shifted(eqn):
+        return _emit_shifted(ir, module, fname, eqn)
     p = eqn.params
     dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
@@ -209,12 +352,13 @@ def emit(ir, module, fname, eqn):
         def chunk_of(ch):
             c0 = b.mul(ch, const(chunk))
 
-            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
-                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+            def source(ci, e, kidx, yidx, dims):
+                """(offset of the input element, whether it is inside the input) over
+                spatial dims `dims` (the others add nothing)."""
                 offset = b.add(x_base, b.add(b.mul(b.add(first, e), const(x_st[0])),
                                              b.mul(b.add(c0, ci), const(x_st[1]))))
                 valid = ir.Constant(i1, 1)
-                for d in range(nsp):
+                for d in dims:
                     pos = b.sub(b.add(b.mul(yidx[d], const(p["window_strides"][d])),
                                       b.mul(kidx[d], const(p["rhs_dilation"][d]))),
                                 const(p["padding"][d][0]))
@@ -225,17 +369,60 @@ def emit(ir, module, fname, eqn):
                             "==", b.urem(pos, const(ld)), const(0)))
                         pos = b.udiv(pos, const(ld))
                     offset = b.add(offset, b.mul(pos, const(x_st[2 + d])))
-                v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
+                return offset, valid
+
+            def where(ci, e, kidx, yidx):
                 row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, k_st))
                 column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
-                where = (b.add(b.mul(column, const(rows)), row) if transposed
-                         else b.add(b.mul(row, const(cols)), column))
-                b.store(b.select(valid, v, zero), at(col, where))
+                return (b.add(b.mul(column, const(rows)), row) if transposed
+                        else b.add(b.mul(row, const(cols)), column))
+
+            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
+                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+                offset, valid = source(ci, e, kidx, yidx, range(nsp))
+                v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
+                b.store(b.select(valid, v, zero), at(col, where(ci, e, kidx, yidx)))
+
+            def row(idx):        # as patch, for the whole run along col's last axis
+                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+                zero_i = const(0)
+                if transposed:   # the run is over the kernel's last dim
+                    kidx = kidx[:-1] + [zero_i]
+                    step, count = p["rhs_dilation"][-1], ks[-1]
+                    pos0 = b.mul(yidx[-1], const(p["window_strides"][-1]))
+                else:            # over the output's last dim
+                    yidx = yidx[:-1] + [zero_i]
+                    step, count = p["window_strides"][-1], ys[-1]
+                    pos0 = b.mul(kidx[-1], const(p["rhs_dilation"][-1]))
+                pos0 = b.sub(pos0, const(p["padding"][-1][0]))
+                offset, valid = source(ci, e, kidx, yidx, range(nsp - 1))
+                begin = _run_bound(b, const, b.neg(pos0), step, 0, count)
+                end = _run_bound(b, const, b.sub(const(dil[-1]), pos0), step, 0, count)
+                end = b.select(valid, _max(b, end, begin), begin)
+                dst = at(col, where(ci, e, kidx, yidx))
+
+                def put(t, value):
+                    b.store(value, at(dst, t))
+
+                def copy(t):
+                    pos = b.add(pos0, b.mul(t, const(step)))
+                    put(t, b.load(at(lhs, b.add(offset, b.mul(pos, const(x_st[-1])))),
+                                  typ=real))
+                _range_loop(ir, b, fn, const(0), begin, lambda t: put(t, zero))
+                _range_loop(ir, b, fn, begin, end, copy)
+                _range_loop(ir, b, fn, end, const(count), lambda t: put(t, zero))
+            # runs along the last spatial dim when it has no lhs dilation (their bounds
+            # are computed once, so the copies are plain loops), else element by element
+            by_row = nsp > 0 and p["lhs_dilation"][-1] == 1
             if transposed:      # idx reordered so the kernel's positions run innermost
-                loops.nest(ir, b, fn, [block, *ys, chunk, *ks], lambda idx: patch(
-                    [idx[1 + nsp], *idx[2 + nsp:], idx[0], *idx[1:1 + nsp]]), "col")
+                extents = [block, *ys, chunk, *ks[:-1]] if by_row else [block, *ys, chunk, *ks]
+                loops.nest(ir, b, fn, extents, lambda idx: (row if by_row else patch)(
+                    [idx[1 + nsp], *idx[2 + nsp:], *([const(0)] if by_row else []), idx[0],
+                     *idx[1:1 + nsp]]), "col")
             else:
-                loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
+                extents = [chunk, *ks, block, *ys[:-1]] if by_row else [chunk, *ks, block, *ys]
+                loops.nest(ir, b, fn, extents, lambda idx: (row if by_row else patch)(
+                    idx + ([const(0)] if by_row else [])), "col")
 
             beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
             w_chunk = at(w_g, b.mul(ch, const(rows)))
