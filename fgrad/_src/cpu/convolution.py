@@ -1,5 +1,14 @@
-"""conv_general_dilated as a native kernel: im2col by index arithmetic, then BLAS gemm.
+"""conv_general_dilated as a native kernel: shifted gemms, or im2col then BLAS gemm.
 
+A convolution with unit strides, no lhs dilation and no cropping, one group and
+enough input features (a forward pass and its input gradient, usually) needs no
+im2col (`_shifted`): each example is copied into a zero-padded buffer, and for
+each kernel offset k one gemm adds W[:, :, k] (O x I) times the buffer read from
+k's offset (I x wide) into a wide output. Its rows run the padded rows' full
+length, so a row's last columns are products over the padding, dropped when the
+output positions are copied out; the waste is bounded by SHIFTED_WASTE.
+
+Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
 writes patches into a column buffer col[chunk·k, block·P] (P output positions
 per example; an element is the input at y·stride + k·rhs_dil - lo in
@@ -9,7 +18,8 @@ by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
 `_plan`). A large kernel over few output positions (what a weight gradient
 is) is laid out transposed instead, col[(example, y), (feature, k)], and gemm
 computes the output's transpose: its copy loops then run along the long kernel
-rows. Layouts come from the dimension numbers as element strides, so no
+rows. Both copy whole runs along the last spatial dim (their in-bounds range
+computed once per run) unless it has lhs dilation. Layouts come from the dimension numbers as element strides, so no
 operand is transposed: a weight that is not (O, I, k...) contiguous is packed
 once per call, and an output that is not (N, O, spatial...) contiguous is
 written from a buffer.
@@ -22,7 +32,7 @@ bit for bit; the tests compare both with float64 references.
 
 The body has the signature of a fused group's,
 `i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
-(group, block) units (`split_extent`), so fgrad's worker threads can share a
+units of work, (group, block) pairs or examples (`split_extent`), so fgrad's worker threads can share a
 convolution, each thread with its own buffers and OpenBLAS on one thread.
 """
 import math
@@ -37,8 +47,8 @@ COL_ELEMENTS = 1 << 20
 K_ROWS = 2048
 DIRECT_POSITIONS = 512
 TRANSPOSED_RATIO = 4
-SHIFTED_K = 16
-SHIFTED_WASTE = 1.25
+SHIFTED_K = 16          # gemm's K (input features) at least this
+SHIFTED_WASTE = 1.3     # wide positions / output positions at most this
 
 
 def _layout(shape, spec):
@@ -199,6 +209,16 @@ class _Tools:
             c, const(ldc)])
 
 
+def _start(ir, module, fname, dt):
+    """(the body function, a builder at its entry, its _Tools)."""
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, ptr, i64, i64]),
+                     fname + "_body")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b, _Tools(ir, module, b, dt)
+
+
 def _emit_shifted(ir, module, fname, eqn):
     """The body of a convolution `_shifted` accepts: per example, the input is copied
     into a zero-padded buffer, one gemm per kernel offset adds W[:, :, k] times the
@@ -214,12 +234,8 @@ def _emit_shifted(ir, module, fname, eqn):
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
 
-    ptr, i1, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(64)
-    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, ptr, i64, i64]), fname + "_body")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, t = _start(ir, module, fname, dt)
     lhs, rhs, out = fn.args[:3]
-    t = _Tools(ir, module, b, dt)
     const, at, real = t.const, t.at, t.real
     restore = blas.one_thread(ir, module, b)
     weights, padded, result = t.alloc(ksize * o * i), t.alloc(i * plane), t.alloc(o * wide)
@@ -260,7 +276,7 @@ def _emit_shifted(ir, module, fname, eqn):
     for allocated in (weights, padded, result):
         b.call(t.free, [allocated])
     restore()
-    b.ret(ir.Constant(i1, 0))
+    b.ret(ir.Constant(ir.IntType(1), 0))
     return fn
 
 
@@ -296,35 +312,10 @@ def emit(ir, module, fname, eqn):
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
 
-    ptr, i1, i32, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(32), ir.IntType(64)
-    real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
-    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, ptr, i64, i64]), fname + "_body")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, t = _start(ir, module, fname, dt)
     lhs, rhs, out = fn.args[:3]
-    gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
-                            [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
-                             i64])
-    malloc = loops.declare(ir, module, "malloc", ptr, [i64])
-    free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
-    zero, one = ir.Constant(real, 0.0), ir.Constant(real, 1.0)
-
-    def const(v):
-        return v if isinstance(v, ir.Value) else ir.Constant(i64, int(v))
-
-    def at(base, index):
-        return b.gep(base, [index], inbounds=True, source_etype=real)
-
-    def alloc(elements):
-        return b.call(malloc, [const(elements * dt.itemsize)])
-
-    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
-        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
-        b.call(gemm_fn, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
-                         ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
-                         const(m), const(ncols), const(k),
-                         one, a, const(lda), bmat, const(ldb), beta, c, const(ldc)])
-
+    i1 = ir.IntType(1)
+    const, at, alloc, gemm, real, zero, one = t.const, t.at, t.alloc, t.gemm, t.real, t.zero, t.one
     restore = blas.one_thread(ir, module, b)
     col = alloc(rows * cols)
     buf = None if out_direct else alloc(og * cols)
@@ -453,7 +444,7 @@ def emit(ir, module, fname, eqn):
 
     for allocated in (col, buf, None if w_packed else weights):
         if allocated is not None:
-            b.call(free, [allocated])
+            b.call(t.free, [allocated])
     restore()
     b.ret(ir.Constant(i1, 0))
     return fn
