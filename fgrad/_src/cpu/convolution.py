@@ -6,7 +6,8 @@ im2col (`_shifted`): each example is copied into a zero-padded buffer, and for
 each kernel offset k one gemm adds W[:, :, k] (O x I) times the buffer read from
 k's offset (I x wide) into a wide output. Its rows run the padded rows' full
 length, so a row's last columns are products over the padding, dropped when the
-output positions are copied out; the waste is bounded by SHIFTED_WASTE.
+output positions are copied out (lax.convolution.runs_shifted says when: the
+primitive's NumPy impl sums in the same order, so jit and eager agree bit for bit).
 
 Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
@@ -19,20 +20,22 @@ by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
 is) is laid out transposed instead, col[(example, y), (feature, k)], and gemm
 computes the output's transpose: its copy loops then run along the long kernel
 rows. Both copy whole runs along the last spatial dim (their in-bounds range
-computed once per run) unless it has lhs dilation. Layouts come from the dimension numbers as element strides, so no
+computed once per run) unless it has lhs dilation. Layouts come from the
+dimension numbers as element strides, so no
 operand is transposed: a weight that is not (O, I, k...) contiguous is packed
 once per call, and an output that is not (N, O, spatial...) contiguous is
 written from a buffer.
 
 OpenBLAS always runs on the calling thread: the parallelism is fgrad's own,
-over (group, block) units (on a busy machine OpenBLAS's spinning workers made
+over units of work (on a busy machine OpenBLAS's spinning workers made
 large convolutions 10x slower). Sums are gemm's (its blocking decides their
 order), so jit agrees with the NumPy impl (im2col + matmul) to rounding, not
 bit for bit; the tests compare both with float64 references.
 
 The body has the signature of a fused group's,
 `i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
-units of work, (group, block) pairs or examples (`split_extent`), so fgrad's worker threads can share a
+units of work, (group, block) pairs or examples (`split_extent`), so fgrad's
+worker threads can share a
 convolution, each thread with its own buffers and OpenBLAS on one thread.
 """
 import math
@@ -40,6 +43,7 @@ import math
 import numpy as np
 
 from ..jaxpr import Var
+from ..lax.convolution import padded_plane, runs_shifted
 from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
@@ -47,8 +51,6 @@ COL_ELEMENTS = 1 << 20
 K_ROWS = 2048
 DIRECT_POSITIONS = 512
 TRANSPOSED_RATIO = 4
-SHIFTED_K = 16          # gemm's K (input features) at least this
-SHIFTED_WASTE = 1.3     # wide positions / output positions at most this
 
 
 def _layout(shape, spec):
@@ -120,31 +122,10 @@ def split_extent(eqn):
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
 
 
-def _padded(eqn):
-    """(padded input extents, their element strides, wide positions): the input
-    padded by (lo, hi) in a C-contiguous buffer, and how many of its positions one
-    kernel offset's window spans (output rows run the padded rows' full length)."""
-    p = eqn.params
-    (_, _, *xs), _, (_, _, *ys) = _sizes(eqn)
-    extents = [x + lo + hi for x, (lo, hi) in zip(xs, p["padding"])]
-    strides = _layout(extents, range(len(extents)))
-    return extents, strides, 1 + sum((y - 1) * st for y, st in zip(ys, strides))
-
-
 def _shifted(eqn):
-    """Whether the convolution runs as shifted gemms: no im2col, for each kernel
-    offset one gemm of the weights' slice at that offset by the padded input read
-    from that offset (its rows run past each output row's end into the padding; those
-    products are dropped). For unit strides, no lhs dilation, no cropping, one group,
-    enough input features for gemm's K, and little waste."""
-    p = eqn.params
-    _, (o, i, *ks), (_, _, *ys) = _sizes(eqn)
-    if not ys or p["feature_group_count"] * p["batch_group_count"] != 1 or i < SHIFTED_K \
-            or set(p["window_strides"]) != {1} or set(p["lhs_dilation"]) != {1} \
-            or min(min(pad) for pad in p["padding"]) < 0 \
-            or math.prod(ks) > TRANSPOSED_RATIO * math.prod(ys):
-        return False
-    return _padded(eqn)[2] <= SHIFTED_WASTE * math.prod(ys)
+    """Whether the kernel runs shifted gemms (lax.convolution.runs_shifted)."""
+    _, rhs, (_, _, *ys) = _sizes(eqn)
+    return runs_shifted(rhs, ys, eqn.params)
 
 
 def _range_loop(ir, b, fn, lo, hi, body):
@@ -228,7 +209,7 @@ def _emit_shifted(ir, module, fname, eqn):
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (_, c, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
     nsp, ksize = len(xs), math.prod(ks)
-    extents, p_st, wide = _padded(eqn)
+    extents, p_st, wide = padded_plane(xs, ys, p["padding"])
     plane = math.prod(extents)
     x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)

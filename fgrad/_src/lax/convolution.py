@@ -135,6 +135,65 @@ def _windows(x, kernel, strides, padding, lhs_dilation, rhs_dilation, out_sizes)
     return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
 
 
+# Shifted gemms: the native kernel's order of sums (cpu.convolution), which the impl
+# follows so that jit and eager agree bit for bit.
+SHIFTED_MIN_FEATURES = 16    # gemm's K: enough input features
+SHIFTED_MAX_FEATURES = 256   # ... and few enough that BLAS sums them in one pass
+SHIFTED_WASTE = 1.3          # wide positions per output position at most this
+SHIFTED_KERNEL_RATIO = 4     # kernel positions per output position at most this
+
+
+def padded_plane(xs, ys, padding):
+    """(extents of the input padded by `padding`, their C-order element strides, the
+    wide positions: how far one kernel offset's window reaches in that buffer when
+    each output row runs the padded row's full length)."""
+    extents = [x + lo + hi for x, (lo, hi) in zip(xs, padding)]
+    strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
+    return extents, strides, 1 + sum((y - 1) * st for y, st in zip(ys, strides))
+
+
+def runs_shifted(rhs_shape, ys, params):
+    """Whether a convolution (canonical rhs shape (O, I, *ks), output positions ys)
+    sums as shifted gemms: for each kernel offset k in C order, W[:, :, k] (O x I)
+    times the input read from k's offset, added to the total of the offsets before.
+    For unit strides, no lhs dilation or cropping, one group, 16 to 256 input
+    features, a kernel not much larger than the output (a weight gradient's is) and
+    little waste in the wide rows."""
+    p = params
+    o, i, *ks = rhs_shape
+    if not ys or p["feature_group_count"] * p["batch_group_count"] != 1 \
+            or not SHIFTED_MIN_FEATURES <= i <= SHIFTED_MAX_FEATURES \
+            or set(p["window_strides"]) != {1} or set(p["lhs_dilation"]) != {1} \
+            or min(min(pad) for pad in p["padding"]) < 0 \
+            or math.prod(ks) > SHIFTED_KERNEL_RATIO * math.prod(ys):
+        return False
+    xs = [y + (k - 1) * r - lo - hi for y, k, r, (lo, hi) in
+          zip(ys, ks, p["rhs_dilation"], p["padding"])]
+    return padded_plane(xs, ys, p["padding"])[2] <= SHIFTED_WASTE * math.prod(ys)
+
+
+def _shifted_sums(x, w, padding, rhs_dilation, out_sizes):
+    """Canonical x (N, C, *xs) and w (O, C, *ks) convolved as the native kernel does
+    it (cpu.convolution), with the same gemm shapes: BLAS's rounding depends on
+    them (its kernels for the last few columns of a product sum differently). Per
+    kernel offset, W[:, :, k] times the wide rows of the padded input from k's
+    offset, the products added offset after offset; then the output positions."""
+    n, c, *xs = x.shape
+    o, _, *ks = w.shape
+    _, strides, wide = padded_plane(xs, out_sizes, padding)
+    flat = np.pad(x, [(0, 0), (0, 0)] + [tuple(pad) for pad in padding]).reshape(n, c, -1)
+    total = None
+    for k in np.ndindex(*ks):
+        shift = sum(kd * r * st for kd, r, st in zip(k, rhs_dilation, strides))
+        cols = np.ascontiguousarray(flat[:, :, shift:shift + wide])
+        prod = np.matmul(np.ascontiguousarray(w[(slice(None), slice(None)) + k]), cols)
+        total = prod if total is None else prod + total
+    where = np.zeros(out_sizes, np.intp)
+    for d, (y, st) in enumerate(zip(out_sizes, strides)):
+        where += (np.arange(y) * st).reshape([-1 if e == d else 1 for e in range(len(xs))])
+    return total[:, :, where.ravel()].reshape((n, o, *out_sizes))
+
+
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                dimension_numbers, feature_group_count, batch_group_count,
                preferred_element_type):
@@ -150,8 +209,12 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     g, bg = feature_group_count, batch_group_count
     groups = g * bg
     nb, kk, y = n // bg, i * math.prod(kernel), math.prod(out_sizes)
+    params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+                  rhs_dilation=rhs_dilation, feature_group_count=g, batch_group_count=bg)
     if 0 in x.shape or 0 in w.shape or y == 0:
         out = np.zeros((nb, o, *out_sizes), np.result_type(x, w))
+    elif x.dtype.kind == "f" and runs_shifted(w.shape, out_sizes, params):
+        out = _shifted_sums(x, w, padding, rhs_dilation, out_sizes)
     else:
         win = _windows(x, kernel, window_strides, padding, lhs_dilation, rhs_dilation, out_sizes)
         # (bg, nb, g, i, *y, *k) -> (groups, nb·y, i·k): one matmul per group
