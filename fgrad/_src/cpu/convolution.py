@@ -28,9 +28,11 @@ written from a buffer.
 
 OpenBLAS always runs on the calling thread: the parallelism is fgrad's own,
 over units of work (on a busy machine OpenBLAS's spinning workers made
-large convolutions 10x slower). Sums are gemm's (its blocking decides their
-order), so jit agrees with the NumPy impl (im2col + matmul) to rounding, not
-bit for bit; the tests compare both with float64 references.
+large convolutions 10x slower). The plans (`runs_shifted`, `im2col_plan`) live
+in lax.convolution, whose impl makes the same gemm calls in the same order (on
+one thread, where gemm's bits depend on its threads), so eager and jit agree
+bit for bit; several chunks' products are added outside gemm (beta = 1 would
+add inside its own K blocks).
 
 The body has the signature of a fused group's,
 `i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
@@ -43,14 +45,10 @@ import math
 import numpy as np
 
 from ..jaxpr import Var
-from ..lax.convolution import padded_plane, runs_shifted
+from ..lax.convolution import im2col_plan, out_is_canonical, padded_plane, runs_shifted
 from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
-COL_ELEMENTS = 1 << 20
-K_ROWS = 2048
-DIRECT_POSITIONS = 512
-TRANSPOSED_RATIO = 4
 
 
 def _layout(shape, spec):
@@ -94,22 +92,11 @@ def is_small(eqn):
     return work(eqn) < blas.SMALL_GEMM
 
 
-def _largest_divisor(n, fits):
-    """The largest divisor d of n with fits(d), or 1."""
-    return max((d for d in range(1, n + 1) if n % d == 0 and fits(d)), default=1)
-
-
 def _plan(eqn):
-    """(chunk, block): the input features whose patches one gemm contracts (up to
-    K_ROWS rows of the column buffer), and the examples whose patches sit side by
-    side in it (up to COL_ELEMENTS in all). A weight gradient contracts over
-    examples and positions (rows in the thousands, few columns per example), so
-    its rows come in chunks whose products are summed (gemm's beta = 1)."""
-    _, (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
-    ksize, positions = math.prod(ks), math.prod(ys)
-    chunk = _largest_divisor(i, lambda d: d * ksize <= K_ROWS)
-    block = _largest_divisor(nb, lambda d: chunk * ksize * d * positions <= COL_ELEMENTS)
-    return chunk, block
+    """lax.convolution.im2col_plan for the equation: (chunk, block, transposed, direct)."""
+    _, rhs, (nb, o, *ys) = _sizes(eqn)
+    canonical = out_is_canonical(eqn.params["dimension_numbers"].out_spec, (nb, o, *ys))
+    return im2col_plan(rhs, nb, ys, canonical)
 
 
 def split_extent(eqn):
@@ -275,31 +262,24 @@ def emit(ir, module, fname, eqn):
     og = o // groups
     ksize, positions = math.prod(ks), math.prod(ys)
     kk = i * ksize
-    chunk, block = _plan(eqn)
+    chunk, block, transposed, out_direct = _plan(eqn)
     chunks, rows, blocks = i // chunk, chunk * ksize, nb // block
     cols = block * positions
     x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
-    # straight into an (N, O, spatial...) output, one gemm per example, when its rows
-    # are long enough for gemm to run at speed; else one wide gemm per block
-    # a large kernel over few output positions (a weight gradient) is im2col'd
-    # transposed, col[(example, y), (feature, k)], so its copy loops run along the
-    # kernel's long rows, and gemm computes out^T = col @ W^T
-    transposed = ksize > TRANSPOSED_RATIO * positions
-    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2)) and not transposed
-                  and (block == 1 or positions >= DIRECT_POSITIONS))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
 
     fn, b, t = _start(ir, module, fname, dt)
     lhs, rhs, out = fn.args[:3]
     i1 = ir.IntType(1)
-    const, at, alloc, gemm, real, zero, one = t.const, t.at, t.alloc, t.gemm, t.real, t.zero, t.one
+    const, at, alloc, gemm, real, zero = t.const, t.at, t.alloc, t.gemm, t.real, t.zero
     restore = blas.one_thread(ir, module, b)
     col = alloc(rows * cols)
     buf = None if out_direct else alloc(og * cols)
+    part = alloc(og * cols) if chunks > 1 else None
     weights = rhs
     if not w_packed:        # weights as (O, I·k) rows
         weights = alloc(o * kk)
@@ -396,18 +376,37 @@ def emit(ir, module, fname, eqn):
                 loops.nest(ir, b, fn, extents, lambda idx: (row if by_row else patch)(
                     idx + ([const(0)] if by_row else [])), "col")
 
-            beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
             w_chunk = at(w_g, b.mul(ch, const(rows)))
+
+            def product(target, m, ncols, emit_gemm):
+                """target (m x ncols, contiguous) = the chunk's product, + target after
+                the first chunk: with several chunks gemm writes `part`, added here
+                (gemm's beta = 1 would add target inside its own K blocks, which the
+                impl's matmul cannot follow)."""
+                if chunks == 1:
+                    emit_gemm(target, zero)
+                    return
+                emit_gemm(part, zero)
+                later = b.icmp_unsigned("!=", ch, const(0))
+
+                def add(j):
+                    new = b.load(at(part, j), typ=real)
+                    old = b.load(at(target, j), typ=real)
+                    b.store(b.select(later, b.fadd(new, old), new), at(target, j))
+                loops.loop(ir, b, fn, 0, m * ncols, add, "add", unroll=False)
             if out_direct:      # one gemm per example, straight into the output
                 def example(e):
                     c_mat = at(out, b.add(o_g, b.mul(b.add(first, e), const(o_st[0]))))
-                    gemm(w_chunk, at(col, b.mul(e, const(positions))), c_mat, og, positions,
-                         rows, kk, cols, positions, beta)
+                    product(c_mat, og, positions, lambda c, beta: gemm(
+                        w_chunk, at(col, b.mul(e, const(positions))), c, og, positions, rows,
+                        kk, cols, positions, beta))
                 loops.loop(ir, b, fn, 0, block, example, "example")
             elif transposed:    # buf[(example, y), o] = col @ W_chunk^T
-                gemm(col, w_chunk, buf, cols, og, rows, rows, kk, og, beta, trans_b=True)
+                product(buf, cols, og, lambda c, beta: gemm(
+                    col, w_chunk, c, cols, og, rows, rows, kk, og, beta, trans_b=True))
             else:
-                gemm(w_chunk, col, buf, og, cols, rows, kk, cols, cols, beta)
+                product(buf, og, cols, lambda c, beta: gemm(
+                    w_chunk, col, c, og, cols, rows, kk, cols, cols, beta))
         loops.loop(ir, b, fn, 0, chunks, chunk_of, "chunk")
         if out_direct:
             return
@@ -423,7 +422,7 @@ def emit(ir, module, fname, eqn):
         loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
     _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
 
-    for allocated in (col, buf, None if w_packed else weights):
+    for allocated in (col, buf, part, None if w_packed else weights):
         if allocated is not None:
             b.call(t.free, [allocated])
     restore()
