@@ -194,7 +194,7 @@ def _emit_shifted(ir, module, fname, eqn):
     p = eqn.params
     dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
-    (_, c, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
+    (_, _, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
     nsp, ksize = len(xs), math.prod(ks)
     extents, p_st, wide = padded_plane(xs, ys, p["padding"])
     plane = math.prod(extents)

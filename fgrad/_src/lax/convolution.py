@@ -205,7 +205,7 @@ def runs_shifted(rhs_shape, ys, params):
     features, a kernel not much larger than the output (a weight gradient's is) and
     little waste in the wide rows."""
     p = params
-    o, i, *ks = rhs_shape
+    _, i, *ks = rhs_shape
     if not ys or p["feature_group_count"] * p["batch_group_count"] != 1 \
             or not SHIFTED_MIN_FEATURES <= i <= SHIFTED_MAX_FEATURES \
             or set(p["window_strides"]) != {1} or set(p["lhs_dilation"]) != {1} \
