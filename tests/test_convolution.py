@@ -52,6 +52,13 @@ CASES = {
     "3d": ((1, 2, 4, 5, 3), (2, 1, 2, 3, 2), (1, 2, 1), ((1, 0), (0, 1), (1, 1)), (1, 1, 1),
            (1, 1, 2), 2, 1),
     "2d_empty_out": ((1, 1, 2, 2), (1, 1, 3, 3), (1, 1), ((0, 0), (0, 0)), (1, 1), (1, 1), 1, 1),
+    # a kernel far larger than the output (a weight gradient's shape): the native kernel
+    # lays its columns out transposed
+    # unit strides, 16 features: the native kernel runs shifted gemms (no im2col)
+    "2d_shifted": ((2, 16, 5, 12), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (2, 1),
+                   1, 1),
+    "2d_big_kernel": ((2, 3, 10, 10), (2, 3, 9, 5), (1, 2), ((1, 0), (0, 1)), (1, 1), (1, 2),
+                      1, 1),
 }
 
 
@@ -75,6 +82,15 @@ def test_values_match_direct_loops(name):
     np.testing.assert_allclose(got, reference(x, w, *case[2:]), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_jitted_values_match_direct_loops(name):
+    """Every case through the native kernel (float64: dgemm's rounding only)."""
+    case = CASES[name]
+    x, w = _draw(case, seed=4)
+    got = np.asarray(fgrad.jit(_call(case))(x, w))
+    np.testing.assert_allclose(got, reference(x, w, *case[2:]), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["1d_stride_pad", "2d_all", "2d_lhs_dil", "2d_batch_groups",
                                   "2d_negative_pad", "3d"])
 def test_gradients_order_two(name):
@@ -84,30 +100,56 @@ def test_gradients_order_two(name):
     check_grads(f, (x, w), order=2, modes=("fwd", "rev"))
 
 
-@pytest.mark.parametrize("name", ["2d_all", "2d_batch_groups", "3d", "2d_lhs_dil"])
-def test_jit_equals_eager(name):
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_jit_equals_eager_bit_for_bit(name, dtype):
+    """The impl follows the native kernel's products (plans, gemm shapes, the order
+    chunks and kernel offsets are added in), so the bits agree."""
     case = CASES[name]
-    x, w = _draw(case, np.float32, seed=2)
+    x, w = _draw(case, dtype, seed=2)
     f = _call(case)
-    eager = np.asarray(f(x, w))
     jitted = np.asarray(fgrad.jit(f)(x, w))
-    np.testing.assert_allclose(jitted, eager, rtol=2e-6, atol=2e-6)
+    np.testing.assert_array_equal(jitted, np.asarray(f(x, w)))
     ref = reference(x.astype(np.float64), w.astype(np.float64), *case[2:])
     np.testing.assert_allclose(jitted, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["2d_all", "2d_batch_groups", "2d_lhs_dil"])
-def test_jitted_gradients_match_eager(name):
+@pytest.mark.parametrize("name", CASES)
+def test_jitted_gradients_equal_eager(name):
     case = CASES[name]
     x, w = _draw(case, np.float32, seed=3)
     f = _call(case)
+    ct = np.random.default_rng(4).standard_normal(np.shape(f(x, w))).astype(np.float32)
 
-    def loss(x, w):
-        return fgrad.numpy.sum(fgrad.numpy.sin(f(x, w)))
-    eager = fgrad.grad(loss, argnums=(0, 1))(x, w)
-    jitted = fgrad.jit(fgrad.grad(loss, argnums=(0, 1)))(x, w)
-    for a, b in zip(jitted, eager):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    def pullback(x, w, ct):
+        return fgrad.vjp(f, x, w)[1](ct)
+    for a, b in zip(fgrad.jit(pullback)(x, w, ct), pullback(x, w, ct)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_shifted_gemms_in_any_layout():
+    """Forward and input gradient through the shifted-gemm kernel, in NCHW and in
+    NHWC/HWIO, against direct loops; jit equals eager bit for bit."""
+    case = CASES["2d_shifted"]
+    x, w = _draw(case, seed=5)
+    _, _, strides, pads, ld, rd, _, _ = case
+    want = reference(x, w, *case[2:])
+
+    def nhwc(x, w):
+        return lax.conv_general_dilated(x, w, strides, pads, ld, rd, ("NHWC", "HWIO", "NHWC"))
+    xt, wt = np.transpose(x, (0, 2, 3, 1)), np.transpose(w, (2, 3, 1, 0))
+    np.testing.assert_allclose(np.asarray(fgrad.jit(nhwc)(xt, wt)),
+                               np.transpose(want, (0, 2, 3, 1)), rtol=1e-12, atol=1e-12)
+    for f, args in ((_call(case), (x, w)), (nhwc, (xt, wt))):
+        ct = np.random.default_rng(6).standard_normal(np.shape(f(*args)))
+
+        def pullback(x, w, ct):
+            return fgrad.vjp(f, x, w)[1](ct)
+        eager = pullback(*args, ct)
+        jitted = fgrad.jit(pullback)(*args, ct)
+        for a, b in zip(jitted, eager):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(nhwc)(xt, wt)), np.asarray(nhwc(xt, wt)))
 
 
 def test_dimension_number_strings_permute_axes():
@@ -264,7 +306,7 @@ def test_jitted_weight_gradient_sums_row_chunks():
     """A weight gradient contracts over examples and positions: more rows than one
     gemm takes (convolution.K_ROWS), summed chunk by chunk; and a batch split into
     several blocks of examples. Both against float64."""
-    from fgrad._src.cpu import convolution as native
+    from fgrad._src.lax import convolution as native
     rng = np.random.default_rng(11)
     x = rng.standard_normal((4, 3, 40, 36)).astype(np.float32)
     w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)

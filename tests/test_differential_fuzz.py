@@ -889,6 +889,46 @@ def _dot_general(data):
             assert (np.abs(g - w)[fin] <= tol[fin]).all(), f"{what}: {g} vs {w}"
 
 
+def _conv_general_dilated(data):
+    """jit equals eager bit for bit (the impl makes the native kernel's gemm calls:
+    im2col or, with 16 features and unit strides, shifted gemms); both within the
+    terms' rounding of a float64 sum over kernel offsets."""
+    dt = data.draw(st.sampled_from(FLOATS[1:]))
+    nsp, groups = data.draw(st.sampled_from([1, 2])), data.draw(st.sampled_from([1, 2]))
+    i, og, n = (data.draw(st.sampled_from(v)) for v in ([1, 3, 16], [1, 2, 5], [1, 3]))
+    xs = [data.draw(st.sampled_from([3, 6, 9])) for _ in range(nsp)]
+    ks = [data.draw(st.sampled_from([1, 2, 3])) for _ in range(nsp)]
+    strides, rd = ([data.draw(st.sampled_from([1, 1, 2])) for _ in range(nsp)] for _ in "sr")
+    pads = [tuple(data.draw(st.sampled_from([0, 1, 2])) for _ in "lh") for _ in range(nsp)]
+    x = data.draw(arrays(dt, (n, groups * i, *xs)))
+    w = data.draw(arrays(dt, (groups * og, i, *ks)))
+
+    def f(x, w):
+        return lax.conv_general_dilated(x, w, strides, pads, None, rd,
+                                        feature_group_count=groups)
+    eager, jitted = run_both(f, x, w)
+    what = f"conv_general_dilated {dt} x{x.shape} w{w.shape} s{strides} p{pads} rd{rd}"
+    assert_same(jitted, eager, what=what + " jit vs eager")
+    if eager.size == 0:
+        return
+    # reference: per kernel offset, the strided window of the padded input times W[:, :, k]
+    x64 = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + pads)
+    ys = eager.shape[2:]
+    want, mag = np.zeros(eager.shape), np.zeros(eager.shape)
+    with np.errstate(all="ignore"):
+        for k in np.ndindex(*ks):
+            win = x64[(slice(None), slice(None)) + tuple(
+                slice(kd * r, kd * r + (y - 1) * s + 1, s) for kd, r, y, s in
+                zip(k, rd, ys, strides))].reshape(n, groups, i, *ys)
+            wk = w[(slice(None), slice(None)) + k].astype(np.float64).reshape(groups, og, i)
+            want += np.einsum("ngc...,goc->ngo...", win, wk).reshape(eager.shape)
+            mag += np.einsum("ngc...,goc->ngo...", np.abs(win), np.abs(wk)).reshape(eager.shape)
+    # each term's rounding, and underflow (subnormal products, flushed or not)
+    tol = 2 * (i * math.prod(ks) + 1) * (np.finfo(dt).eps * mag + np.finfo(dt).tiny)
+    fin = np.isfinite(want) & np.isfinite(tol) & np.isfinite(eager.astype(np.float64))
+    assert (np.abs(eager - want)[fin] <= tol[fin]).all(), what + " eager vs float64"
+
+
 def _iota(data):
     dt = data.draw(st.sampled_from(INTS + FLOATS))
     n = data.draw(st.sampled_from([0, 1, 5, 130, 300]))
@@ -1039,7 +1079,8 @@ def _linalg(data):
 
 
 STRUCTURAL = {"shape_ops": _shape_ops, "slicing": _slicing, "gather_scatter": _gather_scatter,
-              "dot_general": _dot_general, "iota": _iota, "linalg": _linalg}
+              "dot_general": _dot_general, "iota": _iota, "linalg": _linalg,
+              "conv_general_dilated": _conv_general_dilated}
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))
@@ -1196,7 +1237,7 @@ FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
              "scatter", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
-             "dot_general", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr", "eigh",
+             "dot_general", "conv_general_dilated", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr", "eigh",
              "svd", "eig"})
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above
@@ -1206,10 +1247,6 @@ EXEMPT = {
     "custom_vjp_call": "a call", "custom_lin": "a derivative rule's call",
     "debug_callback": "an effect, computes nothing",
     "fft": "jit runs its eager impl (scipy.fft) as a step; test_fft.py checks jit == eager",
-    "conv_general_dilated": "its native kernel sums in gemm's blocked order, not the "
-                            "NumPy impl's: test_convolution.py checks jit and eager against "
-                            "direct loops and float64 over strides, padding, dilations, "
-                            "groups and layouts",
     **{f"mpi_{name}": "an MPI collective: needs several processes; test_distributed.py "
                       "runs it under mpiexec and checks jit == eager bits and NumPy values"
        for name in ("allreduce", "allgather", "reduce_scatter", "broadcast", "send", "recv")},

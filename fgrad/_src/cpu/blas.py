@@ -79,6 +79,39 @@ def _numpy_openblas():
     return None
 
 
+_gemm_calls = {}
+
+
+def gemm_from_python(a, b, trans_b=False):
+    """a @ b (a @ b.T when trans_b) for float32/float64 matrices, by the gemm native
+    kernels call, on the calling thread as they run it: BLAS's bits depend on the
+    product's shape and on how its threads split it, so an impl that must give a
+    kernel's bits calls this (NumPy's matmul takes gemv for a single row or column,
+    and OpenBLAS's threads). Requires available()."""
+    if a.dtype not in _gemm_calls:
+        lib = _numpy_openblas()
+        real = ctypes.c_float if a.dtype == np.float32 else ctypes.c_double
+        i64, p = ctypes.c_int64, ctypes.c_void_p
+        fn = getattr(lib, _SYMBOLS[a.dtype])
+        fn.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, p, i64, p, i64, real, p, i64]
+        fn.restype = None
+        threads = getattr(lib, _GET_THREADS), getattr(lib, _SET_THREADS)
+        threads[1].argtypes = [ctypes.c_int]
+        _gemm_calls[a.dtype] = fn, threads
+    fn, (get, set_) = _gemm_calls[a.dtype]
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
+    (m, k), n = a.shape, b.shape[0] if trans_b else b.shape[1]
+    out = np.empty((m, n), a.dtype)
+    before = get()
+    set_(1)
+    try:
+        fn(_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0,
+           a.ctypes.data, k, b.ctypes.data, k if trans_b else n, 0.0, out.ctypes.data, n)
+    finally:
+        set_(before)
+    return out
+
+
 def available():
     """Whether gemm can be called from native code (registers the symbols once)."""
     global _registered

@@ -1,5 +1,15 @@
-"""conv_general_dilated as a native kernel: im2col by index arithmetic, then BLAS gemm.
+"""conv_general_dilated as a native kernel: shifted gemms, or im2col then BLAS gemm.
 
+A convolution with unit strides, no lhs dilation and no cropping, one group and
+enough input features (a forward pass and its input gradient, usually) needs no
+im2col (`_shifted`): each example is copied into a zero-padded buffer, and for
+each kernel offset k one gemm adds W[:, :, k] (O x I) times the buffer read from
+k's offset (I x wide) into a wide output. Its rows run the padded rows' full
+length, so a row's last columns are products over the padding, dropped when the
+output positions are copied out (lax.convolution.runs_shifted says when: the
+primitive's NumPy impl sums in the same order, so jit and eager agree bit for bit).
+
+Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
 writes patches into a column buffer col[chunk·k, block·P] (P output positions
 per example; an element is the input at y·stride + k·rhs_dil - lo in
@@ -9,20 +19,25 @@ by it, chunk after chunk of input features (gemm's beta = 1 adds them up; see
 `_plan`). A large kernel over few output positions (what a weight gradient
 is) is laid out transposed instead, col[(example, y), (feature, k)], and gemm
 computes the output's transpose: its copy loops then run along the long kernel
-rows. Layouts come from the dimension numbers as element strides, so no
+rows. Both copy whole runs along the last spatial dim (their in-bounds range
+computed once per run) unless it has lhs dilation. Layouts come from the
+dimension numbers as element strides, so no
 operand is transposed: a weight that is not (O, I, k...) contiguous is packed
 once per call, and an output that is not (N, O, spatial...) contiguous is
 written from a buffer.
 
 OpenBLAS always runs on the calling thread: the parallelism is fgrad's own,
-over (group, block) units (on a busy machine OpenBLAS's spinning workers made
-large convolutions 10x slower). Sums are gemm's (its blocking decides their
-order), so jit agrees with the NumPy impl (im2col + matmul) to rounding, not
-bit for bit; the tests compare both with float64 references.
+over units of work (on a busy machine OpenBLAS's spinning workers made
+large convolutions 10x slower). The plans (`runs_shifted`, `im2col_plan`) live
+in lax.convolution, whose impl makes the same gemm calls in the same order (on
+one thread, where gemm's bits depend on its threads), so eager and jit agree
+bit for bit; several chunks' products are added outside gemm (beta = 1 would
+add inside its own K blocks).
 
 The body has the signature of a fused group's,
 `i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)`: [lo, hi) selects
-(group, block) units (`split_extent`), so fgrad's worker threads can share a
+units of work, (group, block) pairs or examples (`split_extent`), so fgrad's
+worker threads can share a
 convolution, each thread with its own buffers and OpenBLAS on one thread.
 """
 import math
@@ -30,13 +45,10 @@ import math
 import numpy as np
 
 from ..jaxpr import Var
+from ..lax.convolution import im2col_plan, out_is_canonical, padded_plane, runs_shifted
 from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
-COL_ELEMENTS = 1 << 20
-K_ROWS = 2048
-DIRECT_POSITIONS = 512
-TRANSPOSED_RATIO = 4
 
 
 def _layout(shape, spec):
@@ -80,22 +92,11 @@ def is_small(eqn):
     return work(eqn) < blas.SMALL_GEMM
 
 
-def _largest_divisor(n, fits):
-    """The largest divisor d of n with fits(d), or 1."""
-    return max((d for d in range(1, n + 1) if n % d == 0 and fits(d)), default=1)
-
-
 def _plan(eqn):
-    """(chunk, block): the input features whose patches one gemm contracts (up to
-    K_ROWS rows of the column buffer), and the examples whose patches sit side by
-    side in it (up to COL_ELEMENTS in all). A weight gradient contracts over
-    examples and positions (rows in the thousands, few columns per example), so
-    its rows come in chunks whose products are summed (gemm's beta = 1)."""
-    _, (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
-    ksize, positions = math.prod(ks), math.prod(ys)
-    chunk = _largest_divisor(i, lambda d: d * ksize <= K_ROWS)
-    block = _largest_divisor(nb, lambda d: chunk * ksize * d * positions <= COL_ELEMENTS)
-    return chunk, block
+    """lax.convolution.im2col_plan for the equation: (chunk, block, transposed, direct)."""
+    _, rhs, (nb, o, *ys) = _sizes(eqn)
+    canonical = out_is_canonical(eqn.params["dimension_numbers"].out_spec, (nb, o, *ys))
+    return im2col_plan(rhs, nb, ys, canonical)
 
 
 def split_extent(eqn):
@@ -103,7 +104,15 @@ def split_extent(eqn):
     range, which threads may share (each with its own buffers)."""
     p = eqn.params
     nb = _sizes(eqn)[2][0]
+    if _shifted(eqn):
+        return nb
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
+
+
+def _shifted(eqn):
+    """Whether the kernel runs shifted gemms (lax.convolution.runs_shifted)."""
+    _, rhs, (_, _, *ys) = _sizes(eqn)
+    return runs_shifted(rhs, ys, eqn.params)
 
 
 def _range_loop(ir, b, fn, lo, hi, body):
@@ -123,8 +132,126 @@ def _range_loop(ir, b, fn, lo, hi, body):
     b.position_at_end(done)
 
 
+def _max(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _run_bound(b, const, distance, step, low, high):
+    """The first t in [low, high] with t·step >= distance (step > 0), as an i64."""
+    up = b.sdiv(b.add(distance, const(step - 1)), const(step))
+    up = b.select(b.icmp_signed(">", distance, const(0)), up, const(0))
+    return b.select(b.icmp_signed("<", up, const(high)), _max(b, up, const(low)), const(high))
+
+
+class _Tools:
+    """The IR helpers both emitters share: constants, addresses, malloc, gemm."""
+
+    def __init__(self, ir, module, b, dt):
+        self.ir, self.b, self.dt = ir, b, dt
+        ptr, i32, i64 = ir.PointerType(), ir.IntType(32), ir.IntType(64)
+        self.real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+        self.gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
+                                     [i32, i32, i32, i64, i64, i64, self.real, ptr, i64, ptr,
+                                      i64, self.real, ptr, i64])
+        self.malloc = loops.declare(ir, module, "malloc", ptr, [i64])
+        self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+        self.zero, self.one = ir.Constant(self.real, 0.0), ir.Constant(self.real, 1.0)
+
+    def const(self, v):
+        return v if isinstance(v, self.ir.Value) else self.ir.Constant(self.ir.IntType(64), int(v))
+
+    def at(self, base, index):
+        return self.b.gep(base, [self.const(index)], inbounds=True, source_etype=self.real)
+
+    def alloc(self, elements):
+        return self.b.call(self.malloc, [self.const(elements * self.dt.itemsize)])
+
+    def gemm(self, a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
+        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
+        ir, const = self.ir, self.const
+        i32 = ir.IntType(32)
+        self.b.call(self.gemm_fn, [
+            ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
+            ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
+            const(m), const(ncols), const(k), self.one, a, const(lda), bmat, const(ldb), beta,
+            c, const(ldc)])
+
+
+def _start(ir, module, fname, dt):
+    """(the body function, a builder at its entry, its _Tools)."""
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, ptr, i64, i64]),
+                     fname + "_body")
+    fn.linkage = "internal"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b, _Tools(ir, module, b, dt)
+
+
+def _emit_shifted(ir, module, fname, eqn):
+    """The body of a convolution `_shifted` accepts: per example, the input is copied
+    into a zero-padded buffer, one gemm per kernel offset adds W[:, :, k] times the
+    buffer read from offset k into a wide output, whose output positions are copied out."""
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    dt = np.dtype(eqn.outvars[0].aval.dtype)
+    (_, _, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
+    nsp, ksize = len(xs), math.prod(ks)
+    extents, p_st, wide = padded_plane(xs, ys, p["padding"])
+    plane = math.prod(extents)
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
+    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
+    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+
+    fn, b, t = _start(ir, module, fname, dt)
+    lhs, rhs, out = fn.args[:3]
+    const, at, real = t.const, t.at, t.real
+    restore = blas.one_thread(ir, module, b)
+    weights, padded, result = t.alloc(ksize * o * i), t.alloc(i * plane), t.alloc(o * wide)
+
+    def pack(idx):          # weights as (k..., O, I): one (O, I) matrix per kernel offset
+        src = loops.linear(ir, b, idx, w_st)
+        dst = loops.linear(ir, b, idx, [i, 1] + [st * o * i for st in _layout(ks, range(nsp))])
+        b.store(b.load(at(rhs, src), typ=real), at(weights, dst))
+    loops.nest(ir, b, fn, [o, i, *ks], pack, "pack")
+    loops.loop(ir, b, fn, 0, i * plane, lambda j: b.store(t.zero, at(padded, j)), "clear",
+               unroll=False)
+    lo = [pad[0] for pad in p["padding"]]
+
+    def example(n):
+        def fill(idx):      # padded[ci, x + lo] = lhs[n, ci, x], along x's last dim
+            src = b.add(b.mul(n, const(x_st[0])), loops.linear(ir, b, idx, x_st[1:]))
+            dst = loops.linear(ir, b, idx, [plane] + p_st,
+                               sum(l * st for l, st in zip(lo, p_st)))
+            loops.loop(ir, b, fn, 0, xs[-1], lambda j: b.store(
+                b.load(at(lhs, b.add(src, b.mul(j, const(x_st[-1])))), typ=real),
+                at(padded, b.add(dst, j))), "fill", unroll=False)
+        loops.nest(ir, b, fn, [i, *xs[:-1]], lambda idx: fill(idx + [const(0)]), "row")
+
+        def offset(kidx):   # result += W[k] @ padded[:, k·rhs_dilation + wide positions]
+            shift = loops.linear(ir, b, kidx, [r * st for r, st in zip(p["rhs_dilation"], p_st)])
+            k = loops.linear(ir, b, kidx, _layout(ks, range(nsp)))
+            beta = b.select(b.icmp_unsigned("==", k, const(0)), t.zero, t.one)
+            t.gemm(at(weights, b.mul(k, const(o * i))), at(padded, shift), result, o, wide, i,
+                   i, plane, wide, beta)
+        loops.nest(ir, b, fn, ks, offset, "k")
+
+        def put(idx):       # out[n, oi, y] = result[oi, y · padded strides]
+            src = loops.linear(ir, b, idx, [wide] + p_st)
+            dst = b.add(b.mul(n, const(o_st[0])), loops.linear(ir, b, idx, o_st[1:]))
+            b.store(b.load(at(result, src), typ=real), at(out, dst))
+        loops.nest(ir, b, fn, [o, *ys], put, "put")
+    _range_loop(ir, b, fn, fn.args[3], fn.args[4], example)
+    for allocated in (weights, padded, result):
+        b.call(t.free, [allocated])
+    restore()
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return fn
+
+
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
+    if _shifted(eqn):
+        return _emit_shifted(ir, module, fname, eqn)
     p = eqn.params
     dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
@@ -135,56 +262,24 @@ def emit(ir, module, fname, eqn):
     og = o // groups
     ksize, positions = math.prod(ks), math.prod(ys)
     kk = i * ksize
-    chunk, block = _plan(eqn)
+    chunk, block, transposed, out_direct = _plan(eqn)
     chunks, rows, blocks = i // chunk, chunk * ksize, nb // block
     cols = block * positions
     x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
-    # straight into an (N, O, spatial...) output, one gemm per example, when its rows
-    # are long enough for gemm to run at speed; else one wide gemm per block
-    # a large kernel over few output positions (a weight gradient) is im2col'd
-    # transposed, col[(example, y), (feature, k)], so its copy loops run along the
-    # kernel's long rows, and gemm computes out^T = col @ W^T
-    transposed = ksize > TRANSPOSED_RATIO * positions
-    out_direct = (o_st == _layout([nb, o, *ys], range(nsp + 2)) and not transposed
-                  and (block == 1 or positions >= DIRECT_POSITIONS))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
 
-    ptr, i1, i32, i64 = ir.PointerType(), ir.IntType(1), ir.IntType(32), ir.IntType(64)
-    real = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
-    fn = ir.Function(module, ir.FunctionType(i1, [ptr, ptr, ptr, i64, i64]), fname + "_body")
-    fn.linkage = "internal"
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    fn, b, t = _start(ir, module, fname, dt)
     lhs, rhs, out = fn.args[:3]
-    gemm_fn = loops.declare(ir, module, blas._SYMBOLS[dt], ir.VoidType(),
-                            [i32, i32, i32, i64, i64, i64, real, ptr, i64, ptr, i64, real, ptr,
-                             i64])
-    malloc = loops.declare(ir, module, "malloc", ptr, [i64])
-    free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
-    zero, one = ir.Constant(real, 0.0), ir.Constant(real, 1.0)
-
-    def const(v):
-        return v if isinstance(v, ir.Value) else ir.Constant(i64, int(v))
-
-    def at(base, index):
-        return b.gep(base, [index], inbounds=True, source_etype=real)
-
-    def alloc(elements):
-        return b.call(malloc, [const(elements * dt.itemsize)])
-
-    def gemm(a, bmat, c, m, ncols, k, lda, ldb, ldc, beta, trans_b=False):
-        """c = a @ op(bmat) + beta·c, row-major (op transposes when trans_b)."""
-        b.call(gemm_fn, [ir.Constant(i32, blas._ROW_MAJOR), ir.Constant(i32, blas._NO_TRANS),
-                         ir.Constant(i32, blas._TRANS if trans_b else blas._NO_TRANS),
-                         const(m), const(ncols), const(k),
-                         one, a, const(lda), bmat, const(ldb), beta, c, const(ldc)])
-
+    i1 = ir.IntType(1)
+    const, at, alloc, gemm, real, zero = t.const, t.at, t.alloc, t.gemm, t.real, t.zero
     restore = blas.one_thread(ir, module, b)
     col = alloc(rows * cols)
     buf = None if out_direct else alloc(og * cols)
+    part = alloc(og * cols) if chunks > 1 else None
     weights = rhs
     if not w_packed:        # weights as (O, I·k) rows
         weights = alloc(o * kk)
@@ -209,12 +304,13 @@ def emit(ir, module, fname, eqn):
         def chunk_of(ch):
             c0 = b.mul(ch, const(chunk))
 
-            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
-                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+            def source(ci, e, kidx, yidx, dims):
+                """(offset of the input element, whether it is inside the input) over
+                spatial dims `dims` (the others add nothing)."""
                 offset = b.add(x_base, b.add(b.mul(b.add(first, e), const(x_st[0])),
                                              b.mul(b.add(c0, ci), const(x_st[1]))))
                 valid = ir.Constant(i1, 1)
-                for d in range(nsp):
+                for d in dims:
                     pos = b.sub(b.add(b.mul(yidx[d], const(p["window_strides"][d])),
                                       b.mul(kidx[d], const(p["rhs_dilation"][d]))),
                                 const(p["padding"][d][0]))
@@ -225,30 +321,92 @@ def emit(ir, module, fname, eqn):
                             "==", b.urem(pos, const(ld)), const(0)))
                         pos = b.udiv(pos, const(ld))
                     offset = b.add(offset, b.mul(pos, const(x_st[2 + d])))
-                v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
+                return offset, valid
+
+            def where(ci, e, kidx, yidx):
                 row = b.add(b.mul(ci, const(ksize)), loops.linear(ir, b, kidx, k_st))
                 column = b.add(b.mul(e, const(positions)), loops.linear(ir, b, yidx, y_st))
-                where = (b.add(b.mul(column, const(rows)), row) if transposed
-                         else b.add(b.mul(row, const(cols)), column))
-                b.store(b.select(valid, v, zero), at(col, where))
-            if transposed:      # idx reordered so the kernel's positions run innermost
-                loops.nest(ir, b, fn, [block, *ys, chunk, *ks], lambda idx: patch(
-                    [idx[1 + nsp], *idx[2 + nsp:], idx[0], *idx[1:1 + nsp]]), "col")
-            else:
-                loops.nest(ir, b, fn, [chunk, *ks, block, *ys], patch, "col")
+                return (b.add(b.mul(column, const(rows)), row) if transposed
+                        else b.add(b.mul(row, const(cols)), column))
 
-            beta = b.select(b.icmp_unsigned("==", ch, const(0)), zero, one)
+            def patch(idx):      # idx: input feature in chunk, k..., example in block, y...
+                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+                offset, valid = source(ci, e, kidx, yidx, range(nsp))
+                v = b.load(at(lhs, b.select(valid, offset, const(0))), typ=real)
+                b.store(b.select(valid, v, zero), at(col, where(ci, e, kidx, yidx)))
+
+            def row(idx):        # as patch, for the whole run along col's last axis
+                ci, kidx, e, yidx = idx[0], idx[1:1 + nsp], idx[1 + nsp], idx[2 + nsp:]
+                zero_i = const(0)
+                if transposed:   # the run is over the kernel's last dim
+                    kidx = kidx[:-1] + [zero_i]
+                    step, count = p["rhs_dilation"][-1], ks[-1]
+                    pos0 = b.mul(yidx[-1], const(p["window_strides"][-1]))
+                else:            # over the output's last dim
+                    yidx = yidx[:-1] + [zero_i]
+                    step, count = p["window_strides"][-1], ys[-1]
+                    pos0 = b.mul(kidx[-1], const(p["rhs_dilation"][-1]))
+                pos0 = b.sub(pos0, const(p["padding"][-1][0]))
+                offset, valid = source(ci, e, kidx, yidx, range(nsp - 1))
+                begin = _run_bound(b, const, b.neg(pos0), step, 0, count)
+                end = _run_bound(b, const, b.sub(const(dil[-1]), pos0), step, 0, count)
+                end = b.select(valid, _max(b, end, begin), begin)
+                dst = at(col, where(ci, e, kidx, yidx))
+
+                def put(t, value):
+                    b.store(value, at(dst, t))
+
+                def copy(t):
+                    pos = b.add(pos0, b.mul(t, const(step)))
+                    put(t, b.load(at(lhs, b.add(offset, b.mul(pos, const(x_st[-1])))),
+                                  typ=real))
+                _range_loop(ir, b, fn, const(0), begin, lambda t: put(t, zero))
+                _range_loop(ir, b, fn, begin, end, copy)
+                _range_loop(ir, b, fn, end, const(count), lambda t: put(t, zero))
+            # runs along the last spatial dim when it has no lhs dilation (their bounds
+            # are computed once, so the copies are plain loops), else element by element
+            by_row = nsp > 0 and p["lhs_dilation"][-1] == 1
+            if transposed:      # idx reordered so the kernel's positions run innermost
+                extents = [block, *ys, chunk, *ks[:-1]] if by_row else [block, *ys, chunk, *ks]
+                loops.nest(ir, b, fn, extents, lambda idx: (row if by_row else patch)(
+                    [idx[1 + nsp], *idx[2 + nsp:], *([const(0)] if by_row else []), idx[0],
+                     *idx[1:1 + nsp]]), "col")
+            else:
+                extents = [chunk, *ks, block, *ys[:-1]] if by_row else [chunk, *ks, block, *ys]
+                loops.nest(ir, b, fn, extents, lambda idx: (row if by_row else patch)(
+                    idx + ([const(0)] if by_row else [])), "col")
+
             w_chunk = at(w_g, b.mul(ch, const(rows)))
+
+            def product(target, m, ncols, emit_gemm):
+                """target (m x ncols, contiguous) = the chunk's product, + target after
+                the first chunk: with several chunks gemm writes `part`, added here
+                (gemm's beta = 1 would add target inside its own K blocks, which the
+                impl's matmul cannot follow)."""
+                if chunks == 1:
+                    emit_gemm(target, zero)
+                    return
+                emit_gemm(part, zero)
+                later = b.icmp_unsigned("!=", ch, const(0))
+
+                def add(j):
+                    new = b.load(at(part, j), typ=real)
+                    old = b.load(at(target, j), typ=real)
+                    b.store(b.select(later, b.fadd(new, old), new), at(target, j))
+                loops.loop(ir, b, fn, 0, m * ncols, add, "add", unroll=False)
             if out_direct:      # one gemm per example, straight into the output
                 def example(e):
                     c_mat = at(out, b.add(o_g, b.mul(b.add(first, e), const(o_st[0]))))
-                    gemm(w_chunk, at(col, b.mul(e, const(positions))), c_mat, og, positions,
-                         rows, kk, cols, positions, beta)
+                    product(c_mat, og, positions, lambda c, beta: gemm(
+                        w_chunk, at(col, b.mul(e, const(positions))), c, og, positions, rows,
+                        kk, cols, positions, beta))
                 loops.loop(ir, b, fn, 0, block, example, "example")
             elif transposed:    # buf[(example, y), o] = col @ W_chunk^T
-                gemm(col, w_chunk, buf, cols, og, rows, rows, kk, og, beta, trans_b=True)
+                product(buf, cols, og, lambda c, beta: gemm(
+                    col, w_chunk, c, cols, og, rows, rows, kk, og, beta, trans_b=True))
             else:
-                gemm(w_chunk, col, buf, og, cols, rows, kk, cols, cols, beta)
+                product(buf, og, cols, lambda c, beta: gemm(
+                    w_chunk, col, c, og, cols, rows, kk, cols, cols, beta))
         loops.loop(ir, b, fn, 0, chunks, chunk_of, "chunk")
         if out_direct:
             return
@@ -264,9 +422,9 @@ def emit(ir, module, fname, eqn):
         loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
     _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
 
-    for allocated in (col, buf, None if w_packed else weights):
+    for allocated in (col, buf, part, None if w_packed else weights):
         if allocated is not None:
-            b.call(free, [allocated])
+            b.call(t.free, [allocated])
     restore()
     b.ret(ir.Constant(i1, 0))
     return fn

@@ -18,6 +18,10 @@ g = o // (O / G) (or b = o // (O / B)) and
 where x is lhs after lhs dilation (zeros outside it). Output size per spatial
 dim: floor((dilated_in + lo + hi - dilated_kernel) / stride) + 1, at least 0.
 
+For float32/float64 the impl computes what the CPU kernel (cpu.convolution)
+computes, gemm call by gemm call (`runs_shifted`, `im2col_plan`), so eager and
+jit agree bit for bit.
+
 The rules work in the canonical layout (operands are transposed in and the
 results out; nothing moves for NCHW/OIHW). Both gradients are convolutions
 again: the input's uses the flipped kernel with its in/out features swapped
@@ -26,6 +30,7 @@ kernel's convolves the input (batch and feature roles swapped) with the
 cotangent as kernel, rhs dilation = stride and stride = rhs dilation, feature
 groups turning into batch groups and back.
 """
+import itertools
 import math
 from typing import NamedTuple
 
@@ -34,6 +39,7 @@ import numpy as np
 from .. import dtypes
 from ..ad import defjvp, is_undefined
 from ..core import Primitive, ShapedArray, get_aval
+from ..cpu import blas
 from ..errors import FgradTypeError
 from ._util import check_kinds, shapes_str
 from .elementwise import convert_element_type
@@ -135,6 +141,142 @@ def _windows(x, kernel, strides, padding, lhs_dilation, rhs_dilation, out_sizes)
     return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
 
 
+# The native kernel's plans (cpu.convolution): the impl follows them, gemm by gemm,
+# because BLAS's rounding depends on the shapes of its products (its kernels for the
+# last few rows or columns of a product sum differently), so that jit and eager
+# agree bit for bit.
+SHIFTED_MIN_FEATURES = 16    # shifted gemms: gemm's K, enough input features
+SHIFTED_MAX_FEATURES = 256   # ... and few enough that BLAS sums them in one pass
+SHIFTED_WASTE = 1.3          # wide positions per output position at most this
+COL_ELEMENTS = 1 << 20       # im2col: elements of one column buffer
+K_ROWS = 2048                # rows of it one gemm contracts
+DIRECT_POSITIONS = 512       # output positions for one gemm per example
+TRANSPOSED_RATIO = 4         # kernel positions per output position for a transposed layout
+
+
+def _largest_divisor(n, fits):
+    """The largest divisor d of n with fits(d), or 1."""
+    return max((d for d in range(1, n + 1) if n % d == 0 and fits(d)), default=1)
+
+
+def out_is_canonical(out_spec, shape):
+    """Whether an output of canonical shape (N, O, *ys) laid out by out_spec has the
+    element strides of a C-contiguous (N, O, *ys) array."""
+    laid = [0] * len(shape)
+    for d, extent in zip(out_spec, shape):
+        laid[d] = extent
+    strides = [math.prod(laid[d + 1:]) for d in range(len(laid))]
+    return [strides[d] for d in out_spec] == [math.prod(shape[j + 1:]) for j in range(len(shape))]
+
+
+def im2col_plan(rhs_shape, nb, ys, out_canonical):
+    """(chunk, block, transposed, direct) for a canonical rhs (O, I, *ks), nb examples
+    per group and output positions ys: the input features whose patches one gemm
+    contracts (up to K_ROWS rows of the column buffer; a weight gradient's rows, in
+    the thousands, come in chunks whose products are summed), the examples whose
+    patches sit side by side in it (up to COL_ELEMENTS in all), whether it is laid
+    out transposed, col[(example, y), (feature, k)] (a kernel far larger than the
+    output: a weight gradient), and whether gemm writes an (N, O, spatial...) output
+    directly, one product per example (out_canonical: the output has that layout)."""
+    _, i, *ks = rhs_shape
+    ksize, positions = math.prod(ks), math.prod(ys)
+    chunk = _largest_divisor(i, lambda d: d * ksize <= K_ROWS)
+    block = _largest_divisor(nb, lambda d: chunk * ksize * d * positions <= COL_ELEMENTS)
+    transposed = ksize > TRANSPOSED_RATIO * positions
+    direct = (out_canonical and not transposed
+              and (block == 1 or positions >= DIRECT_POSITIONS))
+    return chunk, block, transposed, direct
+
+
+def padded_plane(xs, ys, padding):
+    """(extents of the input padded by `padding`, their C-order element strides, the
+    wide positions: how far one kernel offset's window reaches in that buffer when
+    each output row runs the padded row's full length)."""
+    extents = [x + lo + hi for x, (lo, hi) in zip(xs, padding)]
+    strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
+    return extents, strides, 1 + sum((y - 1) * st for y, st in zip(ys, strides))
+
+
+def runs_shifted(rhs_shape, ys, params):
+    """Whether a convolution (canonical rhs shape (O, I, *ks), output positions ys)
+    sums as shifted gemms: for each kernel offset k in C order, W[:, :, k] (O x I)
+    times the input read from k's offset, added to the total of the offsets before.
+    For unit strides, no lhs dilation or cropping, one group, 16 to 256 input
+    features, a kernel not much larger than the output (a weight gradient's is) and
+    little waste in the wide rows."""
+    p = params
+    _, i, *ks = rhs_shape
+    if not ys or p["feature_group_count"] * p["batch_group_count"] != 1 \
+            or not SHIFTED_MIN_FEATURES <= i <= SHIFTED_MAX_FEATURES \
+            or set(p["window_strides"]) != {1} or set(p["lhs_dilation"]) != {1} \
+            or min(min(pad) for pad in p["padding"]) < 0 \
+            or math.prod(ks) > TRANSPOSED_RATIO * math.prod(ys):
+        return False
+    xs = [y + (k - 1) * r - lo - hi for y, k, r, (lo, hi) in
+          zip(ys, ks, p["rhs_dilation"], p["padding"])]
+    return padded_plane(xs, ys, p["padding"])[2] <= SHIFTED_WASTE * math.prod(ys)
+
+
+def _shifted_sums(x, w, padding, rhs_dilation, out_sizes):
+    """Canonical x (N, C, *xs) and w (O, C, *ks) convolved as the native kernel does
+    it (cpu.convolution), with the same gemm shapes: BLAS's rounding depends on
+    them (its kernels for the last few columns of a product sum differently). Per
+    kernel offset, W[:, :, k] times the wide rows of the padded input from k's
+    offset, the products added offset after offset; then the output positions."""
+    n, c, *xs = x.shape
+    o, _, *ks = w.shape
+    _, strides, wide = padded_plane(xs, out_sizes, padding)
+    flat = np.pad(x, [(0, 0), (0, 0)] + [tuple(pad) for pad in padding]).reshape(n, c, -1)
+    total = None
+    for k in np.ndindex(*ks):
+        shift = sum(kd * r * st for kd, r, st in zip(k, rhs_dilation, strides))
+        cols = flat[:, :, shift:shift + wide]
+        wk = w[(slice(None), slice(None)) + k]
+        prod = np.stack([blas.gemm_from_python(wk, cols[e]) for e in range(n)])
+        total = prod if total is None else prod + total
+    where = np.zeros(out_sizes, np.intp)
+    for d, (y, st) in enumerate(zip(out_sizes, strides)):
+        where += (np.arange(y) * st).reshape([-1 if e == d else 1 for e in range(len(xs))])
+    return total[:, :, where.ravel()].reshape((n, o, *out_sizes))
+
+
+def _im2col_sums(win, w, g, bg, plan):
+    """The convolution from win (N, C, *ys, *ks), its input's windows, and canonical w
+    with the native kernel's im2col gemms (`im2col_plan`): per group, block of
+    examples and chunk of input features one product, added chunk after chunk."""
+    chunk, block, transposed, direct = plan
+    n, _ = win.shape[:2]
+    nsp = (win.ndim - 2) // 2
+    o, i, *ks = w.shape
+    ys = win.shape[2:2 + nsp]
+    nb, og, positions = n // bg, o // (g * bg), math.prod(ys)
+    rows, cols = chunk * math.prod(ks), block * positions
+    spatial, kernel = tuple(range(2, 2 + nsp)), tuple(range(2 + nsp, 2 + 2 * nsp))
+    out = np.empty((nb, o, positions), np.result_type(win, w))
+    for gi, b0 in itertools.product(range(g * bg), range(0, nb, block)):
+        first = (gi * nb if bg > 1 else 0) + b0
+        total = None
+        for c0 in range(0, i, chunk):
+            c = (gi * i if g > 1 else 0) + c0
+            patches = win[first:first + block, c:c + chunk]
+            wmat = w[gi * og:(gi + 1) * og, c0:c0 + chunk].reshape(og, rows)
+            if transposed:
+                col = np.transpose(patches, (0,) + spatial + (1,) + kernel).reshape(cols, rows)
+                prod = blas.gemm_from_python(col, wmat, trans_b=True)
+            else:
+                col = np.transpose(patches, (1,) + kernel + (0,) + spatial).reshape(rows, cols)
+                prod = (np.stack([blas.gemm_from_python(
+                    wmat, col[:, e * positions:(e + 1) * positions]) for e in range(block)])
+                    if direct else blas.gemm_from_python(wmat, col))
+            total = prod if total is None else prod + total
+        if transposed:
+            total = np.transpose(total.reshape(block, positions, og), (0, 2, 1))
+        elif not direct:
+            total = np.transpose(total.reshape(og, block, positions), (1, 0, 2))
+        out[b0:b0 + block, gi * og:(gi + 1) * og] = total
+    return out.reshape((nb, o, *ys))
+
+
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                dimension_numbers, feature_group_count, batch_group_count,
                preferred_element_type):
@@ -150,8 +292,18 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     g, bg = feature_group_count, batch_group_count
     groups = g * bg
     nb, kk, y = n // bg, i * math.prod(kernel), math.prod(out_sizes)
+    params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+                  rhs_dilation=rhs_dilation, feature_group_count=g, batch_group_count=bg)
+    native = (x.dtype == w.dtype and x.dtype in (np.float32, np.float64)
+              and blas.available())     # else the jit runs this impl too
     if 0 in x.shape or 0 in w.shape or y == 0:
         out = np.zeros((nb, o, *out_sizes), np.result_type(x, w))
+    elif native and runs_shifted(w.shape, out_sizes, params):
+        out = _shifted_sums(x, w, padding, rhs_dilation, out_sizes)
+    elif native:
+        win = _windows(x, kernel, window_strides, padding, lhs_dilation, rhs_dilation, out_sizes)
+        canonical = out_is_canonical(dn.out_spec, (nb, o, *out_sizes))
+        out = _im2col_sums(win, w, g, bg, im2col_plan(w.shape, nb, out_sizes, canonical))
     else:
         win = _windows(x, kernel, window_strides, padding, lhs_dilation, rhs_dilation, out_sizes)
         # (bg, nb, g, i, *y, *k) -> (groups, nb·y, i·k): one matmul per group
