@@ -23,8 +23,9 @@ for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
   checks, and cost nothing for ordinary arguments.  The variants are
   ``alwaysinline``: engine inlines them after the vectoriser has placed its
   calls (8% faster for sin(x)*y + exp(-x*x): no call, constants stay in
-  registers), unless a module uses sin or cos at `CALL_AFTER_USES` or more
-  sites (then callers get one call per vector of results).
+  registers), unless a module uses sin or cos at `INLINE_TRIG_BELOW` or more
+  sites (then callers get one call per vector of results: code generation of
+  each inlined copy costs more than it saves).
 * exp's 2^n scaling is one `llvm.ldexp` on AVX-512 hosts (vscalef), two
   exact power-of-two factors elsewhere; both round once, so results agree.
 
@@ -1472,6 +1473,11 @@ def _host_scalef() -> bool:
 
 
 CALL_AFTER_USES = 16
+# sin and cos vector variants are inlined at fewer sites than this: the inlined
+# loop runs 8% faster than one calling the variant, but each inlined copy (main
+# and epilogue loop, ~300 lines of assembly) costs code generation time (eight
+# of them: +250 ms on a busy 2-core host)
+INLINE_TRIG_BELOW = 3
 
 
 def call_when_used_often(module: ir.Module, uses: dict | None = None,
@@ -1485,14 +1491,16 @@ def call_when_used_often(module: ir.Module, uses: dict | None = None,
     5 ms to optimise and compile (200 of them: 1.15 s; as calls: 77 ms); as
     calls they run about as fast up to a handful per loop, 27% slower at 12
     (the variant reloads its constants that the inlined loop keeps in
-    registers), hence the threshold."""
+    registers), hence the threshold. sin and cos, always called through their
+    variants, keep them `alwaysinline` (inlined after vectorisation) only
+    below `INLINE_TRIG_BELOW` sites (or `threshold`, if lower)."""
     if uses is None:
         uses = getattr(module, "fgrad_math_uses", {})
     for fname, n in uses.items():
         fn = module.globals.get(fname)
         name = fname[len("fgrad_"):-len("_f32")]
         widths = _TRIG_WIDTHS[fname[-3:]]
-        if n >= threshold and name in ("sin", "cos"):
+        if name in ("sin", "cos") and n >= min(threshold, INLINE_TRIG_BELOW):
             for k in widths:            # called, not inlined after vectorisation
                 module.globals[f"{fname}_v{k}"].attributes.discard("alwaysinline")
         if n < threshold or fn is None or name in ("sin", "cos") \
