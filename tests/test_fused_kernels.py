@@ -1186,6 +1186,21 @@ def test_sin_inlined_at_few_sites_called_at_many():
     _close(jit(many)(x), many(x))
 
 
+def test_trig_loops_keep_two_vectors_in_flight():
+    """A fused loop evaluating sin or cos asks the vectoriser to interleave two
+    vectors (the inlined variants' long dependency chains); other loops leave
+    the choice to LLVM."""
+    from fgrad._src.cpu import engine
+    x = np.linspace(-3, 3, 4096, dtype=np.float32)
+    trig = _exe(lambda x: fnp.cos(x) * x, x).llvm_ir
+    plain = _exe(lambda x: fnp.exp(x) * x, x).llvm_ir
+    assert "llvm.loop.interleave.count\", i32 2" in trig
+    assert "interleave" not in plain
+    vector_body = re.search(r"^vector\.body:.*?^\S", engine.optimized_ir(trig), re.M | re.S)
+    assert len(re.findall(r"load <\d+ x float>", vector_body.group(0))) == 2
+    _close(jit(lambda x: fnp.cos(x) * x)(x), fnp.cos(x) * x)
+
+
 def test_a_one_segment_program_calls_its_segment_directly():
     """A program that is one segment, reading its inputs in another order and a
     constant, and giving its outputs in another order (one twice), skips the step
