@@ -27,14 +27,37 @@ except ImportError:  # a source checkout run without an install
     import fgrad  # noqa: E402
 
 def machine():
-    cpu = platform.processor() or platform.machine()
+    """The Python, NumPy and fgrad versions, the CPU model, its vector extensions
+    and CPU count, for the results header."""
+    cpu, flags = platform.processor() or platform.machine(), set()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
+            info = {key.strip(): value for key, _, value in
+                    (line.partition(":") for line in f.read().split("\n\n")[0].splitlines())}
+        cpu = info.get("model name", cpu).strip()
+        flags = set(info.get("flags", "").split())
+    except OSError:
         pass
+    vector = vector_extensions(flags)
     return (f"Python {platform.python_version()}, NumPy {np.__version__}, "
-            f"fgrad {fgrad.__version__}, {cpu}, {os.cpu_count()} CPUs")
+            f"fgrad {fgrad.__version__}, {cpu}{f' with {vector}' if vector else ''}, "
+            f"{os.cpu_count()} CPUs")
+
+
+def vector_extensions(flags):
+    """The widest x86 vector extensions among /proc/cpuinfo `flags`, e.g.
+    "AVX-512 (F, BW, DQ, VL)", "AVX2 + FMA" or "SSE4.2"; "" when none is known."""
+    if "avx512f" in flags:
+        parts = [name for name, flag in (("F", "avx512f"), ("BW", "avx512bw"), ("DQ", "avx512dq"),
+                                         ("VL", "avx512vl"), ("FP16", "avx512_fp16"))
+                 if flag in flags]
+        return f"AVX-512 ({', '.join(parts)})"
+    if "avx2" in flags:
+        return "AVX2 + FMA" if "fma" in flags else "AVX2"
+    if "avx" in flags:
+        return "AVX"
+    return next((name for name, flag in (("SSE4.2", "sse4_2"), ("NEON", "asimd")) if flag in flags),
+                "")
 
 
 # ----------------------------------------------------------------------------

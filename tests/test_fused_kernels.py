@@ -1171,6 +1171,36 @@ def test_math_functions_used_at_many_sites_are_called_not_inlined():
     _close(jit(many)(x.astype(np.float32)), many(x.astype(np.float32)))
 
 
+def test_sin_inlined_at_few_sites_called_at_many():
+    """A module using sin at fewer than mathlib.INLINE_TRIG_BELOW sites runs its
+    vector variant inline; one using it at more calls the variant."""
+    from fgrad._src.cpu import engine, mathlib
+    x = np.linspace(-3, 3, 1001, dtype=np.float32)
+    few = lambda x: fnp.sin(x) * 2  # noqa: E731
+    many = lambda x: sum(fnp.sin(x * (0.1 * k))  # noqa: E731
+                         for k in range(1, mathlib.INLINE_TRIG_BELOW + 1))
+    variant_call = re.compile(r"call [^\n]*@fgrad_sin_f32_v\d+\(")
+    assert not variant_call.search(engine.optimized_ir(_exe(few, x).llvm_ir))
+    assert variant_call.search(engine.optimized_ir(_exe(many, x).llvm_ir))
+    _close(jit(few)(x), few(x))
+    _close(jit(many)(x), many(x))
+
+
+def test_trig_loops_keep_two_vectors_in_flight():
+    """A fused loop evaluating sin or cos asks the vectoriser to interleave two
+    vectors (the inlined variants' long dependency chains); other loops leave
+    the choice to LLVM."""
+    from fgrad._src.cpu import engine
+    x = np.linspace(-3, 3, 4096, dtype=np.float32)
+    trig = _exe(lambda x: fnp.cos(x) * x, x).llvm_ir
+    plain = _exe(lambda x: fnp.exp(x) * x, x).llvm_ir
+    assert "llvm.loop.interleave.count\", i32 2" in trig
+    assert "interleave" not in plain
+    vector_body = re.search(r"^vector\.body:.*?^\S", engine.optimized_ir(trig), re.M | re.S)
+    assert len(re.findall(r"load <\d+ x float>", vector_body.group(0))) == 2
+    _close(jit(lambda x: fnp.cos(x) * x)(x), fnp.cos(x) * x)
+
+
 def test_a_one_segment_program_calls_its_segment_directly():
     """A program that is one segment, reading its inputs in another order and a
     constant, and giving its outputs in another order (one twice), skips the step

@@ -512,6 +512,40 @@ def test_loops_vectorise(runners, dtype):
         assert f"@{fname}_v" in _apply_body(opt, name)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_trig_variants_inlined_unless_used_often(dtype):
+    """After vectorisation a sin loop runs its variant's code inline, calling
+    only the out-of-line per-lane Payne-Hanek function (`_v<n>_ph`); where a
+    module uses sin at many sites, the loop calls the variant."""
+    fname = mathlib.function_name("sin", dtype)
+    variant_call = re.compile(r"call [^\n]*@%s_v\d+\(" % fname)
+    inlined = _apply_body(engine.optimized_ir(build_module(dtype, ["sin"])), "sin")
+    assert not variant_call.search(inlined) and re.search(r"@%s_v\d+_ph\(" % fname, inlined)
+    called = _apply_body(engine.optimized_ir(build_module(dtype, ["sin"], called=True)), "sin")
+    assert variant_call.search(called)
+
+
+@pytest.mark.skipif(not engine.host_has_feature("avx512f"), reason="host lacks AVX-512")
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_exp_scaling_by_ldexp_is_bit_identical(dtype, monkeypatch):
+    """On AVX-512 hosts exp scales by 2^n with `llvm.ldexp` (one vscalef), not
+    two power-of-two factors; both round once, so the bits agree, subnormal,
+    overflowing and special results included."""
+    names = ["exp", "expm1", "tanh", "logistic"]
+    runs = {}
+    for ldexp in (True, False):
+        monkeypatch.setattr(mathlib, "_host_scalef", lambda: ldexp)
+        runs[ldexp] = Runner(dtype, names)
+    assert "llvm.ldexp" in runs[True].text and "llvm.ldexp" not in runs[False].text
+    assert "vscalefp" in engine.optimized_asm(runs[True].text)
+    edge = (-760.0, 720.0) if dtype == np.float64 else (-110.0, 95.0)
+    for name in names:
+        x = np.concatenate([unary_inputs(name, dtype, n=50_000),
+                            np.linspace(*edge, 200_001).astype(dtype)])
+        np.testing.assert_array_equal(runs[True](name, x).view(np.uint8),
+                                      runs[False](name, x).view(np.uint8), err_msg=name)
+
+
 @pytest.mark.skipif(not engine.host_has_feature("avx2"), reason="host lacks AVX2")
 def test_assembly_uses_ymm(runners):
     asm = engine.optimized_asm(build_module(np.float32, ["exp"]))

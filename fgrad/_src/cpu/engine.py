@@ -372,6 +372,12 @@ def _optimize(mod, opt: int) -> None:
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
+    if opt >= 2:
+        # the vectoriser's calls of `alwaysinline` vector variants (mathlib's
+        # sin and cos) appear after the pipeline's inliner ran
+        pm = llvm.create_new_module_pass_manager()
+        pm.add_always_inliner_pass()
+        pm.run(mod, pb)
 
 
 def _drop_unused(mod, entries) -> None:

@@ -103,7 +103,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, indexing, interru
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
-from .loops import no_unroll
+from .loops import interleave, no_unroll
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1037,12 +1037,17 @@ def _emit_group(ir, module, fname, group):
         back = b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
         if moves_only:
             no_unroll(ir, module, back)
+        elif trig and level == len(dims) - 1:
+            interleave(ir, module, back, 2)
         b.position_at_end(done)
 
     # a group that only copies elements through index maps (transposes, slices,
     # broadcasts) keeps its loops rolled: see loops.no_unroll
     read_vars = {v for v, _ in reads}
     moves_only = red is None and all(e.outvars[0] in read_vars for e in elementwise)
+    # the vectoriser interleaves a loop calling sin/cos variants once; inlined
+    # (mathlib), their long dependency chains gain from two vectors in flight
+    trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
     if math.prod(domain) > 0:
         if dims:     # an empty range runs nothing (the loop below runs at least once)
             run = body.append_basic_block("run")

@@ -87,6 +87,14 @@ def no_unroll(ir, module, back_edge):
     back_edge.set_metadata("llvm.loop", _LoopID(ir, module, disable))
 
 
+def interleave(ir, module, back_edge, count):
+    """Ask LLVM's loop vectoriser to keep `count` vectors of the loop whose back
+    edge is `back_edge` in flight (it chooses the vector width)."""
+    ic = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                              ir.Constant(ir.IntType(32), count)])
+    back_edge.set_metadata("llvm.loop", _LoopID(ir, module, ic))
+
+
 def _LoopID(ir, module, *properties):
     """A loop's identifying metadata node, distinct and listing itself first as
     LLVM requires (llvmlite's IR builder has no such node)."""
