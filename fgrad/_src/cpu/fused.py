@@ -103,6 +103,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, indexing, interru
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
+from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found by engine
 from .loops import no_unroll
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",

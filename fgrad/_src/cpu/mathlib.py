@@ -83,6 +83,8 @@ from fractions import Fraction
 
 from llvmlite import ir
 
+from . import mathlib_runtime  # noqa: F401 -- resolves what _declare_runtime declares
+
 __all__ = ["FUNCTIONS", "ARITY", "emit", "function_name"]
 
 FUNCTIONS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "erf",
@@ -1129,6 +1131,64 @@ class _VariantAttributes(ir.values.FunctionAttributes):
         return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self._strings.items()]
 
 
+class _PureAttributes(_VariantAttributes):
+    """What LLVM infers about sin and cos where it sees their code, said of a
+    declaration (without `memory(none)` and `willreturn` a call in a loop that
+    stores keeps the loop from vectorising)."""
+
+    def _to_list(self, ret_type):
+        return ["nounwind", "willreturn", "nosync", "nofree", "memory(none)"] \
+            + super()._to_list(ret_type)
+
+
+def runtime_symbols(name: str, suffix: str) -> list:
+    """The functions the math runtime's sin or cos module exports."""
+    fname = f"fgrad_{name}_{suffix}"
+    return [fname] + [f"{fname}_v{n}" for n in _TRIG_WIDTHS[suffix]]
+
+
+def emit_runtime(name: str, suffix: str) -> str:
+    """IR text of the math runtime's module for sin or cos (`runtime_symbols`
+    external, with the host's FMA choice): the code `_emit_trig` gives a
+    program that defines the function itself."""
+    module = ir.Module(name=f"fgrad_math_{name}_{suffix}")
+    ty = _F32 if suffix == "f32" else _F64
+    _emit_trig(module, f"fgrad_{name}_{suffix}", ty, _host_fma(), name == "cos")
+    for symbol in runtime_symbols(name, suffix):
+        module.get_global(symbol).linkage = ""
+    return str(module)
+
+
+def _declare_runtime(module: ir.Module, fname: str, ty) -> ir.Function:
+    """Declare sin or cos and its vector variants (kept in `llvm.compiler.used`
+    until the vectoriser has looked for them)."""
+    widths = _TRIG_WIDTHS[fname[-3:]]
+    variants = ",".join(f"_ZGV_LLVM_N{n}v_{fname}({fname}_v{n})" for n in widths)
+    fn = ir.Function(module, ir.FunctionType(ty, [ty]), fname)
+    fn.attributes = _PureAttributes({"vector-function-abi-variant": variants})
+    kept = []
+    for n in widths:
+        vty = ir.VectorType(ty, n)
+        vf = ir.Function(module, ir.FunctionType(vty, [vty]), f"{fname}_v{n}")
+        vf.attributes = _PureAttributes({})
+        kept.append(vf)
+    _keep(module, kept)
+    return fn
+
+
+def _keep(module: ir.Module, functions) -> None:
+    """Add `functions` to the module's `llvm.compiler.used` list."""
+    used = module.globals.get("llvm.compiler.used")
+    if used is None:
+        used = ir.GlobalVariable(module, ir.ArrayType(ir.PointerType(), 0), "llvm.compiler.used")
+        used.linkage = "appending"
+        used.section = "llvm.metadata"
+        used.initializer = ir.Constant(used.value_type, [])
+    items = list(used.initializer.constant) + list(functions)
+    used.value_type = ir.ArrayType(ir.PointerType(), len(items))
+    used.initializer = ir.Constant(used.value_type, items)
+
+
 def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir.Function:
     """sin/cos as three pieces:
 
@@ -1485,6 +1545,8 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     ty = _F32 if fname.endswith("f32") else _F64
     fma = _host_fma() if fma is None else bool(fma)
     if name in ("sin", "cos"):
+        if fma == _host_fma():      # the math runtime's code (see mathlib_runtime)
+            return _declare_runtime(module, fname, ty)
         return _emit_trig(module, fname, ty, fma, name == "cos")
     fnty = ir.FunctionType(ty, [ty] * ARITY[name])
     fn = ir.Function(module, fnty, fname)
