@@ -168,6 +168,16 @@ def host_target_machine(opt: int = 3) -> "llvmlite.binding.TargetMachine":
     return _target_machine(opt, jit=True)
 
 
+@functools.lru_cache(maxsize=None)
+def _kept_target_machine(opt: int, pic: bool = False):
+    """One TargetMachine per (opt, pic) for the pass pipelines, data layouts and
+    `emit_object` (used under the lock; never given to an MCJIT engine, which
+    would take it over): creating one costs about 0.3 ms a use."""
+    if pic:
+        return _target_machine(opt, jit=False, reloc="pic", codemodel="default")
+    return _target_machine(opt, jit=True)
+
+
 def _target_machine(opt, jit, reloc="default", codemodel="jitdefault"):
     initialize()
     name, features = host_cpu()
@@ -386,7 +396,7 @@ def _set_target(mod, tm) -> None:
 
 def _optimize(mod, opt: int) -> None:
     llvm = _binding()
-    tm = host_target_machine(opt)
+    tm = _kept_target_machine(opt)
     pto = llvm.create_pipeline_tuning_options(opt)
     pto.loop_vectorization = opt >= 2
     pto.slp_vectorization = opt >= 2
@@ -406,7 +416,7 @@ def _drop_unused(mod, entries) -> None:
             fn.linkage = llvm.Linkage.internal
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
-    pm.run(mod, llvm.create_pass_builder(host_target_machine(3),
+    pm.run(mod, llvm.create_pass_builder(_kept_target_machine(3),
                                          llvm.create_pipeline_tuning_options(3)))
 
 
@@ -415,7 +425,7 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
-        _set_target(mod, host_target_machine(opt))
+        _set_target(mod, _kept_target_machine(opt))
         _optimize(mod, opt)
         return str(mod)
 
@@ -425,7 +435,7 @@ def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
-        tm = host_target_machine(opt)
+        tm = _kept_target_machine(opt)
         _set_target(mod, tm)
         _optimize(mod, opt)
         return tm.emit_assembly(mod)
@@ -489,7 +499,7 @@ def _close_library(handle: int) -> None:
 
 def _link_shared(mod, opt: int) -> bytes:
     """Position-independent code for `mod`, linked by `ld` into a shared library."""
-    tm = _target_machine(opt, jit=False, reloc="pic", codemodel="default")
+    tm = _kept_target_machine(opt, pic=True)
     _set_target(mod, tm)
     obj = tm.emit_object(mod)
     with scratch.directory("link") as d:
@@ -552,7 +562,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         _register_symbols(llvm)
         t0 = time.perf_counter()
         mod = _parse(llvm_ir_text)
-        _set_target(mod, host_target_machine(opt))
+        _set_target(mod, _kept_target_machine(opt))
         t1 = time.perf_counter()
         _optimize(mod, opt)
         if entry_names:
