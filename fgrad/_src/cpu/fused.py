@@ -98,13 +98,15 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import (blas, compiler_lock, complex_emit, convolution, indexing, interrupts, lapack,
-               outputs, pool, program, sorting, structural, summation, threads)
+from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
+               lapack, outputs, pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
 from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found by engine
 from .loops import no_unroll
+
+engine.add_resolver(interrupts.resolve)    # loops' signal polling: shared code
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
