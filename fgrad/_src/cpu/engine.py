@@ -22,6 +22,12 @@ cache never loads LLVM. A hit on an object loads it into a fresh MCJIT engine
 through the object-cache hook, so neither optimisation nor code generation
 runs.
 
+Code fgrad shares between programs (sin and cos, the loops' signal polling)
+is compiled once by `compile_runtime(..., export=True)`, its symbols global;
+a program only declares it. `add_resolver` tells the engine which declared
+names are such code, loaded before a module that declares them is compiled or
+loaded; an alias records them (`needs`), checked against the resolvers.
+
 `_lock` (`compiler_lock.lock`) serialises every use of LLVM and is held
 across fork(): a child never starts with LLVM's own locks held by a thread it
 does not have, and fork() waits while another thread compiles.

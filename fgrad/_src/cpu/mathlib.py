@@ -21,6 +21,9 @@ for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
   reduction per lane; its table loads thus stay out of the caller's loop,
   where they would defeat the runtime alias checks, and cost nothing for
   ordinary arguments.  Callers get one call per vector of results.
+  With the host's FMA choice (the default) a module only declares them
+  (`_declare_runtime`): their code is compiled once per process and dtype and
+  shared (`mathlib_runtime`); with the other choice it is emitted inline.
 
 Nothing uses fast-math flags, so results do not depend on the caller's flags
 (callers must not set function-wide "unsafe-fp-math"-style attributes on
@@ -1529,8 +1532,9 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     `dtype`: float32/float64 as a NumPy dtype (or anything ``np.dtype``
     takes), ``"f32"``/``"f64"`` or an llvmlite float type.  The function
     takes one scalar (two for ``pow``) of the dtype and returns one; it is
-    ``internal`` + ``alwaysinline``, except sin/cos, which are ``noinline``
-    with explicit vector variants (see the module docstring).  `fma` chooses
+    ``internal`` + ``alwaysinline``, except sin/cos, which are called, with
+    explicit vector variants (declared: the shared code of `mathlib_runtime`,
+    unless `fma` differs from the host's; see the module docstring).  `fma` chooses
     how exact products are formed (float64 pow, huge-argument sin/cos):
     hardware FMA or Dekker's splitting, and whether float32 sin/cos and the
     exp reduction run in float32 with FMA or (sin/cos) in double precision;
