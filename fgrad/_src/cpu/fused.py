@@ -1275,11 +1275,11 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     base = "fgrad_" + _sanitize(name)
     names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
-    first = {}        # a body's shape -> (the first body of that shape, its entry)
-    entry_of = {}     # a repeated shape -> {text of a body with it: its entry}
+    first = {}        # (a body's shape, outer extent) -> (the first such body, its entry)
+    entry_of = {}     # a repeated one -> {text of a body with it: its entry}
     for g, body, info, entry in zip(groups, bodies, infos, names):
         if entry is not None:
-            shape = _body_shape(body)
+            shape = (_body_shape(body), info[1])   # the entry runs the body over [0, outer)
             if shape not in first:
                 first[shape] = (body, entry)
             else:
