@@ -14,7 +14,7 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import lax
-from fgrad._src.cpu import disk_cache, engine, mathlib
+from fgrad._src.cpu import disk_cache, engine, mathlib, mathlib_runtime
 
 from test_mathlib import Runner
 
@@ -83,7 +83,7 @@ def test_an_alias_needing_an_unknown_function_is_not_loaded(cache):
     functions: any other name and the record is ignored (the caller compiles)."""
     text = Runner(np.float32, ["sin"]).text
     cm = engine.compile_module(text, ["apply_sin"])
-    assert cm.stats.needs == mathlib.runtime_symbols("sin", "f32")
+    assert cm.stats.needs == mathlib_runtime.symbols("sin", "f32")
     key = "d" * 64
     engine.save_alias(key, cm, {})
     assert engine.load_alias(key, ["apply_sin"]) is not None

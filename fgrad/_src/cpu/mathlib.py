@@ -86,7 +86,7 @@ from fractions import Fraction
 
 from llvmlite import ir
 
-from . import mathlib_runtime  # noqa: F401 -- resolves what _declare_runtime declares
+from . import mathlib_runtime  # sin and cos: shared code, only declared in programs
 
 __all__ = ["FUNCTIONS", "ARITY", "emit", "function_name"]
 
@@ -1116,7 +1116,7 @@ def _trig_slow(em, x, is_cos):
 
 
 # Vector widths for which sin/cos get explicit vector variants.
-_TRIG_WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}
+_TRIG_WIDTHS = mathlib_runtime.WIDTHS
 
 
 class _VariantAttributes(ir.values.FunctionAttributes):
@@ -1144,20 +1144,14 @@ class _PureAttributes(_VariantAttributes):
             + super()._to_list(ret_type)
 
 
-def runtime_symbols(name: str, suffix: str) -> list:
-    """The functions the math runtime's sin or cos module exports."""
-    fname = f"fgrad_{name}_{suffix}"
-    return [fname] + [f"{fname}_v{n}" for n in _TRIG_WIDTHS[suffix]]
-
-
 def emit_runtime(name: str, suffix: str) -> str:
-    """IR text of the math runtime's module for sin or cos (`runtime_symbols`
+    """IR text of the math runtime's module for sin or cos (`mathlib_runtime.symbols`
     external, with the host's FMA choice): the code `_emit_trig` gives a
     program that defines the function itself."""
     module = ir.Module(name=f"fgrad_math_{name}_{suffix}")
     ty = _F32 if suffix == "f32" else _F64
     _emit_trig(module, f"fgrad_{name}_{suffix}", ty, _host_fma(), name == "cos")
-    for symbol in runtime_symbols(name, suffix):
+    for symbol in mathlib_runtime.symbols(name, suffix):
         module.get_global(symbol).linkage = ""
     return str(module)
 

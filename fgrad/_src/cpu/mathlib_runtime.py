@@ -24,6 +24,7 @@ from .compiler_lock import lock
 __all__ = ["resolve"]
 
 FUNCTIONS = ("sin", "cos")
+WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}     # lanes of their vector variants
 _NAME = re.compile(r"fgrad_(sin|cos)_(f32|f64)(?:_v\d+)?\Z")
 _loaded = {}        # fgrad_<name>_<f32|f64> -> its CompiledModule (alive for the process)
 
@@ -41,11 +42,19 @@ def resolve(name):
     return True
 
 
+def symbols(name, suffix):
+    """The functions the shared code of sin or cos exports: the scalar function,
+    then its vector variants."""
+    fname = f"fgrad_{name}_{suffix}"
+    return [fname] + [f"{fname}_v{n}" for n in WIDTHS[suffix]]
+
+
 def _load(name, suffix):
-    from . import mathlib
-    entries = mathlib.runtime_symbols(name, suffix)
-    module = engine.compile_runtime(f"math {entries[0]}", entries,
-                                    lambda: mathlib.emit_runtime(name, suffix), export=True)
+    def emit():     # (only when not in the disk cache: mathlib imports llvmlite.ir)
+        from . import mathlib
+        return mathlib.emit_runtime(name, suffix)
+    entries = symbols(name, suffix)
+    module = engine.compile_runtime(f"math {entries[0]}", entries, emit, export=True)
     for entry in entries:
         engine.add_symbol(entry, module.address(entry))
     return module
