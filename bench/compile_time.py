@@ -4,7 +4,9 @@ The first call of a jitted element-wise chain (sin and a multiply by a constant,
 alternating; one row with tanh instead of sin, whose code is inlined where sin's
 is called) on 8 float32 elements: tracing, optimisation, code generation and a
 negligible run. Every repeat changes the constant so that no cache can answer
-(fgrad also gets an empty disk cache each time). Also: grad of grad of a 100-op
+(fgrad also gets an empty disk cache each time); one-time costs of the process
+(loading LLVM, fgrad's shared math code, JAX's first dispatch) are paid by a
+small program first. Also: grad of grad of a 100-op
 chain, and the first call in a fresh process, cold and with the disk cache a
 previous process left (fgrad's object cache, JAX's persistent compilation cache);
 and two programs that move many small arrays: `image_grid` (tiling n*n 28x28
@@ -80,6 +82,11 @@ def _in_process_rows(quick):
     jax = peers.jax()
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     repeat = 2 if quick else 3
+    # one-time costs (LLVM and the math library set-up, JAX's first dispatch) first,
+    # as in control_flow: these rows time one program's trace and compile
+    fgrad.jit(chain(fnp, 4, 1.0))(x)
+    if jax is not None:
+        jax.jit(chain(jax.numpy, 4, 1.0))(x).block_until_ready()
     rows = {}
     for ops, fn in [(n, "sin") for n in CHAINS] + [(1000, "tanh")]:
         expected = lambda c, ops=ops, fn=fn: chain_numpy(x, ops, c, fn)  # noqa: E731

@@ -93,3 +93,15 @@ def test_repeated_kernels_are_compiled_once():
     assert len(standalone) >= 2 and len(forwards) == len(standalone) - 1, (standalone, forwards)
     np.testing.assert_array_equal(np.asarray(fgrad.jit(fn)(x)),
                                   np.asarray(fn(fnp.asarray(x))))
+
+
+def test_kernels_of_equal_code_over_different_extents_are_not_merged():
+    # a kernel's entry runs its body over [0, outer) with the bound compiled in: two
+    # bodies of equal code (the copies behind x[1] and x[:, 0]) over 4 and 3 rows
+    # keep entries of their own
+    x = np.arange(12.0).reshape(3, 4)
+    f = fgrad.jit(lambda x: (x[1], x[:, 0], x[0, 1], x[2]))
+    for got, want in zip(f(x), (x[1], x[:, 0], x[0, 1], x[2])):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    forwards = re.findall(r"call void @\S+\(ptr %\"args\"\) noinline", f.lower(x).as_text())
+    assert len(forwards) == 1, forwards     # x[2] is x[1]'s code over as many rows

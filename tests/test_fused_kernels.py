@@ -1171,21 +1171,6 @@ def test_math_functions_used_at_many_sites_are_called_not_inlined():
     _close(jit(many)(x.astype(np.float32)), many(x.astype(np.float32)))
 
 
-def test_sin_inlined_at_few_sites_called_at_many():
-    """A module using sin at fewer than mathlib.INLINE_TRIG_BELOW sites runs its
-    vector variant inline; one using it at more calls the variant."""
-    from fgrad._src.cpu import engine, mathlib
-    x = np.linspace(-3, 3, 1001, dtype=np.float32)
-    few = lambda x: fnp.sin(x) * 2  # noqa: E731
-    many = lambda x: sum(fnp.sin(x * (0.1 * k))  # noqa: E731
-                         for k in range(1, mathlib.INLINE_TRIG_BELOW + 1))
-    variant_call = re.compile(r"call [^\n]*@fgrad_sin_f32_v\d+\(")
-    assert not variant_call.search(engine.optimized_ir(_exe(few, x).llvm_ir))
-    assert variant_call.search(engine.optimized_ir(_exe(many, x).llvm_ir))
-    _close(jit(few)(x), few(x))
-    _close(jit(many)(x), many(x))
-
-
 def test_trig_loops_keep_two_vectors_in_flight():
     """A fused loop evaluating sin or cos asks the vectoriser to interleave two
     vectors (the inlined variants' long dependency chains); other loops leave

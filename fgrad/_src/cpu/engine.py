@@ -22,6 +22,12 @@ cache never loads LLVM. A hit on an object loads it into a fresh MCJIT engine
 through the object-cache hook, so neither optimisation nor code generation
 runs.
 
+Code fgrad shares between programs (sin and cos, the loops' signal polling)
+is compiled once by `compile_runtime(..., export=True)`, its symbols global;
+a program only declares it. `add_resolver` tells the engine which declared
+names are such code, loaded before a module that declares them is compiled or
+loaded; an alias records them (`needs`), checked against the resolvers.
+
 `_lock` (`compiler_lock.lock`) serialises every use of LLVM and is held
 across fork(): a child never starts with LLVM's own locks held by a thread it
 does not have, and fork() waits while another thread compiles.
@@ -56,7 +62,7 @@ from .compiler_lock import lock
 __all__ = [
     "ENGINE_VERSION", "CompileError", "CompileStats", "CompiledModule",
     "initialize", "host_cpu", "host_target_machine", "host_has_feature", "host_triple",
-    "compile_module", "optimized_ir", "optimized_asm", "add_symbol",
+    "compile_module", "optimized_ir", "optimized_asm", "add_symbol", "add_resolver",
     "default_cache_dir", "cache_key",
 ]
 
@@ -70,6 +76,7 @@ _lock = lock
 _initialized = False
 _symbols: dict[str, int] = {}      # add_symbol's names and addresses
 _registered: set[str] = set()      # ... of which LLVM has been told
+_resolvers: list = []              # add_resolver's functions
 
 
 class CompileError(RuntimeError):
@@ -167,6 +174,16 @@ def host_target_machine(opt: int = 3) -> "llvmlite.binding.TargetMachine":
     return _target_machine(opt, jit=True)
 
 
+@functools.lru_cache(maxsize=None)
+def _kept_target_machine(opt: int, pic: bool = False):
+    """One TargetMachine per (opt, pic) for the pass pipelines, data layouts and
+    `emit_object` (used under the lock; never given to an MCJIT engine, which
+    would take it over): creating one costs about 0.3 ms a use."""
+    if pic:
+        return _target_machine(opt, jit=False, reloc="pic", codemodel="default")
+    return _target_machine(opt, jit=True)
+
+
 def _target_machine(opt, jit, reloc="default", codemodel="jitdefault"):
     initialize()
     name, features = host_cpu()
@@ -183,6 +200,30 @@ def add_symbol(name: str, address: int) -> None:
     A module declaring a name the dynamic linker resolves differently (or not
     at all) is loaded by MCJIT rather than as a shared library."""
     _symbols[name] = int(address)
+
+
+def add_resolver(resolve) -> None:
+    """`resolve(name)` loads the code defining `name` (and add_symbol's it) when it
+    is one of fgrad's shared run-time functions, and says whether it is: asked
+    for every function a module declares, before the module is compiled or
+    loaded (see `mathlib_runtime`)."""
+    _resolvers.append(resolve)
+
+
+def _resolve_declared(text: str) -> list[str]:
+    """The names `text` declares that a resolver knows (their code now loaded)."""
+    return [name for name in _declared(text) if _resolved(name)]
+
+
+def _resolved(name: str) -> bool:
+    return any(resolve(name) for resolve in _resolvers)
+
+
+def _declared(text: str):
+    for line in text.splitlines():
+        if line.startswith("declare"):
+            at = line.find("@")
+            yield line[at + 1:line.find("(", at)].strip('"')
 
 
 def _register_symbols(llvm) -> None:
@@ -213,13 +254,8 @@ def _links_as_shared_library(text: str) -> bool:
     the address the dynamic linker finds for it."""
     if _linker() is None or _linker() in _broken_linkers:
         return False
-    for line in text.splitlines():
-        if line.startswith("declare"):
-            at = line.find("@")
-            name = line[at + 1:line.find("(", at)].strip('"')
-            if name in _symbols and _global_address(name) != _symbols[name]:
-                return False
-    return True
+    return all(name not in _symbols or _global_address(name) == _symbols[name]
+               for name in _declared(text))
 
 
 def default_cache_dir() -> Path:
@@ -252,6 +288,7 @@ class CompileStats:
     cache_path: str | None = None
     cache_error: str | None = None  # why a cache file was ignored / not written
     shared_library: bool = False   # loaded with dlopen (else by MCJIT)
+    needs: list = None             # run-time functions it calls (add_resolver's names)
     link_error: str | None = None  # why linking a shared library failed (MCJIT was used)
 
 
@@ -365,19 +402,13 @@ def _set_target(mod, tm) -> None:
 
 def _optimize(mod, opt: int) -> None:
     llvm = _binding()
-    tm = host_target_machine(opt)
+    tm = _kept_target_machine(opt)
     pto = llvm.create_pipeline_tuning_options(opt)
     pto.loop_vectorization = opt >= 2
     pto.slp_vectorization = opt >= 2
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
-    if opt >= 2:
-        # the vectoriser's calls of `alwaysinline` vector variants (mathlib's
-        # sin and cos) appear after the pipeline's inliner ran
-        pm = llvm.create_new_module_pass_manager()
-        pm.add_always_inliner_pass()
-        pm.run(mod, pb)
 
 
 def _drop_unused(mod, entries) -> None:
@@ -391,7 +422,7 @@ def _drop_unused(mod, entries) -> None:
             fn.linkage = llvm.Linkage.internal
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
-    pm.run(mod, llvm.create_pass_builder(host_target_machine(3),
+    pm.run(mod, llvm.create_pass_builder(_kept_target_machine(3),
                                          llvm.create_pipeline_tuning_options(3)))
 
 
@@ -400,7 +431,7 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
-        _set_target(mod, host_target_machine(opt))
+        _set_target(mod, _kept_target_machine(opt))
         _optimize(mod, opt)
         return str(mod)
 
@@ -410,7 +441,7 @@ def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
-        tm = host_target_machine(opt)
+        tm = _kept_target_machine(opt)
         _set_target(mod, tm)
         _optimize(mod, opt)
         return tm.emit_assembly(mod)
@@ -443,14 +474,15 @@ class _Library(ctypes.CDLL):
 _libraries = weakref.WeakValueDictionary()    # sha256 of the bytes -> live _Library
 
 
-def _load_library(payload: bytes) -> _Library:
+def _load_library(payload: bytes, export: bool = False) -> _Library:
     """dlopen a shared library's bytes through a file in a scratch directory of
     its own, both removed once loaded: nothing is left behind by a forked child
     (what a killed process leaves, `scratch.remove_stale` removes), and no two
     loads share a name (dlopen would return an earlier library of the same
     name). The same bytes loaded while an earlier load is alive give that library
-    (one mapping of a program, not one per jit)."""
-    digest = hashlib.sha256(payload).digest()
+    (one mapping of a program, not one per jit). `export`: its symbols resolve
+    those of libraries loaded later (RTLD_GLOBAL)."""
+    digest = hashlib.sha256(payload).digest() + bytes([export])
     lib = _libraries.get(digest)
     if lib is not None:
         return lib
@@ -458,7 +490,7 @@ def _load_library(payload: bytes) -> _Library:
         path = os.path.join(d, "k.so")
         with open(path, "wb") as f:
             f.write(payload)
-        lib = _Library(path, mode=os.RTLD_LOCAL)
+        lib = _Library(path, mode=os.RTLD_GLOBAL if export else os.RTLD_LOCAL)
     # after the library's death (a weakref callback: it cannot come back, unlike in
     # __del__); not at exit, when daemon threads may still be running its code
     weakref.finalize(lib, _close_library, lib._handle).atexit = False
@@ -473,7 +505,7 @@ def _close_library(handle: int) -> None:
 
 def _link_shared(mod, opt: int) -> bytes:
     """Position-independent code for `mod`, linked by `ld` into a shared library."""
-    tm = _target_machine(opt, jit=False, reloc="pic", codemodel="default")
+    tm = _kept_target_machine(opt, pic=True)
     _set_target(mod, tm)
     obj = tm.emit_object(mod)
     with scratch.directory("link") as d:
@@ -492,16 +524,17 @@ def _link_shared(mod, opt: int) -> bytes:
 
 def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                    cache_dir: Path | str | None = None, *, cache: bool = True,
-                   opt: int = 3) -> CompiledModule:
+                   opt: int = 3, export: bool = False) -> CompiledModule:
     """Compile LLVM IR text for the host and return a `CompiledModule`.
 
     `entry_names` are looked up eagerly (a missing one raises CompileError).
     `cache_dir`: where compiled code is cached (default `default_cache_dir()`);
     `cache=False` bypasses the disk cache.  Statistics are in `.stats`.
+    `export`: a shared library's symbols resolve those of code loaded later.
     """
     entry_names = list(entry_names)
     t_start = time.perf_counter()
-    stats = CompileStats()
+    stats = CompileStats(needs=_resolve_declared(llvm_ir_text))
     shared = _links_as_shared_library(llvm_ir_text)
     name = None
     if cache:
@@ -516,7 +549,8 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
             stats.cache_error = err
             if payload is not None:
                 try:
-                    code = _load_library(payload) if shared else _engine_from_object(payload, opt)
+                    code = (_load_library(payload, export) if shared
+                            else _engine_from_object(payload, opt))
                     cm = CompiledModule(code, stats, entry_names)
                 except (RuntimeError, CompileError, OSError) as e:
                     stats.cache_error = f"cached object unusable: {e}"
@@ -534,7 +568,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         _register_symbols(llvm)
         t0 = time.perf_counter()
         mod = _parse(llvm_ir_text)
-        _set_target(mod, host_target_machine(opt))
+        _set_target(mod, _kept_target_machine(opt))
         t1 = time.perf_counter()
         _optimize(mod, opt)
         if entry_names:
@@ -544,7 +578,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         if shared:
             try:
                 payload = _link_shared(mod, opt)
-                cm = CompiledModule(_load_library(payload), stats, entry_names)
+                cm = CompiledModule(_load_library(payload, export), stats, entry_names)
                 stats.shared_library = True
             except OSError as e:    # no usable linker after all: MCJIT below
                 stats.link_error = str(e)
@@ -584,11 +618,12 @@ _HEX_KEY = re.compile(r"[0-9a-f]{64}\Z")
 
 
 def load_alias(alias_key: str, entry_names: Iterable[str] = (),
-               cache_dir: Path | str | None = None):
+               cache_dir: Path | str | None = None, export: bool = False):
     """(CompiledModule, metadata) for the code `save_alias` stored under
     `alias_key`, or None when there is none (or it is unusable): then the
     caller emits the IR and calls `compile_module`. The metadata is JSON read
-    from disk: the caller checks it before it steers native code."""
+    from disk: the caller checks it before it steers native code. The run-time
+    functions the code calls are loaded first (only names a resolver knows)."""
     t_start = time.perf_counter()
     blob, _ = disk_cache.read(f"{alias_key}.alias", cache_dir)
     if blob is None:
@@ -596,10 +631,12 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
     try:
         record = json.loads(blob)
         key, shared, meta = record["key"], record["shared"], record["meta"]
-    except (ValueError, KeyError, TypeError):
+        needs = record.get("needs", [])
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
     if type(key) is not str or not _HEX_KEY.match(key) or type(shared) is not bool \
-            or type(meta) is not dict:
+            or type(meta) is not dict or type(needs) is not list \
+            or not all(type(n) is str and _resolved(n) for n in needs):
         return None
     name = f"{key}{'.so' if shared else '.o'}"
     payload, _ = disk_cache.read(name, cache_dir)
@@ -607,10 +644,10 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
         return None
     stats = CompileStats(cache_hit=True, key=key, object_bytes=len(payload),
                          cache_path=str(disk_cache.root(cache_dir) / "cpu" / name),
-                         shared_library=shared)
+                         shared_library=shared, needs=needs)
     with _lock:
         try:
-            code = _load_library(payload) if shared else _engine_from_object(payload, 3)
+            code = _load_library(payload, export) if shared else _engine_from_object(payload, 3)
             cm = CompiledModule(code, stats, list(entry_names))
         except (RuntimeError, CompileError, OSError):
             return None
@@ -618,19 +655,21 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
     return cm, meta
 
 
-def compile_runtime(tag: str, entry_names: Iterable[str], emit) -> CompiledModule:
+def compile_runtime(tag: str, entry_names: Iterable[str], emit, *,
+                    export: bool = False) -> CompiledModule:
     """fgrad's own run-time code (`emit()` -> IR text), which depends only on
     fgrad's sources and `tag`: found through an alias in the disk cache by a new
-    process without emitting any IR, else emitted and compiled."""
+    process without emitting any IR, else emitted and compiled. `export`: see
+    `compile_module`."""
     from ..jit.fingerprint import source_digest
     entry_names = list(entry_names)
     sources = source_digest()
     alias = sources and cache_key(f"fgrad runtime {tag} {sources}")
-    found = load_alias(alias, entry_names) if alias else None
+    found = load_alias(alias, entry_names, export=export) if alias else None
     if found is not None:
         return found[0]
     with _lock:                 # (emitting may import llvmlite.ir: see compiler_lock)
-        module = compile_module(emit(), entry_names)
+        module = compile_module(emit(), entry_names, export=export)
     if alias:
         save_alias(alias, module, {})
     return module
@@ -646,5 +685,6 @@ def save_alias(alias_key: str, module: CompiledModule, meta: dict) -> None:
     cache_dir = path.parent.parent
     if not disk_cache.exists(path.name, cache_dir):
         return
-    record = {"key": stats.key, "shared": path.suffix == ".so", "meta": meta}
+    record = {"key": stats.key, "shared": path.suffix == ".so", "meta": meta,
+              "needs": stats.needs or []}
     disk_cache.write(f"{alias_key}.alias", json.dumps(record).encode(), cache_dir)

@@ -98,12 +98,15 @@ import numpy as np
 from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
-from . import (blas, compiler_lock, complex_emit, convolution, indexing, interrupts, lapack,
-               outputs, pool, program, sorting, structural, summation, threads)
+from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
+               lapack, outputs, pool, program, sorting, structural, summation, threads)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
+from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found by engine
 from .loops import interleave, no_unroll
+
+engine.add_resolver(interrupts.resolve)    # loops' signal polling: shared code
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1093,10 +1096,12 @@ def _x86():
     return engine.host_triple().startswith(("x86_64", "i386", "i686"))
 
 
-def _emit_entry(ir, module, fname, body, n_arrays, reports_error, flush=False):
+def _emit_entry(ir, module, fname, body, n_arrays, reports_error, outer, flush=False):
     """`void fname(i64* args)`: read the array pointers from the argument table
-    (object addresses: the data pointer is read from the object), then the outer
-    loop's range, call `body`, and store its error flag when it reports one."""
+    (object addresses: the data pointer is read from the object), call `body`
+    over the whole outer loop, [0, outer) (a kernel's own entry is never split:
+    known bounds spare LLVM the vectorised loop's remainder code, a third of a
+    small kernel's compile time), and store its error flag when it reports one."""
     ptr, i64 = ir.PointerType(), ir.IntType(64)
     entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), fname)
     entry.args[0].add_attribute("noalias")
@@ -1111,10 +1116,7 @@ def _emit_entry(ir, module, fname, body, n_arrays, reports_error, flush=False):
                            source_etype=ir.IntType(8))
             p = eb.load(field, typ=ptr)
         ptrs.append(p)
-    for k in (1, 2):    # the outer loop's range: slots n_arrays + 1 and + 2
-        slot = eb.gep(entry.args[0], [ir.Constant(i64, n_arrays + k)], inbounds=True,
-                      source_etype=i64)
-        ptrs.append(eb.load(slot, typ=i64))
+    ptrs += [ir.Constant(i64, 0), ir.Constant(i64, outer)]
     restore = denormals_off(ir, module, eb) if flush else (lambda: None)
     err = eb.call(body, ptrs)
     restore()
@@ -1278,11 +1280,11 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
     base = "fgrad_" + _sanitize(name)
     names, segment_names = _entry_names(groups, name, segments)
     bodies, infos = _emit_bodies(ir, module, base, groups, name, loops or {}, flush)
-    first = {}        # a body's shape -> (the first body of that shape, its entry)
-    entry_of = {}     # a repeated shape -> {text of a body with it: its entry}
+    first = {}        # (a body's shape, outer extent) -> (the first such body, its entry)
+    entry_of = {}     # a repeated one -> {text of a body with it: its entry}
     for g, body, info, entry in zip(groups, bodies, infos, names):
         if entry is not None:
-            shape = _body_shape(body)
+            shape = (_body_shape(body), info[1])   # the entry runs the body over [0, outer)
             if shape not in first:
                 first[shape] = (body, entry)
             else:
@@ -1292,7 +1294,7 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
                     _emit_forward(ir, module, entry, module.get_global(same))
                     continue
             n_arrays = len([a for a in g.inputs if type(a) is not Literal]) + len(g.outputs)
-            _emit_entry(ir, module, entry, body, n_arrays, info[0], flush)
+            _emit_entry(ir, module, entry, body, n_arrays, info[0], info[1], flush)
     for seg, entry, plan in zip(segments, segment_names,
                                 _parallel_plans(segments, groups, infos)):
         program.emit_segment(ir, module, entry, seg,
@@ -1464,12 +1466,12 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
             engine.save_alias(alias, module, {"infos": infos,
                                               "plans": _plan_records(segments, plans)})
     fns = []
-    for g, entry_name, (check, outer, _), pairs in zip(groups, names, infos, inplace):
+    for g, entry_name, (check, _, _), pairs in zip(groups, names, infos, inplace):
         if entry_name is None:
             fns.append(None)
             continue
         fns.append(_annotated(_make_caller(g, module.entry(entry_name), check, entry_name,
-                                           outer, pairs), text, entry_name, module))
+                                           pairs), text, entry_name, module))
     segment_fns = []
     for seg, entry_name, plan in zip(segments, segment_names, plans):
         fn = program.make_segment_caller(seg, module.entry(entry_name), entry_name,
@@ -1569,7 +1571,7 @@ else:  # pragma: no cover
         return a.__array_interface__["data"][0]
 
 
-def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
+def _make_caller(group, entry, check_selector, entry_name, inplace):
     """The Python side of one kernel (`entry`: the engine's compiled entry): check
     inputs, allocate outputs, fill the argument table (object addresses, or data
     pointers when the ndarray layout is unknown), call. `inplace` maps output j
@@ -1589,15 +1591,14 @@ def _make_caller(group, entry, check_selector, entry_name, outer, inplace):
                    for v in group.outputs]
     n_in, n_out = len(ins), len(out_specs)
     size = math.prod(group.shape)
-    # slots: inputs, outputs, the selector-error flag, the outer loop's [lo, hi)
-    n_slots = n_in + n_out + 3
-    err, hi = n_in + n_out, n_in + n_out + 2
+    # slots: inputs, outputs, the selector-error flag
+    n_slots = n_in + n_out + 1
+    err = n_in + n_out
     # argument tables: one per concurrent call (ctypes releases the GIL), reused
     tables = []
 
     def new_table():
         t = np.zeros(n_slots, np.int64)
-        t[hi] = outer
         return t, t.ctypes.data
 
     tables.append(new_table())

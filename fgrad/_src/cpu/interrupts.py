@@ -125,6 +125,32 @@ def raise_pending():
 # ----------------------------------------------------------------------------
 # Native side
 
+POLL = "fgrad_poll_signals"
+_runtime = []       # the CompiledModule defining POLL, once loaded
+
+
+def resolve(name):
+    """`engine`'s resolver for POLL: its code is compiled once (`compile_runtime`)
+    and shared by every loop that calls it, not compiled again in each program."""
+    if name != POLL:
+        return False
+    from . import engine
+    from .compiler_lock import lock
+    with lock:
+        if not _runtime:
+            module = engine.compile_runtime("poll signals", [POLL], _emit_runtime, export=True)
+            engine.add_symbol(POLL, module.address(POLL))
+            _runtime.append(module)
+    return True
+
+
+def _emit_runtime():
+    from llvmlite import ir
+    module = ir.Module(name=POLL)
+    _define_poll(ir, module, _declare_poll(ir, module))
+    return str(module)
+
+
 def _poll_attributes(ir):
     class Attributes(ir.values.FunctionAttributes):
         """noinline cold, and: the call touches only `state` (and memory nobody else
@@ -141,20 +167,24 @@ def _poll_attributes(ir):
     attributes = Attributes()
     attributes.add("noinline")
     attributes.add("cold")
+    attributes.add("nounwind")
     return attributes
 
 
-def _poll_function(ir, module):
-    """`i1 fgrad_poll_signals(ptr state)` (internal, emitted once per module): true
-    when a signal handler raised (its exception fetched into state)."""
-    fn = module.globals.get("fgrad_poll_signals")
-    if fn is not None:
-        return fn
+def _declare_poll(ir, module):
+    """`i1 fgrad_poll_signals(ptr state)`, declared once per module (its code is the
+    shared runtime's, see `resolve`): true when a signal handler raised (its
+    exception fetched into state)."""
+    fn = module.globals.get(POLL)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.IntType(1), [ir.PointerType()]), POLL)
+        fn.attributes = _poll_attributes(ir)
+    return fn
+
+
+def _define_poll(ir, module, fn):
     i1, i8, i32, i64, ptr = (ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64),
                              ir.PointerType())
-    fn = ir.Function(module, ir.FunctionType(i1, [ptr]), "fgrad_poll_signals")
-    fn.linkage = "internal"
-    fn.attributes = _poll_attributes(ir)
     state = fn.args[0]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     no = fn.append_basic_block("no")
@@ -214,7 +244,6 @@ def _poll_function(ir, module):
     b.ret(failed)
     b.position_at_end(no)
     b.ret(ir.Constant(i1, 0))
-    return fn
 
 
 class Poller:
@@ -278,7 +307,7 @@ class Poller:
         b.cbranch(b.icmp_unsigned(">=", now, b.load(self._due, typ=i64)), look, after)
         b.position_at_end(look)
         b.store(b.add(now, c(INTERVAL)), self._due)
-        raised = b.call(_poll_function(ir, self.module), [self.state])
+        raised = b.call(_declare_poll(ir, self.module), [self.state])
         looked = b.block
         b.branch(after)
         b.position_at_end(after)

@@ -20,13 +20,13 @@ for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
   path and, only when some lane is huge (or inf/NaN), a scalar Payne-Hanek
   reduction per lane in an out-of-line function; its table loads thus stay
   out of the caller's loop, where they would defeat the runtime alias
-  checks, and cost nothing for ordinary arguments.  The variants are
-  ``alwaysinline``: engine inlines them after the vectoriser has placed its
-  calls (no call, the loop's constants stay in registers: a float32 sin
-  loop runs 12% faster, sin(x)*y + exp(-x*x) 5-8%), unless a module uses
-  sin or cos at `INLINE_TRIG_BELOW` or more sites (then callers get one
-  call per vector of results: code generation of each inlined copy costs
-  more than it saves).
+  checks, and cost nothing for ordinary arguments.  Callers get one call per
+  vector of results.  With the host's FMA choice (the default) a module only
+  declares them (`_declare_runtime`): their code is compiled once per process
+  and dtype and shared (`mathlib_runtime`); with the other choice it is
+  emitted inline.  (Inlining the variants into a loop after vectorisation runs
+  a float32 sin loop 12% faster, but every program then compiles sin again:
+  the shared code's first-call saving was judged worth more.)
 * exp's 2^n scaling is one `llvm.ldexp` on AVX-512 hosts (vscalef), two
   exact power-of-two factors elsewhere; both round once, so results agree.
 
@@ -90,6 +90,8 @@ from decimal import Decimal, getcontext
 from fractions import Fraction
 
 from llvmlite import ir
+
+from . import mathlib_runtime  # sin and cos: shared code, only declared in programs
 
 __all__ = ["FUNCTIONS", "ARITY", "emit", "function_name"]
 
@@ -1129,7 +1131,7 @@ def _trig_slow(em, x, is_cos):
 
 
 # Vector widths for which sin/cos get explicit vector variants.
-_TRIG_WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}
+_TRIG_WIDTHS = mathlib_runtime.WIDTHS
 
 
 class _VariantAttributes(ir.values.FunctionAttributes):
@@ -1145,6 +1147,58 @@ class _VariantAttributes(ir.values.FunctionAttributes):
 
     def _to_list(self, ret_type):
         return super()._to_list(ret_type) + [f'"{k}"="{v}"' for k, v in self._strings.items()]
+
+
+class _PureAttributes(_VariantAttributes):
+    """What LLVM infers about sin and cos where it sees their code, said of a
+    declaration (without `memory(none)` and `willreturn` a call in a loop that
+    stores keeps the loop from vectorising)."""
+
+    def _to_list(self, ret_type):
+        return ["nounwind", "willreturn", "nosync", "nofree", "memory(none)"] \
+            + super()._to_list(ret_type)
+
+
+def emit_runtime(name: str, suffix: str) -> str:
+    """IR text of the math runtime's module for sin or cos (`mathlib_runtime.symbols`
+    external, with the host's FMA choice): the code `_emit_trig` gives a
+    program that defines the function itself."""
+    module = ir.Module(name=f"fgrad_math_{name}_{suffix}")
+    ty = _F32 if suffix == "f32" else _F64
+    _emit_trig(module, f"fgrad_{name}_{suffix}", ty, _host_fma(), name == "cos")
+    for symbol in mathlib_runtime.symbols(name, suffix):
+        module.get_global(symbol).linkage = ""
+    return str(module)
+
+
+def _declare_runtime(module: ir.Module, fname: str, ty) -> ir.Function:
+    """Declare sin or cos and its vector variants (kept in `llvm.compiler.used`
+    until the vectoriser has looked for them)."""
+    widths = _TRIG_WIDTHS[fname[-3:]]
+    variants = ",".join(f"_ZGV_LLVM_N{n}v_{fname}({fname}_v{n})" for n in widths)
+    fn = ir.Function(module, ir.FunctionType(ty, [ty]), fname)
+    fn.attributes = _PureAttributes({"vector-function-abi-variant": variants})
+    kept = []
+    for n in widths:
+        vty = ir.VectorType(ty, n)
+        vf = ir.Function(module, ir.FunctionType(vty, [vty]), f"{fname}_v{n}")
+        vf.attributes = _PureAttributes({})
+        kept.append(vf)
+    _keep(module, kept)
+    return fn
+
+
+def _keep(module: ir.Module, functions) -> None:
+    """Add `functions` to the module's `llvm.compiler.used` list."""
+    used = module.globals.get("llvm.compiler.used")
+    if used is None:
+        used = ir.GlobalVariable(module, ir.ArrayType(ir.PointerType(), 0), "llvm.compiler.used")
+        used.linkage = "appending"
+        used.section = "llvm.metadata"
+        used.initializer = ir.Constant(used.value_type, [])
+    items = list(used.initializer.constant) + list(functions)
+    used.value_type = ir.ArrayType(ir.PointerType(), len(items))
+    used.initializer = ir.Constant(used.value_type, items)
 
 
 def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir.Function:
@@ -1196,9 +1250,8 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     for n in widths:
         vty = ir.VectorType(ty, n)
         # the lanes the fast path cannot do, one `_ph` call each, out of line:
-        # a variant inlined into a loop then has no call on its hot path that
-        # would make the loop spill its constants (every vector register is
-        # caller-saved)
+        # the variant's hot path then makes no call that would make it spill
+        # its constants (every vector register is caller-saved)
         lanes = ir.Function(module, ir.FunctionType(vty, [vty, vty]), f"{fname}_v{n}_ph")
         lanes.linkage = "internal"
         for attr in ("noinline", "nounwind", "readonly"):
@@ -1219,9 +1272,6 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
         vf.linkage = "weak_odr"
         vf.attributes.add("nounwind")
         vf.attributes.add("readonly")
-        # inlined where the vectoriser calls it (engine runs the always-inliner
-        # after the pipeline): the loop then keeps its constants in registers
-        vf.attributes.add("alwaysinline")
         vx = vf.args[0]
         vx.name = "x"
         entry = vf.append_basic_block("entry")
@@ -1474,11 +1524,6 @@ def _host_scalef() -> bool:
 
 
 CALL_AFTER_USES = 16
-# sin and cos vector variants are inlined at fewer sites than this: the inlined
-# loop runs 5-12% faster than one calling the variant, but each inlined copy (main
-# and epilogue loop, ~300 lines of assembly) costs code generation time (eight
-# of them: +250 ms on a busy 2-core host)
-INLINE_TRIG_BELOW = 3
 
 
 def call_when_used_often(module: ir.Module, uses: dict | None = None,
@@ -1492,18 +1537,13 @@ def call_when_used_often(module: ir.Module, uses: dict | None = None,
     5 ms to optimise and compile (200 of them: 1.15 s; as calls: 77 ms); as
     calls they run about as fast up to a handful per loop, 27% slower at 12
     (the variant reloads its constants that the inlined loop keeps in
-    registers), hence the threshold. sin and cos, always called through their
-    variants, keep them `alwaysinline` (inlined after vectorisation) only
-    below `INLINE_TRIG_BELOW` sites (or `threshold`, if lower)."""
+    registers), hence the threshold."""
     if uses is None:
         uses = getattr(module, "fgrad_math_uses", {})
     for fname, n in uses.items():
         fn = module.globals.get(fname)
         name = fname[len("fgrad_"):-len("_f32")]
         widths = _TRIG_WIDTHS[fname[-3:]]
-        if name in ("sin", "cos") and n >= min(threshold, INLINE_TRIG_BELOW):
-            for k in widths:            # called, not inlined after vectorisation
-                module.globals[f"{fname}_v{k}"].attributes.discard("alwaysinline")
         if n < threshold or fn is None or name in ("sin", "cos") \
                 or f"{fname}_v{widths[0]}" in module.globals:      # done already
             continue
@@ -1530,8 +1570,9 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     `dtype`: float32/float64 as a NumPy dtype (or anything ``np.dtype``
     takes), ``"f32"``/``"f64"`` or an llvmlite float type.  The function
     takes one scalar (two for ``pow``) of the dtype and returns one; it is
-    ``internal`` + ``alwaysinline``, except sin/cos, which are ``noinline``
-    with explicit vector variants (see the module docstring).  `fma` chooses
+    ``internal`` + ``alwaysinline``, except sin/cos, which are called, with
+    explicit vector variants (declared: the shared code of `mathlib_runtime`,
+    unless `fma` differs from the host's; see the module docstring).  `fma` chooses
     how exact products are formed (float64 pow, huge-argument sin/cos):
     hardware FMA or Dekker's splitting, and whether float32 sin/cos and the
     exp reduction run in float32 with FMA or (sin/cos) in double precision;
@@ -1546,6 +1587,8 @@ def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.
     ty = _F32 if fname.endswith("f32") else _F64
     fma = _host_fma() if fma is None else bool(fma)
     if name in ("sin", "cos"):
+        if fma == _host_fma():      # the math runtime's code (see mathlib_runtime)
+            return _declare_runtime(module, fname, ty)
         return _emit_trig(module, fname, ty, fma, name == "cos")
     fnty = ir.FunctionType(ty, [ty] * ARITY[name])
     fn = ir.Function(module, fnty, fname)

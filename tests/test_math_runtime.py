@@ -1,0 +1,123 @@
+"""Shared run-time code (cpu.mathlib_runtime, interrupts.resolve): sin, cos and
+the loops' signal polling are compiled once and called by programs, which
+only declare them; the results are those of code that defines them inline."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad import lax
+from fgrad._src.cpu import disk_cache, engine, mathlib, mathlib_runtime
+
+from test_mathlib import Runner
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("FGRAD_CACHE_DIR", str(d))
+    return d
+
+
+def inputs(dtype):
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 2 ** 32 if dtype == np.float32 else 2 ** 63, 20000)
+    x = bits.astype(np.uint32 if dtype == np.float32 else np.uint64).view(dtype)
+    sweep = np.linspace(-30, 30, 5001, dtype=dtype)
+    return np.concatenate([x, sweep, np.array([0, -0.0, np.inf, -np.inf, np.nan, 1e30, 2 ** 20],
+                                              dtype)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shared_sin_and_cos_give_the_bits_of_inline_code(dtype, monkeypatch):
+    shared = Runner(dtype, ["sin", "cos"])
+    assert not re.search(r"^define .*@\"fgrad_(sin|cos)", shared.text, re.M)
+    assert re.search(r"^declare .*@\"fgrad_sin_f..\"", shared.text, re.M)
+    monkeypatch.setattr(mathlib, "_declare_runtime", lambda module, fname, ty: mathlib._emit_trig(
+        module, fname, ty, mathlib._host_fma(), fname.startswith("fgrad_cos")))
+    inline = Runner(dtype, ["sin", "cos"])
+    assert re.search(r"^define .*@\"fgrad_sin_f..\"", inline.text, re.M)
+    x = inputs(dtype)
+    for name in ("sin", "cos"):
+        a, b = shared(name, x), inline(name, x)
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=name)
+
+
+def test_programs_call_the_vector_variants(cache):
+    """A program declares sin; the vectoriser still calls a variant per vector."""
+    f = fgrad.jit(lambda x: fnp.sin(x) * 2.0)
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    np.testing.assert_allclose(np.asarray(f(x)), np.sin(x.astype(np.float64)) * 2, rtol=1e-6)
+    text = next(iter(f._cache.values())).executable.llvm_ir
+    assert "declare" in text and not re.search(r"^define .*fgrad_sin", text, re.M)
+    optimized = engine.optimized_ir(text)
+    assert re.search(r"call <\d+ x float> @fgrad_sin_f32_v\d+", optimized)
+
+
+def test_a_scan_polls_through_the_shared_function(cache):
+    def f(x):
+        return lax.scan(lambda h, _: (fnp.sin(h) * 0.5 + 0.25, None), x, None, length=10)[0]
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    jitted = fgrad.jit(f)
+    out = np.asarray(jitted(x))
+    expected = x
+    for _ in range(10):
+        expected = np.sin(expected) * np.float32(0.5) + np.float32(0.25)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    text = next(iter(jitted._cache.values())).executable.llvm_ir
+    assert re.search(r"^declare .*@\"fgrad_poll_signals\"", text, re.M)
+    assert not re.search(r"^define .*@\"fgrad_poll_signals\"", text, re.M)
+
+
+def test_an_alias_needing_an_unknown_function_is_not_loaded(cache):
+    """What an alias record says the code needs steers only fgrad's own run-time
+    functions: any other name and the record is ignored (the caller compiles)."""
+    text = Runner(np.float32, ["sin"]).text
+    cm = engine.compile_module(text, ["apply_sin"])
+    assert cm.stats.needs == mathlib_runtime.symbols("sin", "f32")
+    key = "d" * 64
+    engine.save_alias(key, cm, {})
+    assert engine.load_alias(key, ["apply_sin"]) is not None
+    record = json.loads(disk_cache.read(f"{key}.alias")[0])
+    assert record["needs"] == cm.stats.needs
+    for needs in (["system"], ["fgrad_sin_f32", "PyRun_SimpleString"], "fgrad_sin_f32", [7]):
+        disk_cache.write(f"{key}.alias", json.dumps(dict(record, needs=needs)).encode())
+        assert engine.load_alias(key, ["apply_sin"]) is None, needs
+
+
+_FRESH = """
+import sys, numpy as np, fgrad, fgrad.numpy as fnp
+from fgrad import lax
+x = np.linspace(-2, 2, 16, dtype=np.float32)
+f = fgrad.jit(lambda x: lax.scan(lambda h, _: (fnp.cos(fnp.sin(h)), None), x, None, length=5)[0])
+out = np.asarray(f(x))
+print(out.tobytes().hex(), next(iter(f._cache.values())).executable.compile_stats.cache_hit,
+      "llvmlite.binding" in sys.modules)
+"""
+
+
+def test_a_new_process_loads_shared_code_before_a_cached_program(cache):
+    """The program's library, found by fingerprint in a new process, needs the
+    shared functions loaded first (else dlopen fails on their symbols, and the
+    program is emitted again, which asks LLVM about the CPU)."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _FRESH], env=env, timeout=300,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(done.stdout.split())
+    assert runs[0][1:] == ["False", "True"] and runs[1][1] == "True"
+    assert runs[0][0] == runs[1][0]
+    if engine._linker() is not None:    # (MCJIT loads an object with LLVM)
+        assert runs[1][2] == "False"
