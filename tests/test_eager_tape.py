@@ -199,6 +199,18 @@ def test_tape_path_builds_no_jaxpr(monkeypatch):
     assert g.shape == (3, 3)
 
 
+def test_a_loaded_device_backend_leaves_host_code_on_the_tape(monkeypatch):
+    """Once a device library has loaded (CuPy imported by anything), host arrays
+    still take the tape; only a device result sends the call to the jaxpr path."""
+    from fgrad._src import placement
+
+    class DeviceArray:
+        pass
+
+    monkeypatch.setattr(placement, "array_types", (DeviceArray,))
+    test_tape_path_builds_no_jaxpr(monkeypatch)
+
+
 def test_transforms_and_checks_use_the_jaxpr_path(monkeypatch, jaxpr_path):
     calls = []
     real = tape.linearize_flat

@@ -44,9 +44,10 @@ class Unsupported(BaseException):
 
 def usable():
     """True where a reverse-mode call may use the tape: no enclosing transform, and
-    no per-primitive checks (debug_nans) or device arrays that the tape would skip."""
+    no per-primitive checks (debug_nans) that the tape would skip. (Device arrays
+    are refused as they show up: `process_primitive`.)"""
     return (core._state.trace is core.eval_trace and config.eager_tape
-            and core.output_check is None and not placement.array_types)
+            and core.output_check is None)
 
 
 class TapeTrace(core.Trace):
@@ -85,6 +86,8 @@ class TapeTrace(core.Trace):
         if kind is None:
             return self._primitive_linearized(prim, vals, ids, params)
         out = core.bind_at(self.parent, prim, vals, params)   # an Array (parent: eval)
+        if placement.array_types and isinstance(out._value, placement.array_types):
+            raise Unsupported   # device arrays: the jaxpr path (the tape is host-only)
         if kind is TAPE_DIAGONAL:
             # operands of an element-wise primitive share a dtype: check a traced one
             k = 0
