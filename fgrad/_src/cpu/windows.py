@@ -65,15 +65,13 @@ def emit(ir, module, fname, eqn):
     o_shape = out_shape(x_shape, p["window_dimensions"], p["window_strides"],
                         p["window_dilation"])
     lead = _planes(eqn)
-    x_plane, o_plane = math.prod(x_shape[lead:]), math.prod(o_shape[lead:])
-    x_st = _c_strides(x_shape[lead:])
-    kinds = p["window_dimensions"][lead:]
-    step = [s * st for s, st in zip(p["window_strides"][lead:], x_st)]
+    x_dims, o_dims = x_shape[lead:], o_shape[lead:]
+    x_plane, o_plane = math.prod(x_dims), math.prod(o_dims)
+    x_st, o_st = _c_strides(x_dims), _c_strides(o_dims)
+    kinds, strides = p["window_dimensions"][lead:], p["window_strides"][lead:]
+    spans = [(kk - 1) * d + 1 for kk, d in zip(kinds, p["window_dilation"][lead:])]
+    step = [s * st for s, st in zip(strides, x_st)]
     reach = [d * st for d, st in zip(p["window_dilation"][lead:], x_st)]
-    # no element in two windows: the scatter stores without reading back (reading
-    # what the zeroing loop has just written stalled the loop: 8x slower)
-    disjoint = all(s >= (k - 1) * d + 1 for k, s, d in zip(
-        kinds, p["window_strides"][lead:], p["window_dilation"][lead:]))
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     fty = ir.FloatType() if dt == np.float32 else ir.DoubleType()
     ity = ir.IntType(8 * dt.itemsize)
@@ -89,7 +87,8 @@ def emit(ir, module, fname, eqn):
     *ins, out, lo, hi = fn.args
     x = ins[-1]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    best_slot, where_slot = b.alloca(fty), b.alloca(i64)
+    best_slot, where_slot, sum_slot = b.alloca(fty), b.alloca(i64), b.alloca(fty)
+    zero_f = ir.Constant(fty, 0.0)
 
     def k(v):
         return ir.Constant(i64, int(v))
@@ -97,8 +96,8 @@ def emit(ir, module, fname, eqn):
     def at(base, index, ty=fty):
         return b.gep(base, [index], inbounds=True, source_etype=ty)
 
-    def load(base, index):
-        return b.load(at(base, index), typ=fty)
+    def load(base, index, ty=fty):
+        return b.load(at(base, index, ty), typ=ty)
 
     def beats(v, best):
         greater = b.fcmp_ordered(">", v, best)
@@ -111,8 +110,8 @@ def emit(ir, module, fname, eqn):
                                         b.icmp_signed(">=", vb, zero)))
         return b.or_(greater, b.or_(nan_over_number, plus_over_minus))
 
-    def window(plane_x, o_index, o_idx):
-        """Select in the window of output position o_idx; returns the input index."""
+    def select(plane_x, o_idx):
+        """Scan the window of output position o_idx: (its maximum, the input index)."""
         start = b.add(plane_x, loops.linear(ir, b, o_idx, step))
         b.store(load(x, start), best_slot)
         b.store(start, where_slot)
@@ -124,29 +123,76 @@ def emit(ir, module, fname, eqn):
             b.store(b.select(take, v, best), best_slot)
             b.store(b.select(take, pos, b.load(where_slot, typ=i64)), where_slot)
         loops.nest(ir, b, fn, list(kinds), offset, "k")
-        where = b.load(where_slot, typ=i64)
-        if name == "reduce_window_max":
-            b.store(b.load(best_slot, typ=fty), at(out, o_index))
-        elif name == "select_and_gather_add":
-            b.store(load(ins[0], where), at(out, o_index))
-        else:     # the element's sum so far (0 if no other window holds it) + g
-            target = at(out, where)
-            so_far = ir.Constant(fty, 0.0) if disjoint else b.load(target, typ=fty)
-            b.store(b.fadd(so_far, load(ins[0], o_index)), target)
+        return b.load(best_slot, typ=fty), b.load(where_slot, typ=i64)
+
+    def windows(plane_x, plane_o, body):
+        """body(output index, maximum, input index) for each window of the plane."""
+        def visit(idx):
+            best, where = select(plane_x, idx)
+            body(b.add(plane_o, loops.linear(ir, b, idx, o_st)), best, where)
+        loops.nest(ir, b, fn, list(o_dims), visit, "o")
+
+    def zero(plane_x):
+        loops.loop(ir, b, fn, 0, x_plane,
+                   lambda i: b.store(zero_f, at(out, b.add(plane_x, i))), "zero", False)
+
+    scratch = None
+    if name == "select_and_scatter_add" and o_plane and any(
+            s < span for s, span in zip(strides, spans)):
+        # Overlapping windows: adding into the output (reading back what was just
+        # stored at a just-computed address) ran 20x slower than storing. So the
+        # selections go to a buffer, then each element sums the cotangents of the
+        # windows that hold it and selected it, in the windows' row-major order.
+        free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+        malloc = loops.declare(ir, module, "malloc", ptr, [i64])
+        scratch = b.call(malloc, [k(8 * o_plane)])
+    reach_back = [-(-span // s) for span, s in zip(spans, strides)]   # windows per element
+
+    def gather_sums(plane_x, plane_o):
+        g = ins[0]
+
+        def element(e_idx):
+            e = b.add(plane_x, loops.linear(ir, b, e_idx, x_st))
+            b.store(zero_f, sum_slot)
+
+            def candidate(c_idx):
+                inside, o_parts = None, []
+                for e_j, c_j, n_j, s, size in zip(e_idx, c_idx, reach_back, strides, o_dims):
+                    # window o_j = e_j // s - (n_j - 1) + c_j, if it exists
+                    o_j = b.add(b.sdiv(e_j, k(s)), b.add(c_j, k(1 - n_j)))
+                    ok = b.and_(b.icmp_signed(">=", o_j, k(0)),
+                                b.icmp_signed("<", o_j, k(size)))
+                    inside = ok if inside is None else b.and_(inside, ok)
+                    o_parts.append(b.select(ok, o_j, k(0)))
+                o = b.add(plane_o, loops.linear(ir, b, o_parts, o_st))
+                local = b.sub(o, plane_o)
+                hit = b.and_(inside, b.icmp_signed("==", load(scratch, local, i64), e))
+                b.store(b.fadd(b.load(sum_slot, typ=fty), b.select(hit, load(g, o), zero_f)),
+                        sum_slot)
+            loops.nest(ir, b, fn, reach_back, candidate, "c")
+            b.store(b.load(sum_slot, typ=fty), at(out, e))
+        loops.nest(ir, b, fn, list(x_dims), element, "e")
 
     def plane(j):
         plane_x = b.mul(j, k(x_plane), flags=("nsw",))
         plane_o = b.mul(j, k(o_plane), flags=("nsw",))
-        if name == "select_and_scatter_add":
-            loops.loop(ir, b, fn, 0, x_plane,
-                       lambda i: b.store(ir.Constant(fty, 0.0), at(out, b.add(plane_x, i))),
-                       "zero", False)
-        o_st = _c_strides(o_shape[lead:])
-        loops.nest(ir, b, fn, list(o_shape[lead:]),
-                   lambda idx: window(plane_x, b.add(plane_o, loops.linear(ir, b, idx, o_st)),
-                                      idx), "o")
+        if name == "reduce_window_max":
+            windows(plane_x, plane_o, lambda o, best, where: b.store(best, at(out, o)))
+        elif name == "select_and_gather_add":
+            windows(plane_x, plane_o,
+                    lambda o, best, where: b.store(load(ins[0], where), at(out, o)))
+        elif scratch is None:     # windows share no element: store 0 + g there
+            zero(plane_x)
+            windows(plane_x, plane_o, lambda o, best, where: b.store(
+                b.fadd(zero_f, load(ins[0], o)), at(out, where)))
+        else:
+            windows(plane_x, plane_o, lambda o, best, where: b.store(
+                where, at(scratch, b.sub(o, plane_o), i64)))
+            gather_sums(plane_x, plane_o)
 
     _range(ir, b, fn, lo, hi, plane)
+    if scratch is not None:
+        b.call(free, [scratch])
     b.ret(ir.Constant(i1, 0))
     return fn
 

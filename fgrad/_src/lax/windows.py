@@ -56,7 +56,7 @@ def _check(name, x, window_dimensions, window_strides, window_dilation):
 
 
 def _window_slice(offset, outs, strides, dilation):
-    return tuple(slice(o * d, o * d + (m - 1) * s + 1, s)
+    return tuple(slice(o * d, o * d + (m - 1) * s + 1, s) if m else slice(0, 0)
                  for o, m, s, d in zip(offset, outs, strides, dilation))
 
 
