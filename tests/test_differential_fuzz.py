@@ -1284,7 +1284,8 @@ FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
              "scatter", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
              "dot_general", "conv_general_dilated", "reduce_window_max", "select_and_gather_add",
-             "select_and_scatter_add", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr", "eigh",
+             "select_and_scatter_add", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr",
+             "eigh",
              "svd", "eig"})
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above

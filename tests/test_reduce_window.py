@@ -11,6 +11,7 @@ import pytest
 import fgrad
 from fgrad import lax
 from fgrad import FgradTypeError
+from fgrad._src.cpu import fused
 from fgrad._src.lax.windows import (reduce_window_max_p, select_and_gather_add_p,
                                     select_and_scatter_add_p)
 from fgrad.test_util import check_grads
@@ -122,15 +123,21 @@ def test_jit_equals_eager_bit_for_bit(case, dt):
 @pytest.mark.parametrize("dims,strides", [((1, 1, 2, 2), (1, 1, 2, 2)),
                                           ((1, 1, 3, 3), (1, 1, 2, 2))])
 def test_large_kernels_split_over_threads_match_eager(dims, strides):
-    """Big enough for the worker pool's planes split (where it runs)."""
+    """Big enough, and in a segment with other kernels, for the worker pool to split
+    the planes (where the pool runs on more than one thread)."""
     rng = np.random.default_rng(3)
     x = np.maximum(rng.standard_normal((32, 16, 29, 29)).astype(np.float32), 0)
-    f = lambda x: lax.reduce_window_max(x, dims, strides)   # noqa: E731
+    f = lambda x: lax.reduce_window_max(x * 2, dims, strides) * 3   # noqa: E731
     y = f(x)
     g = rng.standard_normal(y.shape).astype(np.float32)
-    vjp = lambda x, g: fgrad.vjp(f, x)[1](g)[0]             # noqa: E731
-    for fn, args in ((f, (x,)), (vjp, (x, g))):
-        assert np.asarray(fn(*args)).tobytes() == np.asarray(fgrad.jit(fn)(*args)).tobytes()
+    vjp = lambda x, g: fgrad.vjp(f, x)[1](g)[0]                     # noqa: E731
+    threads = fused._split_threads()
+    for fn, args, prim in ((f, (x,), "reduce_window_max"), (vjp, (x, g), "select_and_scatter_add")):
+        jitted = fgrad.jit(fn)
+        if threads > 1:
+            assert f"native:{prim} (split over {threads} threads)" in steps(
+                jitted.lower(*args).as_text())
+        assert np.asarray(fn(*args)).tobytes() == np.asarray(jitted(*args)).tobytes()
 
 
 @pytest.mark.parametrize("case", CASES[:4], ids=str)
