@@ -11,7 +11,8 @@
 
 fgrad runs fgrad_nn's layers under fgrad.jit (convolutions are lax.conv_general_dilated,
 a native kernel: one sgemm per kernel offset for stride-1 convolutions with 16+ input
-features, else im2col + sgemm); PyTorch its nn modules eager and under torch.compile;
+features, else im2col + sgemm; max pooling is lax.reduce_window_max, a native kernel, and
+its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
 JAX the same functions with lax.conv_general_dilated / reduce_window and Optax.
 """
 from common import (FGRAD, PEER, Column, Disagrees, Section, Table, agree, budget,  # first

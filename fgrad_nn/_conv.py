@@ -215,18 +215,6 @@ def _pool_sizes(name, sizes, kernel, stride, padding, dilation, ceil_mode):
     return out
 
 
-def _windows(x, outs, kernel, stride, dilation):
-    """Per kernel offset, the strided slice of padded x it sees (n-d im2col)."""
-    n = len(kernel)
-    lead = tuple(x.shape[:2])
-    cols = []
-    for offset in np.ndindex(*kernel):
-        start = tuple(o * d for o, d in zip(offset, dilation))
-        limit = tuple(st + (m - 1) * s + 1 for st, m, s in zip(start, outs, stride))
-        cols.append(lax.slice(x, (0, 0) + start, lead + limit, (1, 1) + tuple(stride)))
-    return cols, n
-
-
 def max_pool(n, name, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Maximum over each window (PyTorch's max_pool1d/2d/3d; padding counts as -inf)."""
     xb, added = as_batch(name, x, n)
@@ -247,15 +235,8 @@ def max_pool(n, name, x, kernel_size, stride=None, padding=0, dilation=1, ceil_m
         xb = lax.pad(xb, neg, [(0, 0, 0), (0, 0, 0)] + [(0, max(e, 0), 0) for e in extra])
     if any(e < 0 for e in extra):
         xb = lax.slice(xb, (0,) * (n + 2), tuple(xb.shape[:2]) + tuple(ends))
-    if tuple(stride) == tuple(kernel) and set(dilation) == {1}:
-        # non-overlapping windows: split each spatial axis into (windows, kernel)
-        split = tuple(xb.shape[:2]) + tuple(v for o, k in zip(outs, kernel) for v in (o, k))
-        y = fnp.max(fnp.reshape(xb, split), axis=tuple(3 + 2 * j for j in range(n)))
-    else:
-        cols, _ = _windows(xb, outs, kernel, stride, dilation)
-        y = cols[0]
-        for col in cols[1:]:
-            y = fnp.maximum(y, col)
+    y = lax.reduce_window_max(xb, (1, 1) + tuple(kernel), (1, 1) + tuple(stride), "VALID",
+                              (1, 1) + tuple(dilation))
     return y[0] if added else y
 
 

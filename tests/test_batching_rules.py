@@ -309,6 +309,16 @@ for _name, _ls, _rs, _kw in _CONVS:
     case("conv_general_dilated", _name,
          lambda a, b, _kw=_kw: lax.conv_general_dilated(a, b, **_kw), F(*_ls), F(*_rs))
 
+# Windowed maximum and its derivative primitives (the batch dim gets a window of one)
+
+_WIN = dict(window_dimensions=(2, 3), window_strides=(2, 1), window_dilation=(1, 2))
+case("reduce_window_max", "strided_dilated",
+     lambda x: lax_src.windows.reduce_window_max_p.bind(x, **_WIN), F(5, 7))
+case("select_and_gather_add", "strided_dilated",
+     lambda t, x: lax_src.windows.select_and_gather_add_p.bind(t, x, **_WIN), F(5, 7), F(5, 7))
+case("select_and_scatter_add", "strided_dilated",
+     lambda g, x: lax_src.windows.select_and_scatter_add_p.bind(g, x, **_WIN), F(2, 3), F(5, 7))
+
 # Cumulative
 
 for _name, _dom in [("cumsum", "real"), ("cumprod", "real"), ("cummax", "small"),

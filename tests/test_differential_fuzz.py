@@ -35,6 +35,7 @@ import fgrad
 import fgrad.numpy
 from fgrad import lax
 from fgrad._src.core import Primitive
+from fgrad._src.lax import windows
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -1078,9 +1079,54 @@ def _linalg(data):
                     _close_to(x @ v, v * w, dt, scale * 16, what)
 
 
+def _window_pick(x, positions):
+    """The first of `positions` holding the window's maximum (NaN above numbers,
+    +0 above -0)."""
+    def key(p):
+        v = x[p]
+        return (1, 0.0, False) if np.isnan(v) else (0, float(v), not np.signbit(v))
+    best = positions[0]
+    for p in positions[1:]:
+        if key(p) > key(best):
+            best = p
+    return best
+
+
+def _reduce_window(data):
+    """reduce_window_max, select_and_gather_add and select_and_scatter_add: jit
+    equals eager bit for bit, and eager equals direct loops over the windows
+    (the maximum, the tangent at it, cotangents added there in window order)."""
+    dt = data.draw(st.sampled_from(FLOATS))
+    rank = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(1, 6)) for _ in range(rank))
+    dims, strides, dil = (tuple(data.draw(st.integers(1, top)) for _ in range(rank))
+                          for top in (3, 3, 2))
+    p = dict(window_dimensions=dims, window_strides=strides, window_dilation=dil)
+    x = data.draw(arrays(dt, shape))
+    y = np.asarray(windows.reduce_window_max_p.bind(x, **p))
+    g, t = data.draw(arrays(dt, y.shape)), data.draw(arrays(dt, shape))
+    what = f"reduce_window {dt} x{shape} {p}"
+    for name, prim, args in (("max", windows.reduce_window_max_p, (x,)),
+                             ("scatter", windows.select_and_scatter_add_p, (g, x)),
+                             ("gather", windows.select_and_gather_add_p, (t, x))):
+        eager, jitted = run_both(lambda *a, prim=prim: prim.bind(*a, **p), *args)
+        assert_same(jitted, eager, what=f"{what} {name} jit vs eager")
+    want_y, want_g = np.zeros(y.shape, dt), np.zeros(y.shape, dt)
+    want_s = np.zeros(shape, dt)
+    with np.errstate(all="ignore"):
+        for o in np.ndindex(*y.shape):
+            pick = _window_pick(x, [tuple(oi * s + ki * d for oi, s, ki, d in
+                                          zip(o, strides, k, dil)) for k in np.ndindex(*dims)])
+            want_y[o], want_g[o] = x[pick], t[pick]
+            want_s[pick] += g[o]
+    assert_same(y, want_y, what=what + " max")
+    assert_same(windows.select_and_gather_add_p.bind(t, x, **p), want_g, what=what + " gather")
+    assert_same(windows.select_and_scatter_add_p.bind(g, x, **p), want_s, what=what + " scatter")
+
+
 STRUCTURAL = {"shape_ops": _shape_ops, "slicing": _slicing, "gather_scatter": _gather_scatter,
               "dot_general": _dot_general, "iota": _iota, "linalg": _linalg,
-              "conv_general_dilated": _conv_general_dilated}
+              "conv_general_dilated": _conv_general_dilated, "reduce_window": _reduce_window}
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))
@@ -1237,8 +1283,9 @@ FUZZED = (set(UNARY) - {"round_even", "round_away"} | {"round"} | set(BINARY)
           | {"sort", "transpose", "reshape", "expand_dims", "squeeze", "broadcast_in_dim", "rev",
              "slice", "pad", "concatenate", "dynamic_slice", "dynamic_update_slice", "gather",
              "scatter", "scatter_add", "scatter_mul", "scatter_max", "scatter_min",
-             "dot_general", "conv_general_dilated", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr", "eigh",
-             "svd", "eig"})
+             "dot_general", "conv_general_dilated", "reduce_window_max", "select_and_gather_add",
+             "select_and_scatter_add", "iota", "cholesky", "triangular_solve", "lu", "inv", "qr",
+             "eigh", "svd", "eig"})
 EXEMPT = {
     # calls and control flow run bodies made of the primitives above
     "jit": "a call", "cond": "control flow", "while": "control flow", "scan": "control flow",

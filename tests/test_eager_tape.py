@@ -16,6 +16,7 @@ import fgrad.scipy.special
 from fgrad import lax
 from fgrad._src import ad, core, tape, tree_util
 from fgrad._src.ad import TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR
+from fgrad._src.lax import windows
 from fgrad._src.errors import ConcretizationError, EscapedTracerError
 from fgrad.test_util import check_grads
 
@@ -89,6 +90,7 @@ def test_diagonal_primitive_tape_matches_jaxpr_path(prim, jaxpr_path):
     _same_bits(on, off)
 
 
+_WINDOW = dict(window_dimensions=(2, 2), window_strides=(1, 2), window_dilation=(1, 1))
 LINEAR_CASES = {
     "broadcast_in_dim": lambda x: fnp.broadcast_to(x[0], (2, 3, 4)),
     "cumsum": lambda x: fnp.cumsum(x, axis=1),
@@ -107,6 +109,10 @@ LINEAR_CASES = {
     "select_n": lambda x: fnp.where(x > 0.5, x, fnp.sin(x)) + fnp.where(x < 0.4, x, 0.0),
     "concatenate": lambda x: fnp.concatenate([x, fnp.exp(x), x[:1], np.ones((1, 4))]),
     "pad": lambda x: lax.pad(x, fnp.sum(x), [(1, 2, 1), (0, 1, 0)]),
+    "select_and_gather_add": lambda x: windows.select_and_gather_add_p.bind(
+        fnp.sin(x), x, **_WINDOW),
+    "select_and_scatter_add": lambda x: windows.select_and_scatter_add_p.bind(
+        fnp.sin(x[:2, :2]), x, **_WINDOW),
 }
 # The tape's linear primitives that need a running MPI job (tests/test_distributed.py).
 _EXEMPT = {"mpi_allgather", "mpi_broadcast", "mpi_reduce_scatter"}

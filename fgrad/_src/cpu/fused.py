@@ -99,7 +99,8 @@ from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
-               lapack, outputs, pool, program, sorting, structural, summation, threads)
+               lapack, outputs, pool, program, sorting, structural, summation, threads,
+               windows)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
@@ -163,7 +164,7 @@ def can_lower_alone(eqn):
     dynamic slices, iota, cumulative reductions, argmax/argmin; scalar Literal
     operands become constants)."""
     if structural.can_lower(eqn) or sorting.can_lower(eqn) or lapack.can_lower(eqn) \
-            or convolution.can_lower(eqn) or mpi.can_lower(eqn):
+            or convolution.can_lower(eqn) or mpi.can_lower(eqn) or windows.can_lower(eqn):
         return True
     if any(type(a) is Literal for a in eqn.invars):
         return False
@@ -1163,6 +1164,17 @@ def _emit_conv(ir, module, fname, group):
     return convolution.emit(ir, module, fname, eqn), _conv_info(eqn)
 
 
+def _emit_windows(ir, module, fname, group):
+    """A single windowed maximum or its derivative as a native loop (see `windows`)."""
+    (eqn,) = group.eqns
+    return windows.emit(ir, module, fname, eqn), _windows_info(eqn)
+
+
+def _windows_info(eqn):
+    """A windowed kernel's planes split like a gemm's rows."""
+    return (False, windows.split_extent(eqn), blas.SPLIT_ROWS)
+
+
 def _conv_info(eqn):
     """A convolution's units (group, block of examples) split like a gemm's rows."""
     return (False, convolution.split_extent(eqn), blas.SPLIT_ROWS)
@@ -1201,6 +1213,8 @@ def group_info(group, loops):
         return (False, outer, kind * blas.worker_sized(spec))
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
+    if op in windows.NAMES:
+        return _windows_info(group.eqns[0])
     if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
             or op in lapack.NAMES or op in mpi.NAMES:
         return (False, 0, False)
@@ -1230,6 +1244,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_mpi
         elif op in convolution.NAMES:
             emit = _emit_conv
+        elif op in windows.NAMES:
+            emit = _emit_windows
         else:
             emit = _emit_group
         try:

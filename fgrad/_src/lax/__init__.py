@@ -31,6 +31,8 @@ from .fft import FftType, fft, fft_p  # noqa: F401
 from .convolution import (ConvDimensionNumbers, conv, conv_dimension_numbers,  # noqa: F401
                           conv_general_dilated, conv_general_dilated_p, conv_transpose,
                           conv_with_general_padding, padtype_to_pads)
+from .windows import (reduce_window_max, reduce_window_max_p,  # noqa: F401
+                      select_and_gather_add_p, select_and_scatter_add_p)
 from .control_flow import (cond, cond_p, fori_loop, map, scan, scan_p, switch,  # noqa: F401
                            while_loop, while_p)
 from .in_dim import (dynamic_index_in_dim, dynamic_slice_in_dim,  # noqa: F401
