@@ -12,13 +12,17 @@ Small products (gemms of fewer than `SMALL_GEMM` multiply-adds each) run
 with OpenBLAS limited to the calling thread for the call: they gain nothing
 from its worker threads, and on a busy machine waiting for a descheduled
 worker made them 10-100x slower (the thread count is restored right after).
-Products of up to `SHARED_GEMM` multiply-adds per gemm are split by the rows
-of their matrix, or their batch elements (`split_extent`), in a segment
-shared with fgrad's own workers (`program.Parallel`, OpenBLAS on one thread
-meanwhile), so the element-wise kernels around them are shared too: a
+In a segment shared with fgrad's own workers (`program.Parallel`, OpenBLAS
+on one thread meanwhile) products are split by the rows of their matrix, or
+their batch elements (`split_extent`), so that one pool of threads owns the
+cores and the element-wise kernels around them are shared too: a
 transformer's training step ran about 3x faster that way than with OpenBLAS's
-threads on a busy 2-core machine. Elsewhere (a loop's body) they run on
-OpenBLAS's threads.
+threads on a busy 2-core machine. A gemm is split so only where the parts,
+each on one thread, give the bits of the whole product on OpenBLAS's threads
+(as NumPy, so eager, runs it): OpenBLAS's threads cut the columns and the
+sums into other blocks than its one thread for some shapes (`splits_exactly`).
+Other products run on OpenBLAS's threads, and so does their segment, as a
+loop's body does.
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
@@ -65,7 +69,7 @@ _registered = None
 _complex_registered = None
 
 SMALL_GEMM = 1 << 22
-SHARED_GEMM = 1 << 28    # a 4096x128x512 product: about 2 ms on one core
+PROBE_GEMM = 1 << 29     # splits_exactly runs products up to this size (~5 ms)
 
 
 def _numpy_openblas():
@@ -82,23 +86,28 @@ def _numpy_openblas():
 _gemm_calls = {}
 
 
+def _calls(dtype):
+    """(gemm, (get thread count, set thread count)) of NumPy's OpenBLAS by ctypes."""
+    if dtype not in _gemm_calls:
+        lib = _numpy_openblas()
+        real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+        i64, p = ctypes.c_int64, ctypes.c_void_p
+        fn = getattr(lib, _SYMBOLS[dtype])
+        fn.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, p, i64, p, i64, real, p, i64]
+        fn.restype = None
+        threads = getattr(lib, _GET_THREADS), getattr(lib, _SET_THREADS)
+        threads[1].argtypes = [ctypes.c_int]
+        _gemm_calls[dtype] = fn, threads
+    return _gemm_calls[dtype]
+
+
 def gemm_from_python(a, b, trans_b=False):
     """a @ b (a @ b.T when trans_b) for float32/float64 matrices, by the gemm native
     kernels call, on the calling thread as they run it: BLAS's bits depend on the
     product's shape and on how its threads split it, so an impl that must give a
     kernel's bits calls this (NumPy's matmul takes gemv for a single row or column,
     and OpenBLAS's threads). Requires available()."""
-    if a.dtype not in _gemm_calls:
-        lib = _numpy_openblas()
-        real = ctypes.c_float if a.dtype == np.float32 else ctypes.c_double
-        i64, p = ctypes.c_int64, ctypes.c_void_p
-        fn = getattr(lib, _SYMBOLS[a.dtype])
-        fn.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, p, i64, p, i64, real, p, i64]
-        fn.restype = None
-        threads = getattr(lib, _GET_THREADS), getattr(lib, _SET_THREADS)
-        threads[1].argtypes = [ctypes.c_int]
-        _gemm_calls[a.dtype] = fn, threads
-    fn, (get, set_) = _gemm_calls[a.dtype]
+    fn, (get, set_) = _calls(a.dtype)
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
     (m, k), n = a.shape, b.shape[0] if trans_b else b.shape[1]
     out = np.empty((m, n), a.dtype)
@@ -110,6 +119,48 @@ def gemm_from_python(a, b, trans_b=False):
     finally:
         set_(before)
     return out
+
+
+_exact = {}
+
+
+def splits_exactly(spec, dtype, parts):
+    """Whether a gemm's rows cut into `parts` ranges as the worker pool cuts them
+    (range c: rows c*m//parts to (c+1)*m//parts), each a gemm on one thread,
+    give the bits of one gemm on OpenBLAS's threads (NumPy's call, so eager's).
+    They need not: OpenBLAS's threads share out the columns and the last terms
+    of each sum in blocks of other sizes for some shapes (k = 600 or 784 in
+    float32, n = 300 in float64 with NumPy's OpenBLAS on an AVX-512 Xeon),
+    which changes the last bits. Found once per shape, layout and dtype by
+    running both on random matrices, where other blocks round otherwise for
+    almost every element; products of more than PROBE_GEMM multiply-adds are
+    not tried (they stay whole)."""
+    m, n, k = spec.m, spec.n, spec.k
+    if m * n * k > PROBE_GEMM:
+        return False
+    key = (np.dtype(dtype), m, n, k, spec.trans_a, spec.trans_b, parts)
+    if key not in _exact:
+        rng = np.random.default_rng(m * n + k)
+        a = rng.standard_normal((k, m) if spec.trans_a else (m, k)).astype(dtype)
+        b = rng.standard_normal((n, k) if spec.trans_b else (k, n)).astype(dtype)
+        whole = np.matmul(a.T if spec.trans_a else a, b.T if spec.trans_b else b)
+        out = np.empty((m, n), dtype)
+        fn, (get, set_) = _calls(np.dtype(dtype))
+        before = get()
+        set_(1)
+        try:
+            for c in range(parts):
+                lo, hi = c * m // parts, (c + 1) * m // parts
+                if hi > lo:
+                    fn(_ROW_MAJOR, _TRANS if spec.trans_a else _NO_TRANS,
+                       _TRANS if spec.trans_b else _NO_TRANS, hi - lo, n, k, 1.0,
+                       a.ctypes.data + lo * (1 if spec.trans_a else k) * a.itemsize,
+                       m if spec.trans_a else k, b.ctypes.data, k if spec.trans_b else n,
+                       0.0, out.ctypes.data + lo * n * out.itemsize, n)
+        finally:
+            set_(before)
+        _exact[key] = bool(np.array_equal(out, whole))
+    return _exact[key]
 
 
 def available():
@@ -325,20 +376,26 @@ def emit_dot(ir, module, fname, eqn, spec):
 SPLIT_ROWS, SPLIT_SUM = 1, 2
 
 
-def split_extent(spec, dtype):
-    """(extent, kind) of the body's [lo, hi) for a float product: with batch dims,
-    the batch elements (flattened, SPLIT_ROWS); without, the rows of the stored
-    matrix. For a matrix times a vector (or a
+def split_extent(spec, dtype, parts):
+    """(extent, kind) of the body's [lo, hi) for a float product shared by `parts`
+    threads: with batch dims, the batch elements (flattened, SPLIT_ROWS); without,
+    the rows of the stored matrix. For a matrix times a vector (or a
     vector times a matrix) that is the larger operand, whose rows are split the
     same way as an element-wise kernel over it (its update, say), so each
     thread keeps touching the same memory. kind SPLIT_ROWS: the range gives
     rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
     partial product (the caller adds the parts). A gemm splits the rows of its
-    output. (0, 0) otherwise: the body runs the whole product."""
+    output, or its batch, where that keeps its bits (`splits_exactly`: one
+    element of a batch is one range). (extent, 0) otherwise: the body runs the
+    whole product."""
     if np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
+    extent = math.prod(spec.batch) if spec.batch else spec.m
+    if parts > 1 and spec.m > 1 and spec.n > 1 and \
+            not splits_exactly(spec, dtype, 1 if spec.batch else parts):
+        return extent, 0
     if spec.batch:
-        return math.prod(spec.batch), SPLIT_ROWS
+        return extent, SPLIT_ROWS
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
     if spec.m == 1:
@@ -352,22 +409,22 @@ def is_small(spec):
     return spec.m * spec.n * spec.k < SMALL_GEMM
 
 
-def worker_sized(spec):
-    """Whether fgrad's workers rather than OpenBLAS's threads share a product's
-    gemms when its segment is split over them (see the module docstring)."""
-    return spec.m * spec.n * spec.k <= SHARED_GEMM
+def thread_count(ir, module, b):
+    """OpenBLAS's thread count now (an i32), at `b`."""
+    return b.call(loops.declare(ir, module, _GET_THREADS, ir.IntType(32), []), [])
+
+
+def set_thread_count(ir, module, b, count):
+    """Set OpenBLAS's thread count to `count` (an i32) at `b`."""
+    b.call(loops.declare(ir, module, _SET_THREADS, ir.VoidType(), [ir.IntType(32)]), [count])
 
 
 def one_thread(ir, module, b):
     """Pin OpenBLAS to one thread at `b`; returns restore() that puts the
     caller's thread count back."""
-    i32 = ir.IntType(32)
-    get = loops.declare(ir, module, _GET_THREADS, i32, [])
-    set_ = loops.declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
-    before = b.call(get, [])
-    b.call(set_, [ir.Constant(i32, 1)])
-    return lambda: b.call(set_, [before])
-
+    before = thread_count(ir, module, b)
+    set_thread_count(ir, module, b, ir.Constant(ir.IntType(32), 1))
+    return lambda: set_thread_count(ir, module, b, before)
 
 
 def _emit_integer_dot(ir, module, fname, dt, spec):
