@@ -181,25 +181,22 @@ def test_matrix_products_split_their_rows():
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("m,k,n", [(512, 256, 300), (256, 600, 300), (128, 784, 512),
-                                   (200, 200, 300), (784, 1024, 512)])
-def test_products_split_over_the_workers_where_that_keeps_eager_bits(m, k, n, dt):
+                                   (200, 200, 300), (784, 1024, 512), (1024, 784, 512)])
+def test_products_of_any_size_split_over_the_workers_with_eager_bits(m, k, n, dt):
     """A product too big for one thread alone (more than SMALL_GEMM multiply-adds),
-    up to an MLP's weight gradient at batch 1024, is split by rows over fgrad's
-    workers with its neighbours, each part a gemm on one thread, where that gives
-    the bits of eager's gemm on OpenBLAS's threads (for some shapes their blocks
-    differ: then the product runs whole on OpenBLAS's threads). Either way jit
-    gives eager's bits."""
+    up to an MLP's first layer at batch 1024, is split by rows over fgrad's workers
+    with its neighbours, each part a gemm on one thread, and gives eager's bits,
+    also for shapes whose blocks OpenBLAS's threads cut otherwise (blas.parts_of:
+    eager computes those in the same parts)."""
     a = RNG.standard_normal((m, k)).astype(dt)
     b = RNG.standard_normal((k, n)).astype(dt)
-    assert m * k * n > blas.SMALL_GEMM
+    assert blas.SMALL_GEMM < m * k * n <= blas.PROBE_GEMM
     g = lambda a, b: fnp.maximum(a @ b, 0.0) * 2.0  # noqa: E731
     f = fgrad.jit(g)
-    exact = blas.splits_exactly(blas.GemmSpec((), (), (), m, n, k, False, False), dt,
-                                threads.num_threads())
     labels = split_labels(f, a, b)
-    assert any("dot_general" in line for line in labels) == exact, labels
+    assert any("dot_general" in line for line in labels), labels
     out, jobs = run_many(f, a, b, calls=3)
-    assert jobs > 0 or not exact
+    assert jobs > 0
     np.testing.assert_array_equal(np.asarray(out), np.asarray(g(fnp.asarray(a), b)))
 
 

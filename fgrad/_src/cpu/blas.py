@@ -17,12 +17,13 @@ on one thread meanwhile) products are split by the rows of their matrix, or
 their batch elements (`split_extent`), so that one pool of threads owns the
 cores and the element-wise kernels around them are shared too: a
 transformer's training step ran about 3x faster that way than with OpenBLAS's
-threads on a busy 2-core machine. A gemm is split so only where the parts,
-each on one thread, give the bits of the whole product on OpenBLAS's threads
-(as NumPy, so eager, runs it): OpenBLAS's threads cut the columns and the
-sums into other blocks than its one thread for some shapes (`splits_exactly`).
-Other products run on OpenBLAS's threads, and so does their segment, as a
-loop's body does.
+threads on a busy 2-core machine. For most shapes the parts, each a gemm on
+one thread, give the bits of one call on OpenBLAS's threads (NumPy's), but
+OpenBLAS's threads cut some shapes' columns and sums into other blocks than
+its one thread does (`splits_exactly`): such a gemm always runs as the parts
+the workers would split it into, each on one thread, jit and eager alike
+(`parts_of`; eager `matmul`), whether fgrad's threads share them or one
+thread runs them in turn.
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
@@ -49,7 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import loops
+from . import loops, threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # NumPy's OpenBLAS symbols, called by these names (the library is made global,
@@ -69,7 +70,7 @@ _registered = None
 _complex_registered = None
 
 SMALL_GEMM = 1 << 22
-PROBE_GEMM = 1 << 29     # splits_exactly runs products up to this size (~5 ms)
+PROBE_GEMM = 1 << 29     # products splits_exactly tries, up to ~5 ms each
 
 
 def _numpy_openblas():
@@ -124,43 +125,69 @@ def gemm_from_python(a, b, trans_b=False):
 _exact = {}
 
 
-def splits_exactly(spec, dtype, parts):
-    """Whether a gemm's rows cut into `parts` ranges as the worker pool cuts them
-    (range c: rows c*m//parts to (c+1)*m//parts), each a gemm on one thread,
-    give the bits of one gemm on OpenBLAS's threads (NumPy's call, so eager's).
-    They need not: OpenBLAS's threads share out the columns and the last terms
-    of each sum in blocks of other sizes for some shapes (k = 600 or 784 in
-    float32, n = 300 in float64 with NumPy's OpenBLAS on an AVX-512 Xeon),
-    which changes the last bits. Found once per shape, layout and dtype by
-    running both on random matrices, where other blocks round otherwise for
-    almost every element; products of more than PROBE_GEMM multiply-adds are
-    not tried (they stay whole)."""
-    m, n, k = spec.m, spec.n, spec.k
-    if m * n * k > PROBE_GEMM:
-        return False
-    key = (np.dtype(dtype), m, n, k, spec.trans_a, spec.trans_b, parts)
+def splits_exactly(dtype, m, n, k, parts):
+    """Whether a float m x k by k x n gemm's rows cut into `parts` ranges as the
+    worker pool cuts them (range c: rows c*m//parts to (c+1)*m//parts), each a
+    gemm on one thread, give the bits of one gemm on OpenBLAS's threads (as
+    NumPy calls it). They need not: OpenBLAS's threads cut the columns and the
+    terms of each sum into blocks of other sizes for some shapes (k = 600 or 784
+    in float32, n = 300 in float64 with NumPy's OpenBLAS on an AVX-512 Xeon),
+    which changes the last bits. Found once per shape and dtype by running both
+    on random matrices, where other blocks round otherwise for almost every
+    element (transposed operands give the same bits)."""
+    key = (np.dtype(dtype), m, n, k, parts)
     if key not in _exact:
         rng = np.random.default_rng(m * n + k)
-        a = rng.standard_normal((k, m) if spec.trans_a else (m, k)).astype(dtype)
-        b = rng.standard_normal((n, k) if spec.trans_b else (k, n)).astype(dtype)
-        whole = np.matmul(a.T if spec.trans_a else a, b.T if spec.trans_b else b)
-        out = np.empty((m, n), dtype)
-        fn, (get, set_) = _calls(np.dtype(dtype))
-        before = get()
-        set_(1)
-        try:
-            for c in range(parts):
-                lo, hi = c * m // parts, (c + 1) * m // parts
-                if hi > lo:
-                    fn(_ROW_MAJOR, _TRANS if spec.trans_a else _NO_TRANS,
-                       _TRANS if spec.trans_b else _NO_TRANS, hi - lo, n, k, 1.0,
-                       a.ctypes.data + lo * (1 if spec.trans_a else k) * a.itemsize,
-                       m if spec.trans_a else k, b.ctypes.data, k if spec.trans_b else n,
-                       0.0, out.ctypes.data + lo * n * out.itemsize, n)
-        finally:
-            set_(before)
-        _exact[key] = bool(np.array_equal(out, whole))
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        _exact[key] = bool(np.array_equal(_in_parts(a, b, parts), np.matmul(a, b)))
     return _exact[key]
+
+
+def parts_of(dtype, m, n, k, batched):
+    """How many row ranges of the pool's cut (see splits_exactly) a gemm of a
+    float product runs as, each on one thread, jit and eager alike: 0 where one
+    call on OpenBLAS's threads gives the bits its split does (and for products
+    over PROBE_GEMM multiply-adds, never split: not tried), else the threads a
+    split kernel may use (1 for an element of a batch, split by elements)."""
+    if np.dtype(dtype) not in _SYMBOLS or m == 1 or n == 1 or m * n * k > PROBE_GEMM:
+        return 0
+    parts = 1 if batched else threads.split_threads()
+    return 0 if splits_exactly(dtype, m, n, k, parts) else parts
+
+
+def matmul(a, b):
+    """np.matmul(a, b) of float arrays a (..., M, K) and b (..., K, N) with the
+    native kernels' bits: in parts where `parts_of` says so."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batched = a.ndim > 2 or b.ndim > 2
+    parts = (parts_of(a.dtype, m, n, k, batched)
+             if a.dtype == b.dtype and a.ndim >= 2 and b.ndim >= 2 and _found() else 0)
+    if not parts:
+        return np.matmul(a, b)
+    if not batched:
+        return _in_parts(a, b, parts)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    pairs = zip(np.broadcast_to(a, batch + (m, k)).reshape(-1, m, k),
+                np.broadcast_to(b, batch + (k, n)).reshape(-1, k, n))
+    return np.stack([gemm_from_python(x, y) for x, y in pairs]).reshape(batch + (m, n))
+
+
+def _in_parts(a, b, parts):
+    """a @ b as the pool's row ranges, each a gemm on one thread."""
+    m = a.shape[0]
+    return np.concatenate([gemm_from_python(a[c * m // parts:(c + 1) * m // parts], b)
+                           for c in range(parts) if (c + 1) * m // parts > c * m // parts])
+
+
+def _found():
+    """Whether NumPy's OpenBLAS was found (once)."""
+    if not _openblas:
+        _openblas.append(_numpy_openblas() is not None)
+    return _openblas[0]
+
+
+_openblas = []
 
 
 def available():
@@ -327,9 +354,9 @@ def emit_dot(ir, module, fname, eqn, spec):
     # [lo, hi) is a range of the rows of the stored matrix without batch dims, else
     # of the batch elements (see split_extent), so threads can share one product
     # (a complex product always runs whole: split_extent gives it no range)
-    rows = not spec.batch and not cplx
-    first = body.args[3] if rows else const(0)
-    count = b.sub(body.args[4], first) if rows else None
+    by_rows = not spec.batch and not cplx
+    first = body.args[3] if by_rows else const(0)
+    count = b.sub(body.args[4], first) if by_rows else None
 
     def call(offsets):
         lo, ro, oo = offsets
@@ -352,18 +379,29 @@ def emit_dot(ir, module, fname, eqn, spec):
                 bb, a = shift(bb, b.mul(first, const(n))), shift(a, first)
                 matrix_vector(bb, True, rows, n, ldb, a, c)
             return
-        rows = count or m
-        a = shift(a, b.mul(first, const(1 if spec.trans_a else lda)))
-        c = shift(c, b.mul(first, const(n)))
-        b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
-                      ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
-                      ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
-                      const(rows), const(n), const(k),
-                      one, a, const(max(lda, 1)), bb,
-                      const(max(ldb, 1)), zero, c,
-                      const(max(n, 1))])
 
-    restore = one_thread(ir, module, b) if is_small(spec) else (lambda: None)
+        def gemm_rows(start, rows):
+            b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
+                          ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
+                          ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
+                          const(rows), const(n), const(k),
+                          one, shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
+                          const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
+                          shift(c, b.mul(start, const(n))), const(max(n, 1))])
+
+        if not (parts and by_rows):
+            gemm_rows(first, count or m)
+            return
+        end = b.add(first, count)
+        for part in range(parts):       # the rows of each part of `parts_of` in [lo, hi)
+            start, stop = const(part * m // parts), const((part + 1) * m // parts)
+            start = b.select(b.icmp_signed(">", first, start), first, start)
+            stop = b.select(b.icmp_signed("<", end, stop), end, stop)
+            with b.if_then(b.icmp_signed("<", start, stop)):
+                gemm_rows(start, b.sub(stop, start))
+
+    parts = parts_of(dt, m, n, k, bool(spec.batch))
+    restore = one_thread(ir, module, b) if is_small(spec) or parts else (lambda: None)
     if spec.batch and not cplx:
         _batch_range(ir, b, body, spec, call, *body.args[3:5])
     else:
@@ -376,31 +414,26 @@ def emit_dot(ir, module, fname, eqn, spec):
 SPLIT_ROWS, SPLIT_SUM = 1, 2
 
 
-def split_extent(spec, dtype, parts):
-    """(extent, kind) of the body's [lo, hi) for a float product shared by `parts`
-    threads: with batch dims, the batch elements (flattened, SPLIT_ROWS); without,
-    the rows of the stored matrix. For a matrix times a vector (or a
+def split_extent(spec, dtype):
+    """(extent, kind) of the body's [lo, hi) for a float product: with batch dims,
+    the batch elements (flattened, SPLIT_ROWS); without, the rows of the stored
+    matrix. For a matrix times a vector (or a
     vector times a matrix) that is the larger operand, whose rows are split the
     same way as an element-wise kernel over it (its update, say), so each
     thread keeps touching the same memory. kind SPLIT_ROWS: the range gives
     rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
     partial product (the caller adds the parts). A gemm splits the rows of its
-    output, or its batch, where that keeps its bits (`splits_exactly`: one
-    element of a batch is one range). (extent, 0) otherwise: the body runs the
-    whole product."""
+    output, except over PROBE_GEMM multiply-adds (see `parts_of`): (extent, 0),
+    the body runs the whole product, as for integer and complex ones ((0, 0))."""
     if np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
-    extent = math.prod(spec.batch) if spec.batch else spec.m
-    if parts > 1 and spec.m > 1 and spec.n > 1 and \
-            not splits_exactly(spec, dtype, 1 if spec.batch else parts):
-        return extent, 0
     if spec.batch:
-        return extent, SPLIT_ROWS
+        return math.prod(spec.batch), SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
     if spec.m == 1:
         return (spec.n, SPLIT_ROWS) if spec.trans_b else (spec.k, SPLIT_SUM)
-    return spec.m, SPLIT_ROWS
+    return spec.m, SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
 
 
 def is_small(spec):

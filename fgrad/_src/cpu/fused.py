@@ -1172,7 +1172,7 @@ def _emit_dot(ir, module, fname, group):
     """A single dot_general as BLAS gemm calls (see `blas`)."""
     (eqn,) = group.eqns
     spec = blas.gemm_spec(eqn)
-    outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype, _split_threads())
+    outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
     # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
     return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind)
 
@@ -1197,8 +1197,7 @@ def group_info(group, loops):
         return (True, 0, False)
     if op == "dot_general":
         spec = blas.gemm_spec(group.eqns[0])
-        outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype,
-                                        _split_threads())
+        outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind)
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
@@ -1391,9 +1390,7 @@ def splits_alone(group):
 
 
 def _split_threads():
-    """Threads a split kernel may use: 1 without native workers here; at most 64
-    (chunks are claimed in a 64-bit mask)."""
-    return min(threads.num_threads(), 64) if pool.supported() else 1
+    return threads.split_threads()
 
 
 def _work(group):
