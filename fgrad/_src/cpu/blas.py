@@ -138,8 +138,7 @@ def splits_exactly(dtype, m, n, k, parts):
     key = (np.dtype(dtype), m, n, k, parts)
     if key not in _exact:
         rng = np.random.default_rng(m * n + k)
-        a = rng.standard_normal((m, k)).astype(dtype)
-        b = rng.standard_normal((k, n)).astype(dtype)
+        a, b = (rng.random(shape, dtype) - 0.5 for shape in ((m, k), (k, n)))
         _exact[key] = bool(np.array_equal(_in_parts(a, b, parts), np.matmul(a, b)))
     return _exact[key]
 
@@ -150,7 +149,7 @@ def parts_of(dtype, m, n, k, batched):
     call on OpenBLAS's threads gives the bits its split does (and for products
     over PROBE_GEMM multiply-adds, never split: not tried), else the threads a
     split kernel may use (1 for an element of a batch, split by elements)."""
-    if np.dtype(dtype) not in _SYMBOLS or m == 1 or n == 1 or m * n * k > PROBE_GEMM:
+    if np.dtype(dtype) not in _SYMBOLS or min(m, n) < 2 or not 0 < m * n * k <= PROBE_GEMM:
         return 0
     parts = 1 if batched else threads.split_threads()
     return 0 if splits_exactly(dtype, m, n, k, parts) else parts
