@@ -2,6 +2,8 @@
 reference interpreter, for every layout gemm takes without copies, and for the
 other layouts, whose operands are first transposed by native copy loops
 (fgrad/_src/compiler/dots.py)."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -156,6 +158,32 @@ def test_products_give_eager_bits_whatever_their_shape(m, k, n, dt):
     dims = (((2,), (2,)), ((0,), (0,)))         # a batch of x @ y^T
     np.testing.assert_array_equal(np.asarray(jit(lambda x, y: lax.dot_general(x, y, dims))(x, y)),
                                   np.asarray(lax.dot_general(fnp.asarray(x), y, dims)))
+
+
+def test_eager_products_on_python_threads_keep_openblas_thread_count():
+    """Python threads running eager products in parts at once (each pins
+    OpenBLAS to one thread meanwhile) leave its thread count as they found it,
+    and each gets the bits of one product alone."""
+    lib = blas._numpy_openblas()
+    before = lib.scipy_openblas_get_num_threads64_()
+    shapes = [(300, 600, 200), (64, 784, 96), (200, 200, 300)]
+    pairs = [tuple(RNG.standard_normal(s).astype(dt) for s in ((m, k), (k, n)))
+             for m, k, n in shapes for dt in (np.float32, np.float64)]
+    want = [np.asarray(fnp.asarray(a) @ b) for a, b in pairs]
+    results = []
+
+    def work():
+        for _ in range(10):
+            results.append(all(np.array_equal(np.asarray(fnp.asarray(a) @ b), w)
+                               for (a, b), w in zip(pairs, want)))
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert results == [True] * 40
+    assert lib.scipy_openblas_get_num_threads64_() == before
 
 
 @pytest.mark.parametrize("lshape,rshape,dims", [

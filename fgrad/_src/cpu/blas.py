@@ -42,10 +42,12 @@ which calls gemm with alpha = 1, beta = 0 for each batch element in [lo, hi)
 fgrad's workers share a batch of small products (attention's per-head
 products) element by element, each gemm on one thread.
 """
+import contextlib
 import ctypes
 import glob
 import math
 import os
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -108,18 +110,37 @@ def gemm_from_python(a, b, trans_b=False):
     product's shape and on how its threads split it, so an impl that must give a
     kernel's bits calls this (NumPy's matmul takes gemv for a single row or column,
     and OpenBLAS's threads). Requires available()."""
-    fn, (get, set_) = _calls(a.dtype)
+    fn, _ = _calls(a.dtype)
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
     (m, k), n = a.shape, b.shape[0] if trans_b else b.shape[1]
     out = np.empty((m, n), a.dtype)
-    before = get()
-    set_(1)
-    try:
+    with _one_thread(a.dtype):
         fn(_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0,
            a.ctypes.data, k, b.ctypes.data, k if trans_b else n, 0.0, out.ctypes.data, n)
-    finally:
-        set_(before)
     return out
+
+
+_pinned = [0, 1]              # Python threads pinning OpenBLAS to one thread, count before
+_pin_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_thread(dtype):
+    """OpenBLAS on one thread meanwhile; the count before is put back when the
+    last Python thread pinning it is done (native code pins it for itself)."""
+    _, (get, set_) = _calls(np.dtype(dtype))
+    with _pin_lock:
+        if not _pinned[0]:
+            _pinned[1] = get()
+            set_(1)
+        _pinned[0] += 1
+    try:
+        yield
+    finally:
+        with _pin_lock:
+            _pinned[0] -= 1
+            if not _pinned[0]:
+                set_(_pinned[1])
 
 
 _exact = {}
@@ -173,10 +194,32 @@ def matmul(a, b):
 
 
 def _in_parts(a, b, parts):
-    """a @ b as the pool's row ranges, each a gemm on one thread."""
-    m = a.shape[0]
-    return np.concatenate([gemm_from_python(a[c * m // parts:(c + 1) * m // parts], b)
-                           for c in range(parts) if (c + 1) * m // parts > c * m // parts])
+    """a @ b as the pool's row ranges, each a gemm on one thread; a product of
+    SMALL_GEMM multiply-adds or more shares them with Python threads (the calls
+    release the GIL), as the workers would."""
+    fn, _ = _calls(a.dtype)
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
+    (m, k), n = a.shape, b.shape[1]
+    out = np.empty((m, n), a.dtype)
+
+    def rows(c):
+        lo, hi = c * m // parts, (c + 1) * m // parts
+        if hi > lo:
+            fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, hi - lo, n, k, 1.0,
+               a.ctypes.data + lo * k * a.itemsize, k, b.ctypes.data, n, 0.0,
+               out.ctypes.data + lo * n * out.itemsize, n)
+
+    helpers = []
+    with _one_thread(a.dtype):
+        if m * n * k >= SMALL_GEMM:
+            helpers = [threading.Thread(target=rows, args=(c,)) for c in range(1, parts)]
+            for t in helpers:
+                t.start()
+        for c in [0] if helpers else range(parts):
+            rows(c)
+        for t in helpers:
+            t.join()
+    return out
 
 
 def _found():
