@@ -2,6 +2,8 @@
 reference interpreter, for every layout gemm takes without copies, and for the
 other layouts, whose operands are first transposed by native copy loops
 (fgrad/_src/compiler/dots.py)."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -32,6 +34,7 @@ CASES = [
     ((5, 7, 2), (7, 3), (((1,), (0,)), ((), ())), False),             # contracting in middle
     ((2, 3, 4), (3, 2, 5), (((0, 1), (1, 0)), ((), ())), False),      # pairs cross over
 ]
+RNG = np.random.default_rng(7)
 
 
 def _labels(f, *args):
@@ -128,6 +131,59 @@ def test_small_products_run_on_the_calling_thread_only():
     before = lib.scipy_openblas_get_num_threads64_()
     np.testing.assert_array_equal(small(a, b), a @ b)
     assert lib.scipy_openblas_get_num_threads64_() == before    # restored
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(200, 200, 300), (130, 600, 300), (64, 784, 512),
+                                   (100, 1024, 100), (300, 1500, 40)])
+def test_products_give_eager_bits_whatever_their_shape(m, k, n, dt):
+    """For some shapes OpenBLAS's threads give other bits than the row ranges
+    fgrad's workers split a product into (blas.splits_exactly); those run as
+    the ranges, each a gemm on one thread, wherever they run: eagerly, alone,
+    batched, in a loop's body, so jit and eager agree."""
+    a = RNG.standard_normal((m, k)).astype(dt)
+    b = RNG.standard_normal((k, n)).astype(dt)
+    eager = np.asarray(fnp.asarray(a) @ b)
+    parts = blas.parts_of(dt, m, n, k, False)
+    if parts:
+        rows = [slice(c * m // parts, (c + 1) * m // parts) for c in range(parts)]
+        np.testing.assert_array_equal(eager, np.concatenate(
+            [blas.gemm_from_python(a[r], b) for r in rows]))
+    else:
+        np.testing.assert_array_equal(eager, a @ b)         # NumPy's call
+    np.testing.assert_array_equal(np.asarray(jit(lambda a, b: a @ b)(a, b)), eager)
+    step = jit(lambda a, b: lax.scan(lambda c, _: (c + a @ b, None), a @ b * 0, None, 2)[0])
+    np.testing.assert_array_equal(np.asarray(step(a, b)), eager + eager)
+    x, y = (RNG.standard_normal((2, m, k)).astype(dt) for _ in range(2))
+    dims = (((2,), (2,)), ((0,), (0,)))         # a batch of x @ y^T
+    np.testing.assert_array_equal(np.asarray(jit(lambda x, y: lax.dot_general(x, y, dims))(x, y)),
+                                  np.asarray(lax.dot_general(fnp.asarray(x), y, dims)))
+
+
+def test_eager_products_on_python_threads_keep_openblas_thread_count():
+    """Python threads running eager products in parts at once (each pins
+    OpenBLAS to one thread meanwhile) leave its thread count as they found it,
+    and each gets the bits of one product alone."""
+    lib = blas._numpy_openblas()
+    before = lib.scipy_openblas_get_num_threads64_()
+    shapes = [(300, 600, 200), (64, 784, 96), (200, 200, 300)]
+    pairs = [tuple(RNG.standard_normal(s).astype(dt) for s in ((m, k), (k, n)))
+             for m, k, n in shapes for dt in (np.float32, np.float64)]
+    want = [np.asarray(fnp.asarray(a) @ b) for a, b in pairs]
+    results = []
+
+    def work():
+        for _ in range(10):
+            results.append(all(np.array_equal(np.asarray(fnp.asarray(a) @ b), w)
+                               for (a, b), w in zip(pairs, want)))
+
+    workers = [threading.Thread(target=work) for _ in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert results == [True] * 40
+    assert lib.scipy_openblas_get_num_threads64_() == before
 
 
 @pytest.mark.parametrize("lshape,rshape,dims", [

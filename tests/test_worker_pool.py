@@ -179,18 +179,25 @@ def test_matrix_products_split_their_rows():
     np.testing.assert_allclose(np.asarray(out[0]), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
 
 
-def test_products_up_to_the_shared_size_split_over_the_workers():
-    """A product too big for one thread alone (more than SMALL_GEMM multiply-adds)
-    is still split by fgrad's workers with its neighbours, not by OpenBLAS's."""
-    a = RNG.standard_normal((512, 256)).astype(np.float32)
-    b = RNG.standard_normal((256, 300)).astype(np.float32)
-    assert 512 * 256 * 300 > blas.SMALL_GEMM
-    f = fgrad.jit(lambda a, b: fnp.maximum(a @ b, 0.0) * 2.0)
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(512, 256, 300), (256, 600, 300), (128, 784, 512),
+                                   (200, 200, 300), (784, 1024, 512), (1024, 784, 512)])
+def test_products_of_any_size_split_over_the_workers_with_eager_bits(m, k, n, dt):
+    """A product too big for one thread alone (more than SMALL_GEMM multiply-adds),
+    up to an MLP's first layer at batch 1024, is split by rows over fgrad's workers
+    with its neighbours, each part a gemm on one thread, and gives eager's bits,
+    also for shapes whose blocks OpenBLAS's threads cut otherwise (blas.parts_of:
+    eager computes those in the same parts)."""
+    a = RNG.standard_normal((m, k)).astype(dt)
+    b = RNG.standard_normal((k, n)).astype(dt)
+    assert blas.SMALL_GEMM < m * k * n <= blas.PROBE_GEMM
+    g = lambda a, b: fnp.maximum(a @ b, 0.0) * 2.0  # noqa: E731
+    f = fgrad.jit(g)
     labels = split_labels(f, a, b)
     assert any("dot_general" in line for line in labels), labels
-    out, jobs = run_many(f, a, b)
+    out, jobs = run_many(f, a, b, calls=3)
     assert jobs > 0
-    np.testing.assert_array_equal(np.asarray(out), np.asarray(fnp.maximum(a @ b, 0.0) * 2.0))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(g(fnp.asarray(a), b)))
 
 
 @pytest.mark.parametrize("dims,rshape", [

@@ -12,13 +12,18 @@ Small products (gemms of fewer than `SMALL_GEMM` multiply-adds each) run
 with OpenBLAS limited to the calling thread for the call: they gain nothing
 from its worker threads, and on a busy machine waiting for a descheduled
 worker made them 10-100x slower (the thread count is restored right after).
-Products of up to `SHARED_GEMM` multiply-adds per gemm are split by the rows
-of their matrix, or their batch elements (`split_extent`), in a segment
-shared with fgrad's own workers (`program.Parallel`, OpenBLAS on one thread
-meanwhile), so the element-wise kernels around them are shared too: a
+In a segment shared with fgrad's own workers (`program.Parallel`, OpenBLAS
+on one thread meanwhile) products are split by the rows of their matrix, or
+their batch elements (`split_extent`), so that one pool of threads owns the
+cores and the element-wise kernels around them are shared too: a
 transformer's training step ran about 3x faster that way than with OpenBLAS's
-threads on a busy 2-core machine. Elsewhere (a loop's body) they run on
-OpenBLAS's threads.
+threads on a busy 2-core machine. For most shapes the parts, each a gemm on
+one thread, give the bits of one call on OpenBLAS's threads (NumPy's), but
+OpenBLAS's threads cut some shapes' columns and sums into other blocks than
+its one thread does (`splits_exactly`): such a gemm always runs as the parts
+the workers would split it into, each on one thread, jit and eager alike
+(`parts_of`; eager `matmul`), whether fgrad's threads share them or one
+thread runs them in turn.
 
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
@@ -37,15 +42,17 @@ which calls gemm with alpha = 1, beta = 0 for each batch element in [lo, hi)
 fgrad's workers share a batch of small products (attention's per-head
 products) element by element, each gemm on one thread.
 """
+import contextlib
 import ctypes
 import glob
 import math
 import os
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
-from . import loops
+from . import loops, threads
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # NumPy's OpenBLAS symbols, called by these names (the library is made global,
@@ -65,7 +72,7 @@ _registered = None
 _complex_registered = None
 
 SMALL_GEMM = 1 << 22
-SHARED_GEMM = 1 << 28    # a 4096x128x512 product: about 2 ms on one core
+PROBE_GEMM = 1 << 29     # products splits_exactly tries, up to ~5 ms each
 
 
 def _numpy_openblas():
@@ -82,34 +89,147 @@ def _numpy_openblas():
 _gemm_calls = {}
 
 
+def _calls(dtype):
+    """(gemm, (get thread count, set thread count)) of NumPy's OpenBLAS by ctypes."""
+    if dtype not in _gemm_calls:
+        lib = _numpy_openblas()
+        real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+        i64, p = ctypes.c_int64, ctypes.c_void_p
+        fn = getattr(lib, _SYMBOLS[dtype])
+        fn.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, p, i64, p, i64, real, p, i64]
+        fn.restype = None
+        threads = getattr(lib, _GET_THREADS), getattr(lib, _SET_THREADS)
+        threads[1].argtypes = [ctypes.c_int]
+        _gemm_calls[dtype] = fn, threads
+    return _gemm_calls[dtype]
+
+
 def gemm_from_python(a, b, trans_b=False):
     """a @ b (a @ b.T when trans_b) for float32/float64 matrices, by the gemm native
     kernels call, on the calling thread as they run it: BLAS's bits depend on the
     product's shape and on how its threads split it, so an impl that must give a
     kernel's bits calls this (NumPy's matmul takes gemv for a single row or column,
     and OpenBLAS's threads). Requires available()."""
-    if a.dtype not in _gemm_calls:
-        lib = _numpy_openblas()
-        real = ctypes.c_float if a.dtype == np.float32 else ctypes.c_double
-        i64, p = ctypes.c_int64, ctypes.c_void_p
-        fn = getattr(lib, _SYMBOLS[a.dtype])
-        fn.argtypes = [ctypes.c_int] * 3 + [i64] * 3 + [real, p, i64, p, i64, real, p, i64]
-        fn.restype = None
-        threads = getattr(lib, _GET_THREADS), getattr(lib, _SET_THREADS)
-        threads[1].argtypes = [ctypes.c_int]
-        _gemm_calls[a.dtype] = fn, threads
-    fn, (get, set_) = _gemm_calls[a.dtype]
+    fn, _ = _calls(a.dtype)
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
     (m, k), n = a.shape, b.shape[0] if trans_b else b.shape[1]
     out = np.empty((m, n), a.dtype)
-    before = get()
-    set_(1)
-    try:
+    with _one_thread(a.dtype):
         fn(_ROW_MAJOR, _NO_TRANS, _TRANS if trans_b else _NO_TRANS, m, n, k, 1.0,
            a.ctypes.data, k, b.ctypes.data, k if trans_b else n, 0.0, out.ctypes.data, n)
-    finally:
-        set_(before)
     return out
+
+
+_pinned = [0, 1]              # Python threads pinning OpenBLAS to one thread, count before
+_pin_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_thread(dtype):
+    """OpenBLAS on one thread meanwhile; the count before is put back when the
+    last Python thread pinning it is done (native code pins it for itself)."""
+    _, (get, set_) = _calls(np.dtype(dtype))
+    with _pin_lock:
+        if not _pinned[0]:
+            _pinned[1] = get()
+            set_(1)
+        _pinned[0] += 1
+    try:
+        yield
+    finally:
+        with _pin_lock:
+            _pinned[0] -= 1
+            if not _pinned[0]:
+                set_(_pinned[1])
+
+
+_exact = {}
+
+
+def splits_exactly(dtype, m, n, k, parts):
+    """Whether a float m x k by k x n gemm's rows cut into `parts` ranges as the
+    worker pool cuts them (range c: rows c*m//parts to (c+1)*m//parts), each a
+    gemm on one thread, give the bits of one gemm on OpenBLAS's threads (as
+    NumPy calls it). They need not: OpenBLAS's threads cut the columns and the
+    terms of each sum into blocks of other sizes for some shapes (k = 600 or 784
+    in float32, n = 300 in float64 with NumPy's OpenBLAS on an AVX-512 Xeon),
+    which changes the last bits. Found once per shape and dtype by running both
+    on random matrices, where other blocks round otherwise for almost every
+    element (transposed operands give the same bits)."""
+    key = (np.dtype(dtype), m, n, k, parts)
+    if key not in _exact:
+        rng = np.random.default_rng(m * n + k)
+        a, b = (rng.random(shape, dtype) - 0.5 for shape in ((m, k), (k, n)))
+        _exact[key] = bool(np.array_equal(_in_parts(a, b, parts), np.matmul(a, b)))
+    return _exact[key]
+
+
+def parts_of(dtype, m, n, k, batched):
+    """How many row ranges of the pool's cut (see splits_exactly) a gemm of a
+    float product runs as, each on one thread, jit and eager alike: 0 where one
+    call on OpenBLAS's threads gives the bits its split does (and for products
+    over PROBE_GEMM multiply-adds, never split: not tried), else the threads a
+    split kernel may use (1 for an element of a batch, split by elements)."""
+    if np.dtype(dtype) not in _SYMBOLS or min(m, n) < 2 or not 0 < m * n * k <= PROBE_GEMM:
+        return 0
+    parts = 1 if batched else threads.split_threads()
+    return 0 if splits_exactly(dtype, m, n, k, parts) else parts
+
+
+def matmul(a, b):
+    """np.matmul(a, b) of float arrays a (..., M, K) and b (..., K, N) with the
+    native kernels' bits: in parts where `parts_of` says so."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batched = a.ndim > 2 or b.ndim > 2
+    parts = (parts_of(a.dtype, m, n, k, batched)
+             if a.dtype == b.dtype and a.ndim >= 2 and b.ndim >= 2 and _found() else 0)
+    if not parts:
+        return np.matmul(a, b)
+    if not batched:
+        return _in_parts(a, b, parts)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    pairs = zip(np.broadcast_to(a, batch + (m, k)).reshape(-1, m, k),
+                np.broadcast_to(b, batch + (k, n)).reshape(-1, k, n))
+    return np.stack([gemm_from_python(x, y) for x, y in pairs]).reshape(batch + (m, n))
+
+
+def _in_parts(a, b, parts):
+    """a @ b as the pool's row ranges, each a gemm on one thread; a product of
+    SMALL_GEMM multiply-adds or more shares them with Python threads (the calls
+    release the GIL), as the workers would."""
+    fn, _ = _calls(a.dtype)
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b, a.dtype)
+    (m, k), n = a.shape, b.shape[1]
+    out = np.empty((m, n), a.dtype)
+
+    def rows(c):
+        lo, hi = c * m // parts, (c + 1) * m // parts
+        if hi > lo:
+            fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, hi - lo, n, k, 1.0,
+               a.ctypes.data + lo * k * a.itemsize, k, b.ctypes.data, n, 0.0,
+               out.ctypes.data + lo * n * out.itemsize, n)
+
+    helpers = []
+    with _one_thread(a.dtype):
+        if m * n * k >= SMALL_GEMM:
+            helpers = [threading.Thread(target=rows, args=(c,)) for c in range(1, parts)]
+            for t in helpers:
+                t.start()
+        for c in [0] if helpers else range(parts):
+            rows(c)
+        for t in helpers:
+            t.join()
+    return out
+
+
+def _found():
+    """Whether NumPy's OpenBLAS was found (once)."""
+    if not _openblas:
+        _openblas.append(_numpy_openblas() is not None)
+    return _openblas[0]
+
+
+_openblas = []
 
 
 def available():
@@ -276,9 +396,9 @@ def emit_dot(ir, module, fname, eqn, spec):
     # [lo, hi) is a range of the rows of the stored matrix without batch dims, else
     # of the batch elements (see split_extent), so threads can share one product
     # (a complex product always runs whole: split_extent gives it no range)
-    rows = not spec.batch and not cplx
-    first = body.args[3] if rows else const(0)
-    count = b.sub(body.args[4], first) if rows else None
+    by_rows = not spec.batch and not cplx
+    first = body.args[3] if by_rows else const(0)
+    count = b.sub(body.args[4], first) if by_rows else None
 
     def call(offsets):
         lo, ro, oo = offsets
@@ -301,18 +421,29 @@ def emit_dot(ir, module, fname, eqn, spec):
                 bb, a = shift(bb, b.mul(first, const(n))), shift(a, first)
                 matrix_vector(bb, True, rows, n, ldb, a, c)
             return
-        rows = count or m
-        a = shift(a, b.mul(first, const(1 if spec.trans_a else lda)))
-        c = shift(c, b.mul(first, const(n)))
-        b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
-                      ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
-                      ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
-                      const(rows), const(n), const(k),
-                      one, a, const(max(lda, 1)), bb,
-                      const(max(ldb, 1)), zero, c,
-                      const(max(n, 1))])
 
-    restore = one_thread(ir, module, b) if is_small(spec) else (lambda: None)
+        def gemm_rows(start, rows):
+            b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
+                          ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
+                          ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
+                          const(rows), const(n), const(k),
+                          one, shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
+                          const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
+                          shift(c, b.mul(start, const(n))), const(max(n, 1))])
+
+        if not (parts and by_rows):
+            gemm_rows(first, count or m)
+            return
+        end = b.add(first, count)
+        for part in range(parts):       # the rows of each part of `parts_of` in [lo, hi)
+            start, stop = const(part * m // parts), const((part + 1) * m // parts)
+            start = b.select(b.icmp_signed(">", first, start), first, start)
+            stop = b.select(b.icmp_signed("<", end, stop), end, stop)
+            with b.if_then(b.icmp_signed("<", start, stop)):
+                gemm_rows(start, b.sub(stop, start))
+
+    parts = parts_of(dt, m, n, k, bool(spec.batch))
+    restore = one_thread(ir, module, b) if is_small(spec) or parts else (lambda: None)
     if spec.batch and not cplx:
         _batch_range(ir, b, body, spec, call, *body.args[3:5])
     else:
@@ -334,16 +465,17 @@ def split_extent(spec, dtype):
     thread keeps touching the same memory. kind SPLIT_ROWS: the range gives
     rows of the output; SPLIT_SUM: terms of the contraction, the body computes a
     partial product (the caller adds the parts). A gemm splits the rows of its
-    output. (0, 0) otherwise: the body runs the whole product."""
+    output, except over PROBE_GEMM multiply-adds (see `parts_of`): (extent, 0),
+    the body runs the whole product, as for integer and complex ones ((0, 0))."""
     if np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
     if spec.batch:
-        return math.prod(spec.batch), SPLIT_ROWS
+        return math.prod(spec.batch), SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
     if spec.m == 1:
         return (spec.n, SPLIT_ROWS) if spec.trans_b else (spec.k, SPLIT_SUM)
-    return spec.m, SPLIT_ROWS
+    return spec.m, SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
 
 
 def is_small(spec):
@@ -352,22 +484,22 @@ def is_small(spec):
     return spec.m * spec.n * spec.k < SMALL_GEMM
 
 
-def worker_sized(spec):
-    """Whether fgrad's workers rather than OpenBLAS's threads share a product's
-    gemms when its segment is split over them (see the module docstring)."""
-    return spec.m * spec.n * spec.k <= SHARED_GEMM
+def thread_count(ir, module, b):
+    """OpenBLAS's thread count now (an i32), at `b`."""
+    return b.call(loops.declare(ir, module, _GET_THREADS, ir.IntType(32), []), [])
+
+
+def set_thread_count(ir, module, b, count):
+    """Set OpenBLAS's thread count to `count` (an i32) at `b`."""
+    b.call(loops.declare(ir, module, _SET_THREADS, ir.VoidType(), [ir.IntType(32)]), [count])
 
 
 def one_thread(ir, module, b):
     """Pin OpenBLAS to one thread at `b`; returns restore() that puts the
     caller's thread count back."""
-    i32 = ir.IntType(32)
-    get = loops.declare(ir, module, _GET_THREADS, i32, [])
-    set_ = loops.declare(ir, module, _SET_THREADS, ir.VoidType(), [i32])
-    before = b.call(get, [])
-    b.call(set_, [ir.Constant(i32, 1)])
-    return lambda: b.call(set_, [before])
-
+    before = thread_count(ir, module, b)
+    set_thread_count(ir, module, b, ir.Constant(ir.IntType(32), 1))
+    return lambda: set_thread_count(ir, module, b, before)
 
 
 def _emit_integer_dot(ir, module, fname, dt, spec):

@@ -1186,7 +1186,7 @@ def _emit_dot(ir, module, fname, group):
     spec = blas.gemm_spec(eqn)
     outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
     # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
-    return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind * blas.worker_sized(spec))
+    return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind)
 
 
 def _sanitize(name):
@@ -1210,7 +1210,7 @@ def group_info(group, loops):
     if op == "dot_general":
         spec = blas.gemm_spec(group.eqns[0])
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
-        return (False, outer, kind * blas.worker_sized(spec))
+        return (False, outer, kind)
     if op in convolution.NAMES:
         return _conv_info(group.eqns[0])
     if op in windows.NAMES:
@@ -1359,11 +1359,13 @@ SPLIT_WORK = 100_000
 def parallel_plan(seg, info_of):
     """How the segment `seg` shares work with the worker pool (a program.Parallel),
     or None when it runs on one thread: its members above SPLIT_WORK whose outer
-    loop may be split. Not with a product big enough for OpenBLAS's own threads
-    (they and ours would oversubscribe the cores), nor with a decomposition
-    (SciPy's OpenBLAS, whose thread count we leave alone, may use its threads even
-    for 32x32 solves; on a busy machine our waiting workers made a batch of small
-    inverses 20x slower), nor with a native loop."""
+    loop may be split. Not with a product that may not be split (see
+    blas.split_extent) and is big enough for OpenBLAS's own threads (they and
+    ours would oversubscribe the cores: OpenBLAS's threads spin for a while
+    after a call), nor with a decomposition (SciPy's OpenBLAS, whose thread count we
+    leave alone, may use its threads even for 32x32 solves; on a busy machine
+    our waiting workers made a batch of small inverses 20x slower), nor with a
+    native loop."""
     n = _split_threads()
     if n < 2:
         return None
@@ -1376,7 +1378,7 @@ def parallel_plan(seg, info_of):
         if eqn.primitive.name in ("scan", "while", "cond"):
             return None
         if eqn.primitive.name == "dot_general" and eqn.outvars[0].aval.dtype.kind == "f":
-            if not blas.worker_sized(blas.gemm_spec(eqn)):
+            if not splittable and not blas.is_small(blas.gemm_spec(eqn)):
                 return None
             calls_blas = True
         if eqn.primitive.name in lapack.NAMES:
@@ -1404,9 +1406,7 @@ def splits_alone(group):
 
 
 def _split_threads():
-    """Threads a split kernel may use: 1 without native workers here; at most 64
-    (chunks are claimed in a 64-bit mask)."""
-    return min(threads.num_threads(), 64) if pool.supported() else 1
+    return threads.split_threads()
 
 
 def _work(group):

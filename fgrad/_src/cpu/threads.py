@@ -21,3 +21,10 @@ def num_threads():
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover (not Linux)
         return os.cpu_count() or 1
+
+
+def split_threads():
+    """Threads a split kernel may use: 1 without native workers here (see `pool`);
+    at most 64 (chunks are claimed in a 64-bit mask)."""
+    from . import pool
+    return min(num_threads(), 64) if pool.supported() else 1

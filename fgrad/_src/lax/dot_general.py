@@ -17,6 +17,7 @@ from .. import dtypes
 from ..ad import defbilinear, is_undefined
 from ..batching import batched_axes
 from ..core import Primitive, ShapedArray
+from ..cpu import blas
 from ..errors import FgradTypeError
 from ._util import check_kinds, shapes_str
 from .elementwise import convert_element_type
@@ -81,7 +82,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
     a = lhs.transpose(lb + lf + lc).reshape(lhs_batch + (math.prod(lhs_free), k))
     b = rhs.transpose(rb + rc + rf).reshape(rhs_batch + (k, math.prod(rhs_free)))
     # An outer product (K = 1, e.g. per-example weight gradients) is faster broadcast.
-    out = a * b if k == 1 else np.matmul(a, b)
+    out = a * b if k == 1 else blas.matmul(a, b)        # (the native kernels' bits)
     return out.reshape(tuple(_batch_size(p, q) for p, q in zip(lhs_batch, rhs_batch))
                        + lhs_free + rhs_free)
 
