@@ -49,6 +49,21 @@ def test_new_process_runs_a_cached_program_without_emitting_ir(tmp_path):
     assert list((tmp_path / "cpu").glob("*.alias"))
 
 
+def test_the_thread_count_is_in_the_programs_key(monkeypatch):
+    """How gemms are cut into parts for the workers (blas.parts_of) depends on the
+    thread count, so a program cached under one count is not reused under another."""
+    from fgrad._src.cpu import threads
+    from fgrad._src.jit import executable
+    keys = []
+    monkeypatch.setattr(executable, "fingerprint",
+                        lambda *a: keys.append(fingerprint(*a)) or keys[-1])
+    x = np.ones((8, 8), np.float32)
+    for n in (1, 2, 2):
+        monkeypatch.setattr(threads, "split_threads", lambda n=n: n)
+        fgrad.jit(lambda x: x @ x * 2.0)(x)
+    assert keys[0] is not None and keys[0] != keys[1] == keys[2]
+
+
 def _closed(f, *args):
     return simplify(fgrad.jit(f).lower(*args).jaxpr)
 

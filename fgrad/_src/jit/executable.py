@@ -20,7 +20,7 @@ import numpy as np
 from .. import core
 from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
-from ..cpu import compiler_lock, interrupts, mpi
+from ..cpu import compiler_lock, interrupts, mpi, threads
 from ..cpu.blas import SPLIT_SUM
 from ..cpu.program import plan_segments
 from ..config import config
@@ -112,7 +112,10 @@ class Executable:
         fns, segment_fns = [None] * len(groups), []
         if groups:
             # raises FusedCompileError (naming the group and the cause) on failure
-            key = fingerprint(closed, name, tuple(donated), config.flush_denormals)
+            # how gemms are cut into parts (blas.parts_of) depends on the thread count
+            # and on NumPy's OpenBLAS (its version): both are in the key
+            key = fingerprint(closed, name, tuple(donated), config.flush_denormals,
+                              threads.split_threads(), np.__version__)
             fns, segment_fns = fused.compile_groups(groups, name, inplace, segments,
                                                     config.flush_denormals, loops, key,
                                                     _canonical_names(jaxpr, template, slot_of))
