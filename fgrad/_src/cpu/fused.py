@@ -28,7 +28,9 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (0, as
+input has the domain's shape, or hold several of one kind over the same axes
+(`fusion.join_sibling_reductions`, when `same_sums` finds each one's loop
+nest, and so its order of terms, unchanged): each output is filled with the identity (0, as
 NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
 False) before the loop nest, and the body accumulates into it through strides
 that are 0 on the reduced axes (a last-axis reduction's accumulator is
