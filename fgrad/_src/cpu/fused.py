@@ -30,9 +30,9 @@ A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
 input has the domain's shape, or hold several of one kind over the same axes
 (`fusion.join_sibling_reductions`, when `same_sums` finds each one's loop
-nest, and so its order of terms, unchanged): each output is filled with the identity (0, as
-NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
-False) before the loop nest, and the body accumulates into it through strides
+nest, and so its order of terms, unchanged): each output is filled with the
+identity (0, as NumPy's sums start from +0.0; 1; -inf / +inf or the integer
+extremes; True / False) before the loop nest, and the body accumulates into it through strides
 that are 0 on the reduced axes (a last-axis reduction's accumulator is
 promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min and count -0.0 below +0.0 (IEEE
@@ -895,9 +895,7 @@ def _emit_group(ir, module, fname, group):
     by_rows = any(isinstance(p, summation.PairwiseRows) for p in pairwise.values())
     row_base = []        # by rows: the offset of the outputs' first element in the row
 
-    for red_out, red in reducing.items():
-        if math.prod(domain) == 0:
-            break
+    for red_out, red in (reducing.items() if math.prod(domain) > 0 else ()):
         # the reduced output starts at the reduction's identity
         rdt = red_out.aval.dtype
         rmt = cx.mem_ty(rdt)
