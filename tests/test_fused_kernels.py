@@ -693,7 +693,68 @@ def test_reductions_over_axes_match_numpy(dt):
             np.testing.assert_array_equal(got["sum_of_sq"], sq)
         labels = _labels(f, x)
         assert all(lab.startswith("native:") for lab in labels), labels
-        assert "native:mul+reduce_sum" in labels or not axes, labels
+        # x * x fused into its sum, which shares a loop nest with sum(x)
+        assert "native:reduce_sum+mul+reduce_sum" in labels or not axes, labels
+
+
+# (shape, axes) covering each way a float sum adds up its terms: running sums (few
+# terms), blocked pairwise sums over inner axes, rows of pairwise sums over outer
+# axes, a full sum, and a batch norm's (0, 2, 3)
+SIBLING_SUMS = [((1000, 37), (0,)), ((37, 3000), (1,)), ((5000, 64), (0,)),
+                ((700, 1000), (0, 1)), ((8, 16, 32, 32), (0, 2, 3)), ((3000,), (0,))]
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_sibling_reductions_share_one_kernel_with_the_same_bits(dt):
+    rng = np.random.default_rng(14)
+    for shape, axes in SIBLING_SUMS:
+        x = rng.standard_normal(shape).astype(dt)
+        y = rng.standard_normal(shape).astype(dt)
+        first = lambda x, y: lax.reduce_sum(x, axes)             # noqa: E731
+        second = lambda x, y: lax.reduce_sum(x * y, axes)        # noqa: E731
+        both = lambda x, y: (first(x, y), second(x, y))          # noqa: E731
+        assert _labels(both, x, y) == ["native:reduce_sum+mul+reduce_sum"], (shape, axes)
+        got = jit(both)(x, y)
+        for k, alone in enumerate((first, second)):   # each sum's order is unchanged
+            want = np.asarray(jit(alone)(x, y))
+            assert np.array_equal(np.asarray(got[k]).view(want.dtype.str.replace("f", "u")),
+                                  want.view(want.dtype.str.replace("f", "u"))), (shape, axes, k)
+
+
+def test_batch_norm_gradient_sums_share_one_kernel():
+    rng = np.random.default_rng(15)
+    g, h = (rng.standard_normal((4, 8, 16, 16)).astype(np.float32) for _ in range(2))
+
+    def sums(g, h):      # a batch norm's gradients w.r.t. its shift and scale
+        xhat = h * lax.rsqrt(lax.reduce_sum(h * h, (0, 2, 3)) + 1.0)[None, :, None, None]
+        return lax.reduce_sum(g, (0, 2, 3)), lax.reduce_sum(g * xhat, (0, 2, 3))
+    labels = _labels(sums, g, h)
+    assert labels[-1] == "native:mul+reduce_sum+mul+reduce_sum", labels   # xhat, then both sums
+    assert len(labels) == 3, labels
+    for got, want in zip(jit(sums)(g, h), sums(g, h)):
+        _close(got, want, 64.0)
+
+
+def test_reductions_that_cannot_share_a_kernel():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((64, 1000)).astype(np.float32)
+    y = rng.standard_normal((1000, 64)).astype(np.float32)
+    cases = {
+        "reads the other's result": lambda x, y: (lax.reduce_sum(x, (0,)),
+                                                  lax.reduce_sum(x - lax.reduce_sum(x, (0, 1)),
+                                                                 (0,))),
+        "other axes": lambda x, y: (lax.reduce_sum(x, (0,)), lax.reduce_sum(x * x, (1,))),
+        "other reduction": lambda x, y: (lax.reduce_sum(x, (0,)), lax.reduce_max(x * x, (0,))),
+        # x alone is summed as one flat loop, x * y.T over two levels: joined, the
+        # first sum's terms would be added in another order
+        "other loop nest": lambda x, y: (lax.reduce_sum(x, (0, 1)),
+                                         lax.reduce_sum(x * y.T, (0, 1))),
+    }
+    for what, f in cases.items():
+        labels = _labels(f, x, y)
+        assert not any(lab.count("reduce_") > 1 for lab in labels), (what, labels)
+        for got, want in zip(jit(f)(x, y), f(x, y)):
+            _close(got, want, 64.0, what)
 
 
 def test_reductions_with_keepdims_and_fnp():

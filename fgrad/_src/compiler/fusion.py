@@ -8,7 +8,10 @@ A reduction the backend can lower (`can_fuse` says so) whose input has the
 group's domain joins the group as its LAST equation: the loop still walks the
 domain (the reduction's input shape) and accumulates into the reduced output,
 so `sum(exp(x - m), -1)` is one loop nest. A reduction whose input comes from
-elsewhere starts a group of its own.
+elsewhere starts a group of its own. `join_sibling_reductions` then lets a later
+reduction group over the same domain and axes (`sum(g * xhat)` beside `sum(g)`)
+join an earlier one when it reads none of its reductions' results: one loop
+nest, several reduced outputs.
 
 Shape ops that only re-index their operand (`expand_dims`, `squeeze`,
 `broadcast_in_dim`, `transpose`, `slice`, `rev`, and `reshape`s that only
@@ -36,8 +39,9 @@ REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
 class Fused:
     """Equations run as one loop nest over `shape` (the domain).
 
-    eqns: element-wise equations, possibly ending with one reduction whose
-    input has the domain's shape; inputs: atoms from outside the group (Vars or
+    eqns: element-wise equations and reductions whose input has the domain's
+    shape (all over the same axes; no equation reads a reduction's result), at
+    least one of them last when there are any; inputs: atoms from outside the group (Vars or
     Literals) in first-use order, possibly repeated (two views of one array);
     reads: per input, (the var the group reads, its IndexMap into the input) for a
     fused view, else (input, None); outputs: the group's Vars that are used
@@ -50,10 +54,9 @@ class Fused:
         self.reads = reads if reads is not None else [(a, None) for a in inputs]
 
     @property
-    def reduction(self):
-        """The group's closing reduction equation, or None."""
-        last = self.eqns[-1]
-        return last if last.primitive.name in REDUCTIONS else None
+    def reductions(self):
+        """The group's reduction equations, in order (empty when it has none)."""
+        return [e for e in self.eqns if e.primitive.name in REDUCTIONS]
 
     def __repr__(self):
         return (f"Fused({'+'.join(e.primitive.name for e in self.eqns)} over "
@@ -123,11 +126,14 @@ def view_map(eqn, m):
     return None
 
 
-def plan(jaxpr, can_fuse):
+def plan(jaxpr, can_fuse, same_sums=None):
     """Steps for `jaxpr`: Fused groups and single equations, in a valid order.
 
     `can_fuse(eqn)` says whether the backend has a loop-body lowering for an
-    element-wise equation or a reduction.
+    element-wise equation or a reduction. With `same_sums(parts, joined)` (the
+    backend says whether each reduction of the Fused groups `parts` adds its
+    terms in the same order in the Fused group `joined`), sibling reduction
+    groups are joined (see join_sibling_reductions).
     """
     eqns = jaxpr.eqns
     n = len(eqns)
@@ -232,7 +238,56 @@ def plan(jaxpr, can_fuse):
     while pending:
         emit(pending[0])
     del emit, depends_on   # recursive closures (a cycle): free what they hold now
+    if same_sums is not None:
+        steps = join_sibling_reductions(steps, jaxpr, readers, program_outs, resolved,
+                                        same_sums)
     return steps
+
+
+def _reduction_kind(step):
+    """What the reductions of a Fused step share ((name, axes, dtype) and its
+    domain), or None when it has none or they differ."""
+    if type(step) is not Fused:
+        return None
+    kinds = {(e.primitive.name, tuple(sorted(e.params["axes"])), e.outvars[0].aval.dtype)
+             for e in step.reductions}
+    return (kinds.pop(), tuple(step.shape)) if len(kinds) == 1 else None
+
+
+def join_sibling_reductions(steps, jaxpr, readers, program_outs, resolved, same_sums):
+    """`steps` with each reduction group joined to the latest earlier group of
+    the same kind (reductions of one name, axes and dtype over the same domain)
+    when everything it reads is ready there and none of it is that group's
+    reduced results or read through a view of that group's values (it then runs
+    in that group's loop nest, at its place), and `same_sums` agrees that no
+    sum's order changes. Sums such as sum(x) and sum(x * x), or a batch norm's
+    gradient sums, then read their operands once."""
+    index = {id(e): i for i, e in enumerate(jaxpr.eqns)}
+    out, where = [], {}           # where: Var -> position in `out` of its step
+    for step in steps:
+        kind = _reduction_kind(step)
+        target = None
+        if kind is not None:
+            sources = [a for a in step.inputs if type(a) is Var]
+            viewed = [a for a, (_, m) in zip(step.inputs, step.reads) if m is not None]
+            pos = len(out) - 1       # the latest group of this kind, unless a later step
+            while pos >= 0 and _reduction_kind(out[pos]) != kind:   # defines what it reads
+                pos = -1 if any(where.get(a) == pos for a in sources) else pos - 1
+            if pos >= 0:
+                g = out[pos]
+                reduced = {e.outvars[0] for e in g.reductions}
+                if not any(a in reduced for a in sources) \
+                        and not any(where.get(a) == pos for a in viewed):
+                    joined = _make_group([(index[id(e)], e) for e in g.eqns + step.eqns],
+                                         readers, program_outs, resolved)
+                    if same_sums([g, step], joined):
+                        target, out[pos] = pos, joined
+        if target is None:
+            target = len(out)
+            out.append(step)
+        for v in (out[target].outputs if type(out[target]) is Fused else step.outvars):
+            where[v] = target
+    return out
 
 
 class _Pending:
@@ -284,9 +339,10 @@ def _make_group(indexed, readers, program_outs, resolved=None):
     outputs = [v for _, eqn in indexed for v in eqn.outvars
                if v in program_outs or readers.get(v, set()) - members]
     eqns = [eqn for _, eqn in indexed]
-    first = eqns[-1]
-    shape = (first.invars[0] if first.primitive.name in REDUCTIONS else first.outvars[0]).aval.shape
+    last = eqns[-1]
+    shape = (last.invars[0] if last.primitive.name in REDUCTIONS else last.outvars[0]).aval.shape
     return Fused(eqns, inputs, outputs, tuple(shape), reads)
 
 
-__all__ = ["Fused", "IndexMap", "plan", "view_map", "VIEWS", "REDUCTIONS"]
+__all__ = ["Fused", "IndexMap", "plan", "join_sibling_reductions", "view_map", "VIEWS",
+           "REDUCTIONS"]

@@ -28,9 +28,11 @@ checks are needed; GEPs are `inbounds`.
 
 A group may end with a reduce_sum / reduce_prod / reduce_max / reduce_min
 (numeric dtypes; max/min also bool) or a reduce_and / reduce_or (bool) whose
-input has the domain's shape: its output is filled with the identity (0, as
-NumPy's sums start from +0.0; 1; -inf / +inf or the integer extremes; True /
-False) before the loop nest, and the body accumulates into it through strides
+input has the domain's shape, or hold several of one kind over the same axes
+(`fusion.join_sibling_reductions`, when `same_sums` finds each one's loop
+nest, and so its order of terms, unchanged): each output is filled with the
+identity (0, as NumPy's sums start from +0.0; 1; -inf / +inf or the integer
+extremes; True / False) before the loop nest, and the body accumulates into it through strides
 that are 0 on the reduced axes (a last-axis reduction's accumulator is
 promoted to a register by LLVM).
 Max/min propagate NaN like np.max / np.min and count -0.0 below +0.0 (IEEE
@@ -794,24 +796,37 @@ def _half_steps(cx, name, x):
 
 
 def _loop_nest(group):
-    """(the reduction ending the group or None, its output when the group returns
-    it, the collapsed loop extents, per input and then the reduced output: its
-    layout over them) of an element-wise group."""
+    """(the group's reductions, those whose outputs the group returns, the
+    collapsed loop extents, per input and then the reduced outputs: its layout
+    over them) of an element-wise group. Its reductions share their axes, so
+    their outputs share a layout."""
     domain = tuple(group.shape)
     reads = [r for a, r in zip(group.inputs, group.reads) if type(a) is not Literal]
     ins = [a for a in group.inputs if type(a) is not Literal]
-    red = group.eqns[-1] if group.eqns[-1].primitive.name in _REDUCE_DTYPES else None
-    red_out = red.outvars[0] if red is not None and red.outvars[0] in group.outputs else None
+    reds = [e for e in group.eqns if e.primitive.name in _REDUCE_DTYPES]
+    red_outs = [e for e in reds if e.outvars[0] in group.outputs]
     # a fused view (an IndexMap) reads its source with the view's strides from an offset
     operands = [domain_strides(domain, v.aval.shape, None) if m is None
                 else domain_strides(domain, rv.aval.shape, m.strides)
                 for v, (rv, m) in zip(ins, reads)]
     offsets = [0 if m is None else m.offset for _, m in reads]
-    if red_out is not None:
-        operands.append(_reduced_strides(domain, set(red.params["axes"])))
+    if red_outs:
+        operands.append(_reduced_strides(domain, set(red_outs[0].params["axes"])))
         offsets.append(0)
     dims, layout = _layout(domain, operands, offsets)
-    return red, red_out, dims, layout
+    return reds, red_outs, dims, layout
+
+
+def same_sums(parts, joined):
+    """Whether each reduction of the groups `parts` adds up its terms in the same
+    order in the group `joined` (which runs them all): the same loop nest over the
+    terms and the same layout of the reduced outputs."""
+    _, _, dims, layout = _loop_nest(joined)
+    for part in parts:
+        _, red_outs, part_dims, part_layout = _loop_nest(part)
+        if part_dims != dims or (red_outs and part_layout[-1] != layout[-1]):
+            return False
+    return True
 
 
 def _checks_selector(group):
@@ -828,11 +843,10 @@ def _emit_group(ir, module, fname, group):
     n_in, n_out = len(ins), len(outs)
     ptr = ir.PointerType()
     i64 = ir.IntType(64)
-    red, red_out, dims, layout = _loop_nest(group)
-    if red is not None:
-        elementwise = group.eqns[:-1]
-    else:
-        elementwise = group.eqns
+    reds, red_outs, dims, layout = _loop_nest(group)
+    elementwise = [e for e in group.eqns if e.primitive.name not in _REDUCE_DTYPES]
+    # reduced output var -> its reduction equation
+    reducing = {e.outvars[0]: e for e in red_outs}
 
     # body(ptr noalias in..., ptr noalias out..., i64 lo, i64 hi) -> i1 (selector out of
     # range); [lo, hi) is the range of the outermost loop this call runs
@@ -849,7 +863,7 @@ def _emit_group(ir, module, fname, group):
     b = ir.IRBuilder(body.append_basic_block("entry"))
     cx = _Cx(ir, module, b)
     offsets = [0 if m is None else m.offset for _, m in reads]
-    red_layout = layout[n_in] if red_out is not None else None
+    red_layout = layout[n_in] if red_outs else None
     layout = layout[:n_in]
 
     def load(k, index):
@@ -872,12 +886,16 @@ def _emit_group(ir, module, fname, group):
         if kind == "strided":
             stride_keys.setdefault(tuple(st), len(stride_keys))
     strides = list(stride_keys)
-    pairwise = _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims)
-    pairwise, sums_from, last_summed = pairwise or (None, None, None)
-    by_rows = isinstance(pairwise, summation.PairwiseRows)
-    row_base = []        # by rows: the offset of the output's first element in the row
+    # per reduced output its pairwise sum; all of them sum over the same levels
+    plans = [_pairwise_sum(ir, module, body, b, cx, e, e.outvars[0], red_layout, dims)
+             for e in red_outs]
+    pairwise = {e.outvars[0]: p[0] for e, p in zip(red_outs, plans) if p is not None}
+    assert len({p and p[1:] for p in plans}) <= 1 and len(pairwise) in (0, len(red_outs))
+    _, sums_from, last_summed = (plans and plans[0]) or (None, None, None)
+    by_rows = any(isinstance(p, summation.PairwiseRows) for p in pairwise.values())
+    row_base = []        # by rows: the offset of the outputs' first element in the row
 
-    if red_out is not None and math.prod(domain) > 0:
+    for red_out, red in (reducing.items() if math.prod(domain) > 0 else ()):
         # the reduced output starts at the reduction's identity
         rdt = red_out.aval.dtype
         rmt = cx.mem_ty(rdt)
@@ -932,11 +950,13 @@ def _emit_group(ir, module, fname, group):
         for j, v in enumerate(outs):
             dt = v.aval.dtype
             mt = cx.mem_ty(dt)
-            if v is red_out and pairwise is not None and not by_rows:
-                pairwise.add(read(red.invars[0]))
+            red = reducing.get(v)
+            if red is not None and pairwise and not by_rows:
+                pairwise[v].add(read(red.invars[0]))
                 continue
-            if v is red_out:
-                p = (pairwise.at(b.sub(reduced_index(flat, offs), row_base[0], flags=("nsw",)))
+            if red is not None:
+                p = (pairwise[v].at(b.sub(reduced_index(flat, offs), row_base[0],
+                                          flags=("nsw",)))
                      if by_rows else reduced_at(j, flat, offs))
                 acc = cx.from_mem(b.load(p, typ=mt), dt)
                 b.store(cx.to_mem(_reduce_combine(cx, red.primitive.name, dt, acc,
@@ -955,15 +975,15 @@ def _emit_group(ir, module, fname, group):
             cx.errors.clear()
 
     def reduced_index(flat, offs):
-        """Index of the reduction's output element at this point."""
+        """Index of the reductions' output element at this point."""
         kind, st = red_layout
         return (zero if kind == "scalar" else flat if kind == "flat"
                 else offs[stride_keys[tuple(st)]])
 
     def reduced_at(j, flat, offs):
-        """Pointer to the reduction's output element (output j) at this point."""
+        """Pointer to a reduction's output element (output j) at this point."""
         return b.gep(body.args[n_in + j], [reduced_index(flat, offs)], inbounds=True,
-                     source_etype=cx.mem_ty(red_out.aval.dtype))
+                     source_etype=cx.mem_ty(outs[j].aval.dtype))
 
     def emit_loops(level, flat, offs):
         if level == len(dims):
@@ -971,20 +991,22 @@ def _emit_group(ir, module, fname, group):
             return
         start, stop = (lo, hi) if level == 0 else (zero, ir.Constant(i64, dims[level]))
         emit = emit_level
-        if pairwise is not None and not by_rows and level == len(dims) - 1:
+        if pairwise and not by_rows and level == len(dims) - 1:
             emit = emit_blocks
-        if pairwise is not None and level == sums_from:
-            # the nest from here sums into one output element (by rows: into a
-            # row of them) in blocks, pairwise
-            p = reduced_at(outs.index(red_out), flat, offs)
-            pairwise.start()
+        if pairwise and level == sums_from:
+            # the nest from here sums into one element of each output (by rows:
+            # into a row of them) in blocks, pairwise
+            ps = {v: reduced_at(outs.index(v), flat, offs) for v in pairwise}
+            for sums in pairwise.values():
+                sums.start()
             if by_rows:
                 row_base[:] = [reduced_index(flat, offs)]
             emit(level, flat, offs, start, stop)
-            if by_rows:
-                pairwise.total_into(p)
-            else:
-                b.store(b.fadd(b.load(p, typ=cx.ty(red_out.aval.dtype)), pairwise.total()), p)
+            for v, sums in pairwise.items():
+                if by_rows:
+                    sums.total_into(ps[v])
+                else:
+                    b.store(b.fadd(b.load(ps[v], typ=cx.ty(v.aval.dtype)), sums.total()), ps[v])
         else:
             emit(level, flat, offs, start, stop)
 
@@ -994,7 +1016,8 @@ def _emit_group(ir, module, fname, group):
         step = ir.Constant(i64, summation.BLOCK)
         if level > 0 and dims[level] <= summation.BLOCK:
             emit_level(level, flat, offs, start, stop)
-            pairwise.terms_added(ir.Constant(i64, dims[level]))
+            for sums in pairwise.values():
+                sums.terms_added(ir.Constant(i64, dims[level]))
             return
         pre = b.block
         loop = body.append_basic_block(f"blocks{level}")
@@ -1007,7 +1030,8 @@ def _emit_group(ir, module, fname, group):
         last = b.add(first, b.select(b.icmp_unsigned("<", room, step), room, step),
                      flags=("nuw", "nsw"))
         emit_level(level, flat, offs, first, last)
-        pairwise.terms_added(b.sub(last, first, flags=("nuw",)))
+        for sums in pairwise.values():
+            sums.terms_added(b.sub(last, first, flags=("nuw",)))
         first.add_incoming(last, b.block)
         b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
         b.position_at_end(done)
@@ -1035,7 +1059,8 @@ def _emit_group(ir, module, fname, group):
                 offs2.append(inc if off is zero else b.add(off, inc, flags=("nsw",)))
         emit_loops(level + 1, flat2, offs2)
         if by_rows and level == last_summed:
-            pairwise.row_done()
+            for sums in pairwise.values():
+                sums.row_done()
         nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
         i.add_incoming(nxt, b.block)
         back = b.cbranch(b.icmp_unsigned("<", nxt, stop), loop, done)
@@ -1048,7 +1073,7 @@ def _emit_group(ir, module, fname, group):
     # a group that only copies elements through index maps (transposes, slices,
     # broadcasts) keeps its loops rolled: see loops.no_unroll
     read_vars = {v for v, _ in reads}
-    moves_only = red is None and all(e.outvars[0] in read_vars for e in elementwise)
+    moves_only = not reds and all(e.outvars[0] in read_vars for e in elementwise)
     # the vectoriser interleaves a loop calling sin/cos variants once; inlined
     # (mathlib), their long dependency chains gain from two vectors in flight
     trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
@@ -1064,13 +1089,14 @@ def _emit_group(ir, module, fname, group):
         else:
             emit_loops(0, None, [zero] * len(strides))
     if by_rows:
-        pairwise.release()
+        for sums in pairwise.values():
+            sums.release()
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 
     # (reports a selector error, outer loop extent, whether the outer loop may be
     # split over threads: not when a reduction accumulates across it)
-    return body, (err_slot is not None, (dims[0] if dims else 0), bool(dims) and red is None)
+    return body, (err_slot is not None, (dims[0] if dims else 0), bool(dims) and not reds)
 
 
 def denormals_off(ir, module, b):
@@ -1218,8 +1244,8 @@ def group_info(group, loops):
     if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
             or op in lapack.NAMES or op in mpi.NAMES:
         return (False, 0, False)
-    red, _, dims, _ = _loop_nest(group)
-    return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and red is None)
+    reds, _, dims, _ = _loop_nest(group)
+    return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and not reds)
 
 
 def _emit_bodies(ir, module, base, groups, name, loops, flush):
@@ -1400,7 +1426,7 @@ def parallel_plan(seg, info_of):
 def splits_alone(group):
     """Whether a kernel is worth a segment of its own: an element-wise kernel
     big enough for the worker pool (see parallel_plan)."""
-    if group.reduction is not None or not group.eqns[0].primitive.elementwise:
+    if group.reductions or not group.eqns[0].primitive.elementwise:
         return False
     return _split_threads() > 1 and _work(group) >= SPLIT_WORK
 
@@ -1601,10 +1627,9 @@ def _make_caller(group, entry, check_selector, entry_name, inplace):
     ins = [a for a in group.inputs if type(a) is not Literal]
     in_specs = [(a.aval.dtype, tuple(a.aval.shape)) for a in ins]
     out_specs = [(tuple(v.aval.shape), v.aval.dtype) for v in group.outputs]
-    red = group.reduction
-    empty_fills = [1 if red is not None and v is red.outvars[0]
-                   and red.primitive.name in ("reduce_prod", "reduce_and") else 0
-                   for v in group.outputs]
+    ones = {e.outvars[0] for e in group.reductions
+            if e.primitive.name in ("reduce_prod", "reduce_and")}
+    empty_fills = [1 if v in ones else 0 for v in group.outputs]
     n_in, n_out = len(ins), len(out_specs)
     size = math.prod(group.shape)
     # slots: inputs, outputs, the selector-error flag

@@ -305,7 +305,7 @@ def _native_steps(jaxpr, fused):
     turned into copies (see _native_copies)."""
     steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
              if type(s) is not Fused and fused.can_lower_alone(s) else s
-             for s in plan(jaxpr, fused.can_fuse)]
+             for s in plan(jaxpr, fused.can_fuse, fused.same_sums)]
     return _native_copies(steps, jaxpr, fused)
 
 
@@ -420,18 +420,18 @@ def _in_place(groups, steps, jaxpr, donated):
     position = {id(step): index for index, step in enumerate(steps)}
     result = []
     for g in groups:
-        if not all(e.primitive.elementwise or e is g.reduction for e in g.eqns) \
+        reduced = {e.outvars[0] for e in g.reductions}
+        if not all(e.primitive.elementwise or e.outvars[0] in reduced for e in g.eqns) \
                 and not (len(g.eqns) == 1 and g.eqns[0].primitive.name in mpi.IN_PLACE):
             result.append({})      # e.g. a matmul reads all of its inputs for each output
             continue
         ins = [a for a in g.inputs if type(a) is not Literal]
         plain = [st is None for a, (_, st) in zip(g.inputs, g.reads) if type(a) is not Literal]
         buffers = [owner.get(a) for a in ins]
-        red = g.reduction
         pairs = {}
         reads = _inputs_read(g)
         for j, o in enumerate(g.outputs):
-            if red is not None and o is red.outvars[0]:
+            if o in reduced:
                 continue
             for k, a in enumerate(ins):
                 # o must be computed from a: its store then depends on a's load at the
