@@ -160,6 +160,22 @@ def test_products_give_eager_bits_whatever_their_shape(m, k, n, dt):
                                   np.asarray(lax.dot_general(fnp.asarray(x), y, dims)))
 
 
+@pytest.mark.parametrize("dt,m,k,n", [(np.float32, 128, 784, 512), (np.float64, 33, 1000, 1000)])
+def test_products_among_other_kernels_transposed_and_differentiated_give_eager_bits(dt, m, k, n):
+    """The same agreement where a product shares a segment with element-wise
+    kernels (split over the workers), reads transposed operands, or comes from
+    grad and vmap: shapes whose OpenBLAS-threaded bits differ from the split's."""
+    a = RNG.standard_normal((m, k)).astype(dt)
+    b = RNG.standard_normal((k, n)).astype(dt)
+    cases = [lambda a, b: (a @ b) * 2.0 + 1.0,
+             lambda a, b: b.T @ a.T,
+             lambda a, b: fgrad.grad(lambda b: fnp.sum((a @ b) * (a @ b)))(b),
+             lambda a, b: fgrad.vmap(lambda r, b: r @ b, in_axes=(0, None))(a, b)]
+    for f in cases:
+        eager = np.asarray(f(fnp.asarray(a), fnp.asarray(b)))
+        np.testing.assert_array_equal(np.asarray(jit(f)(a, b)), eager)
+
+
 def test_eager_products_on_python_threads_keep_openblas_thread_count():
     """Python threads running eager products in parts at once (each pins
     OpenBLAS to one thread meanwhile) leave its thread count as they found it,
