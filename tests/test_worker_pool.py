@@ -326,3 +326,65 @@ def test_without_threads_to_start_jobs_run_on_the_caller(count_job, monkeypatch)
     for _ in range(10):
         run(p.address, job, table.ctypes.data)
     assert counter[0] == 10 and table[2] == 10
+
+
+# ----------------------------------------------------------------------------
+# Reductions split by their kept elements
+
+def _one_thread(fn, *args, monkeypatch):
+    """fn jitted and run with splitting disabled (FGRAD_NUM_THREADS=1)."""
+    with monkeypatch.context() as m:
+        m.setenv("FGRAD_NUM_THREADS", "1")
+        f = fgrad.jit(fn)
+        assert not split_labels(f, *args)
+        return np.asarray(f(*args))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes,reduce", [
+    ((600, 700), (-1,), fnp.sum),              # one running sum per row
+    ((60, 3000), (-1,), fnp.sum),              # blocked pairwise sums (summation.PairwiseSum)
+    ((600, 700), (-1,), fnp.max),
+    ((40, 300, 60), (1,), fnp.sum),            # a middle axis: block rows (PairwiseRows)
+    ((8, 50, 40, 30), (1, 2), fnp.sum),        # middle axes
+    ((8, 50, 40, 30), (1, 2), fnp.max),
+    ((30, 40, 20, 12), (1, 3), fnp.sum),       # kept axes between reduced ones
+])
+def test_reductions_split_by_kept_elements_give_one_threads_bits(shape, axes, reduce, dtype,
+                                                                  monkeypatch):
+    """A kernel ending in reductions whose outer loop runs over kept elements is
+    shared by the workers in ranges of those elements; each output element still
+    adds its terms in one thread's order, so the bits are one thread's."""
+    x = RNG.standard_normal(shape).astype(dtype)
+    fn = lambda x: (reduce(fnp.exp(x * 0.5), axis=axes), x * 2.0)  # noqa: E731
+    f = fgrad.jit(fn)
+    labels = split_labels(f, x)
+    assert any("reduce_" in line for line in labels), labels
+    out, jobs = run_many(f, x, calls=3)
+    assert jobs > 0
+    np.testing.assert_array_equal(np.asarray(out[0]),
+                                  _one_thread(lambda x: fn(x)[0], x, monkeypatch=monkeypatch))
+    np.testing.assert_allclose(np.asarray(out[0]), reduce(np.exp(x * 0.5), axis=axes),
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_softmax_rows_split_with_one_threads_bits(monkeypatch):
+    """Softmax over the last axis: its row maximum and row sum kernels are split
+    by rows."""
+    x = RNG.standard_normal((32, 4, 128, 128)).astype(np.float32)
+
+    def softmax(x):
+        e = fnp.exp(x - fnp.max(x, axis=-1, keepdims=True))
+        return e / fnp.sum(e, axis=-1, keepdims=True)
+    f = fgrad.jit(softmax)
+    assert sum("reduce_" in line for line in split_labels(f, x)) == 2
+    out, _ = run_many(f, x, calls=3)
+    np.testing.assert_array_equal(np.asarray(out), _one_thread(softmax, x, monkeypatch=monkeypatch))
+
+
+def test_reductions_over_the_outer_axis_stay_on_one_thread():
+    """A sum over the outer axis accumulates across the outer loop: never split."""
+    x = RNG.standard_normal((700, 600)).astype(np.float32)
+    f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x), axis=0))
+    assert not split_labels(f, x)
+    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(axis=0), rtol=1e-5)

@@ -829,6 +829,31 @@ def same_sums(parts, joined):
     return True
 
 
+def _kept_outer_stride(red_outs, dims, red_layout):
+    """When the outer loop runs over kept elements of the reduced outputs (their
+    outermost ones), the outputs' elements per outer index, else None: outer
+    indices [lo, hi) then own output elements [lo * stride, hi * stride), and
+    every output element adds up all its terms within one outer index."""
+    if not red_outs or not dims:
+        return None
+    kind, st = red_layout
+    n_red = math.prod(red_outs[0].outvars[0].aval.shape)
+    stride = math.prod(dims[1:]) if kind == "flat" else st[0] if kind == "strided" else 0
+    return stride if stride and stride * dims[0] == n_red else None
+
+
+def _splittable(reds, red_outs, dims, red_layout):
+    """Whether a kernel's outer loop may be cut into ranges run by different
+    threads: an element-wise one's always; one with reductions only where the
+    outer loop runs over kept elements (each output element's terms are then
+    added by one call in the order one whole call adds them), not where a
+    reduction accumulates across it."""
+    if not dims:
+        return False
+    return not reds or (len(red_outs) == len(reds)
+                        and _kept_outer_stride(red_outs, dims, red_layout) is not None)
+
+
 def _checks_selector(group):
     """Whether the group's code reports a select_n selector out of range."""
     return any(e.primitive.name == "select_n" and len(e.invars) > 2
@@ -895,25 +920,33 @@ def _emit_group(ir, module, fname, group):
     by_rows = any(isinstance(p, summation.PairwiseRows) for p in pairwise.values())
     row_base = []        # by rows: the offset of the outputs' first element in the row
 
-    for red_out, red in (reducing.items() if math.prod(domain) > 0 else ()):
-        # the reduced output starts at the reduction's identity
-        rdt = red_out.aval.dtype
-        rmt = cx.mem_ty(rdt)
-        n_red = math.prod(red_out.aval.shape)
-        rptr = body.args[n_in + outs.index(red_out)]
-        ident = _reduce_identity(cx, red.primitive.name, rdt)
-        pre = b.block
-        loop = body.append_basic_block("init")
-        done = body.append_basic_block("init_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        i = b.phi(i64, name="r")
-        i.add_incoming(zero, pre)
-        b.store(cx.to_mem(ident, rdt), b.gep(rptr, [i], inbounds=True, source_etype=rmt))
-        nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
-        i.add_incoming(nxt, loop)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(i64, n_red)), loop, done)
-        b.position_at_end(done)
+    kept_stride = _kept_outer_stride(red_outs, dims, red_layout)
+
+    def init_reduced():
+        """Each reduced output starts at its reduction's identity: all of it, or
+        when the outer loop runs over kept elements, the elements of [lo, hi)."""
+        first, stop = zero, None
+        if kept_stride is not None:
+            first = b.mul(lo, ir.Constant(i64, kept_stride), flags=("nuw", "nsw"))
+            stop = b.mul(hi, ir.Constant(i64, kept_stride), flags=("nuw", "nsw"))
+        for red_out, red in reducing.items():
+            rdt = red_out.aval.dtype
+            rmt = cx.mem_ty(rdt)
+            rptr = body.args[n_in + outs.index(red_out)]
+            ident = _reduce_identity(cx, red.primitive.name, rdt)
+            pre = b.block
+            loop = body.append_basic_block("init")
+            done = body.append_basic_block("init_done")
+            b.branch(loop)
+            b.position_at_end(loop)
+            i = b.phi(i64, name="r")
+            i.add_incoming(first, pre)
+            b.store(cx.to_mem(ident, rdt), b.gep(rptr, [i], inbounds=True, source_etype=rmt))
+            nxt = b.add(i, ir.Constant(i64, 1), flags=("nuw", "nsw"))
+            i.add_incoming(nxt, loop)
+            end = stop if stop is not None else ir.Constant(i64, math.prod(red_out.aval.shape))
+            b.cbranch(b.icmp_unsigned("<", nxt, end), loop, done)
+            b.position_at_end(done)
 
     def emit_body(flat, offs):
         vals = {}
@@ -1078,15 +1111,17 @@ def _emit_group(ir, module, fname, group):
     # (mathlib), their long dependency chains gain from two vectors in flight
     trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
     if math.prod(domain) > 0:
-        if dims:     # an empty range runs nothing (the loop below runs at least once)
+        if dims:     # an empty range runs nothing (the loops below run at least once)
             run = body.append_basic_block("run")
             skip = body.append_basic_block("skip")
             b.cbranch(b.icmp_unsigned("<", lo, hi), run, skip)
             b.position_at_end(run)
+            init_reduced()
             emit_loops(0, None, [zero] * len(strides))
             b.branch(skip)
             b.position_at_end(skip)
         else:
+            init_reduced()
             emit_loops(0, None, [zero] * len(strides))
     if by_rows:
         for sums in pairwise.values():
@@ -1095,8 +1130,9 @@ def _emit_group(ir, module, fname, group):
           else ir.Constant(ir.IntType(1), 0))
 
     # (reports a selector error, outer loop extent, whether the outer loop may be
-    # split over threads: not when a reduction accumulates across it)
-    return body, (err_slot is not None, (dims[0] if dims else 0), bool(dims) and not reds)
+    # split over threads: see _splittable)
+    return body, (err_slot is not None, (dims[0] if dims else 0),
+                  _splittable(reds, red_outs, dims, red_layout))
 
 
 def denormals_off(ir, module, b):
@@ -1244,8 +1280,9 @@ def group_info(group, loops):
     if op in indexing.NAMES or op in structural.NAMES or op in sorting.NAMES \
             or op in lapack.NAMES or op in mpi.NAMES:
         return (False, 0, False)
-    reds, _, dims, _ = _loop_nest(group)
-    return (_checks_selector(group), (dims[0] if dims else 0), bool(dims) and not reds)
+    reds, red_outs, dims, layout = _loop_nest(group)
+    return (_checks_selector(group), (dims[0] if dims else 0),
+            _splittable(reds, red_outs, dims, layout[-1] if red_outs else None))
 
 
 def _emit_bodies(ir, module, base, groups, name, loops, flush):
@@ -1424,11 +1461,17 @@ def parallel_plan(seg, info_of):
 
 
 def splits_alone(group):
-    """Whether a kernel is worth a segment of its own: an element-wise kernel
-    big enough for the worker pool (see parallel_plan)."""
-    if group.reductions or not group.eqns[0].primitive.elementwise:
+    """Whether a kernel is worth a segment of its own: an element-wise kernel,
+    or one ending in reductions split by kept elements (see _splittable), big
+    enough for the worker pool (see parallel_plan)."""
+    if not group.eqns[0].primitive.elementwise and not group.reductions:
         return False
-    return _split_threads() > 1 and _work(group) >= SPLIT_WORK
+    if _split_threads() < 2 or _work(group) < SPLIT_WORK:
+        return False
+    if not group.reductions:
+        return True
+    reds, red_outs, dims, layout = _loop_nest(group)
+    return _splittable(reds, red_outs, dims, layout[-1] if red_outs else None)
 
 
 def _split_threads():
