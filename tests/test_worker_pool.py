@@ -388,3 +388,18 @@ def test_reductions_over_the_outer_axis_stay_on_one_thread():
     f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x), axis=0))
     assert not split_labels(f, x)
     np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(axis=0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.int32])
+def test_row_sums_of_other_dtypes_split_with_one_threads_bits(dtype, monkeypatch):
+    x = RNG.standard_normal((300, 3000)) * 4
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * RNG.standard_normal(x.shape)
+    x = x.astype(dtype)
+    fn = lambda x: fnp.sum(x * 2, axis=-1)  # noqa: E731
+    f = fgrad.jit(fn)
+    assert split_labels(f, x)
+    out, _ = run_many(f, x, calls=3)
+    np.testing.assert_array_equal(np.asarray(out), _one_thread(fn, x, monkeypatch=monkeypatch))
+    if np.dtype(dtype).kind == "i":
+        np.testing.assert_array_equal(np.asarray(out), np.sum(x * 2, axis=-1))
