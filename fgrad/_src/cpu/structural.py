@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from ..compiler.layout import c_strides
 from ..jaxpr import Literal
 from . import loops
 
@@ -66,14 +67,6 @@ def can_lower(eqn):
     if name in _ARG:
         return eqn.invars[0].aval.shape[eqn.params["axes"][0]] > 0
     return True
-
-
-def _c_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return strides[::-1]
 
 
 class _Kernel:
@@ -172,13 +165,13 @@ def _pad(kn):
     out = kn.outs[0]
     fill = kn.raw(1, kn.k(0))
     kn.loop(0, math.prod(out_shape), lambda i: kn.store(fill, out, i), "fill")
-    ostrides = _c_strides(out_shape)
+    ostrides = c_strides(out_shape)
     config = eqn.params["padding_config"]
     base = sum(lo * s for (lo, _, _), s in zip(config, ostrides))
     steps = [(interior + 1) * s for (_, _, interior), s in zip(config, ostrides)]
 
     def place(idx):
-        kn.store(kn.raw(0, kn.linear(idx, _c_strides(x.shape))), out,
+        kn.store(kn.raw(0, kn.linear(idx, c_strides(x.shape))), out,
                  kn.linear(idx, steps, base))
     kn.loops(list(x.shape), place)
 
@@ -231,11 +224,11 @@ def _dynamic_slice(kn):
     shape = eqn.invars[0].aval.shape
     sizes = eqn.params["slice_sizes"]
     starts = _clamped_starts(kn, 1, shape, sizes)
-    strides = _c_strides(shape)
+    strides = c_strides(shape)
 
     def copy(idx):
         src = kn.linear([kn.b.add(s, i, flags=("nsw",)) for s, i in zip(starts, idx)], strides)
-        kn.store(kn.raw(0, src), kn.outs[0], kn.linear(idx, _c_strides(sizes)))
+        kn.store(kn.raw(0, src), kn.outs[0], kn.linear(idx, c_strides(sizes)))
     kn.loops(list(sizes), copy)
 
 
@@ -246,11 +239,11 @@ def _dynamic_update_slice(kn):
     out = kn.outs[0]
     kn.loop(0, math.prod(shape), lambda i: kn.store(kn.raw(0, i), out, i), "copy")
     starts = _clamped_starts(kn, 2, shape, window)
-    strides = _c_strides(shape)
+    strides = c_strides(shape)
 
     def place(idx):
         dst = kn.linear([kn.b.add(s, i, flags=("nsw",)) for s, i in zip(starts, idx)], strides)
-        kn.store(kn.raw(1, kn.linear(idx, _c_strides(window))), out, dst)
+        kn.store(kn.raw(1, kn.linear(idx, c_strides(window))), out, dst)
     kn.loops(list(window), place)
 
 

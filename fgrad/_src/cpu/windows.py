@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..compiler.layout import c_strides
 from ..jaxpr import Literal
 from ..lax.windows import out_shape
 from . import loops
@@ -49,14 +50,6 @@ def split_extent(eqn):
     return math.prod(x.shape[:_planes(eqn)])
 
 
-def _c_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= n
-    return strides[::-1]
-
-
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for `eqn` (see `can_lower`); returns the function."""
     name = eqn.primitive.name
@@ -67,7 +60,7 @@ def emit(ir, module, fname, eqn):
     lead = _planes(eqn)
     x_dims, o_dims = x_shape[lead:], o_shape[lead:]
     x_plane, o_plane = math.prod(x_dims), math.prod(o_dims)
-    x_st, o_st = _c_strides(x_dims), _c_strides(o_dims)
+    x_st, o_st = c_strides(x_dims), c_strides(o_dims)
     kinds, strides = p["window_dimensions"][lead:], p["window_strides"][lead:]
     spans = [(kk - 1) * d + 1 for kk, d in zip(kinds, p["window_dilation"][lead:])]
     step = [s * st for s, st in zip(strides, x_st)]
