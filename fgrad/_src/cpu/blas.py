@@ -44,6 +44,7 @@ products) element by element, each gemm on one thread.
 """
 import contextlib
 import ctypes
+import functools
 import glob
 import math
 import os
@@ -222,14 +223,10 @@ def _in_parts(a, b, parts):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _found():
-    """Whether NumPy's OpenBLAS was found (once)."""
-    if not _openblas:
-        _openblas.append(_numpy_openblas() is not None)
-    return _openblas[0]
-
-
-_openblas = []
+    """Whether NumPy's OpenBLAS was found (looked up once)."""
+    return _numpy_openblas() is not None
 
 
 def available():
