@@ -141,6 +141,20 @@ def test_literals_are_exact():
         assert re.search(rf"(?<![\d-])({bits}|{bits - 2 ** 32})(?!\d)|0f{bits:08X}", body), (v, body)
 
 
+def test_launcher_keeps_float32_subnormals():
+    """The launcher builds its module with fgrad's NVRTC options, so float32
+    subnormals are kept as on the host. CuPy's RawModule adds -ftz=true, which
+    flushed them on an H200 (-x of 4e-45 gave -0.0, bool(4e-45) False)."""
+    from fgrad._src.gpu import launch
+    exe = _executable(lambda x: (-x, x != 0, x * 0.5), np.full(8, 4e-45, np.float32))
+    flushing = compile_to_ptx(exe.cuda_source, options=nvrtc_mod.OPTIONS + ("-ftz=true",))
+    assert ".ftz." in flushing                     # what the check below would catch
+    assert ".ftz." not in compile_to_ptx(exe.cuda_source)
+    image = launch.device_image(exe.cuda_source, "subnormals.cu", 90)
+    assert image[:4] == b"\x7fELF"                # machine code for sm_90
+    assert launch.device_image(exe.cuda_source, "subnormals.cu", 10_000).startswith(b"//")  # PTX
+
+
 def test_a_broken_kernel_is_a_clear_error():
     src = 'extern "C" __global__ void broken(float* x) {\n  x[0] = undefined_name + 1.0f;\n}\n'
     with pytest.raises(NvrtcError) as info:

@@ -5,8 +5,8 @@ kernel is compiled (see `runtime`). The pieces, bottom up:
   runtime     -- the lazy CuPy import and the cheap "is this a GPU array" test
   layout      -- operand strides over a group's domain, collapsed loops
   cuda_c      -- CUDA C source for `compiler.fusion.Fused` groups
-  nvrtc       -- compiling that source to PTX with NVRTC (no device needed)
-  launch      -- RawModule/RawKernel calls with launch sizes from the problem size
+  nvrtc       -- compiling that source with NVRTC to PTX or a cubin (no device needed)
+  launch      -- loading the compiled module per device; kernel calls sized by the problem
   ops         -- the steps that are not fused kernels (cuBLAS, CuPy, host)
   executable  -- a jaxpr as a plan of GPU steps (what `jit` runs on GPU inputs)
   eager       -- eager primitives on GPU arrays

@@ -1,13 +1,13 @@
-"""Launching generated kernels: one CuPy RawModule per program, one caller per group.
+"""Launching generated kernels: one CUDA module per program, one caller per group.
 
-The module is compiled (by CuPy's NVRTC path, for the device in use) on the
-first call, not when the program is planned, so planning and `as_text` need
-no GPU. Launch sizes come from the problem: BLOCK threads per block and enough
+The module is compiled (by fgrad's NVRTC path with its own options, to machine
+code for the device in use) on the first call, not when the program is
+planned, so planning and `as_text` need no GPU. Launch sizes come from the problem: BLOCK threads per block and enough
 blocks to cover the work, capped at a few waves of the device's
 multiprocessors (the kernels' grid-stride loops cover the rest).
 """
 from . import cuda_c
-from .nvrtc import NvrtcError, OPTIONS, numbered
+from .nvrtc import compile_to_cubin, compile_to_ptx
 from .runtime import cupy
 
 _WAVES = 8        # resident blocks per multiprocessor the grid aims for
@@ -25,15 +25,21 @@ class GpuModule:
         dev = cp.cuda.Device().id
         module = self._modules.get(dev)
         if module is None:
-            module = cp.RawModule(code=self.source, options=OPTIONS)
-            try:
-                module.compile()
-            except Exception as e:       # CompileException: NVRTC's log
-                raise NvrtcError(f"jit of {self.name}: NVRTC could not compile the "
-                                 f"program's CUDA C ({type(e).__name__}: {e})\n--- source ---\n"
-                                 f"{numbered(self.source)}") from None
+            cc = int(cp.cuda.Device(dev).compute_capability)
+            module = cp.cuda.function.Module()
+            module.load(device_image(self.source, f"{self.name}.cu", cc))
             self._modules[dev] = module
         return module.get_function(entry)
+
+
+def device_image(source, name, cc):
+    """What the driver loads for compute capability `cc` (e.g. 90): a cubin, or,
+    for an architecture NVRTC cannot target, PTX for the newest one it can below
+    it (the driver compiles that on load)."""
+    archs = cupy().cuda.nvrtc.getSupportedArchs()
+    if cc in archs:
+        return compile_to_cubin(source, name, f"sm_{cc}")
+    return compile_to_ptx(source, name, f"compute_{max(a for a in archs if a <= cc)}").encode()
 
 
 _sm_count = {}

@@ -1,15 +1,18 @@
-"""Compiling generated CUDA C to PTX with NVRTC, with or without a GPU.
+"""Compiling generated CUDA C with NVRTC, with or without a GPU.
 
 Only CuPy's low-level binding (`cupy.cuda.nvrtc`) works without a device (the
-high-level compile paths query it), so this is what the `nvrtc` tests and
-`check_source` use; the launcher lets CuPy compile for the device it runs on.
+high-level compile paths query it). The launcher uses it too, not CuPy's
+RawModule: RawModule always adds `-ftz=true`, which flushes float32 subnormals
+to zero (on an H200, `-x` of 4e-45 gave -0.0 and `bool(4e-45)` False), where
+the host and NumPy keep them.
 """
 from .runtime import cupy
 
 # A virtual architecture every CUDA 12 toolkit knows (Ampere and newer run its PTX).
 DEFAULT_ARCH = "compute_80"
-# --fmad=false: no contraction of a*b + c into an fma (NumPy rounds twice).
-OPTIONS = ("--std=c++17", "--fmad=false")
+# --fmad=false: no contraction of a*b + c into an fma (NumPy rounds twice);
+# -ftz=false: float32 subnormals kept, as on the host (NVRTC's default, stated).
+OPTIONS = ("--std=c++17", "--fmad=false", "-ftz=false")
 
 
 class NvrtcError(RuntimeError):
@@ -22,6 +25,16 @@ def numbered(source):
 
 def compile_to_ptx(source, name="fgrad_kernels.cu", arch=DEFAULT_ARCH, options=OPTIONS):
     """PTX text for `source`; NvrtcError with the compiler's log and the source."""
+    ptx = _compile(source, name, arch, options, "getPTX")
+    return ptx.decode() if isinstance(ptx, bytes) else ptx
+
+
+def compile_to_cubin(source, name, arch, options=OPTIONS):
+    """Machine code (an ELF cubin) for a real architecture such as 'sm_90'."""
+    return _compile(source, name, arch, options, "getCUBIN")
+
+
+def _compile(source, name, arch, options, fetch):
     nvrtc = cupy().cuda.nvrtc
     prog = nvrtc.createProgram(source, name, (), ())
     try:
@@ -34,7 +47,6 @@ def compile_to_ptx(source, name="fgrad_kernels.cu", arch=DEFAULT_ARCH, options=O
                 log = "(no log)"
             raise NvrtcError(f"NVRTC could not compile {name} ({e}):\n{log.strip()}\n"
                              f"--- source ---\n{numbered(source)}") from None
-        ptx = nvrtc.getPTX(prog)
+        return getattr(nvrtc, fetch)(prog)
     finally:
         nvrtc.destroyProgram(prog)
-    return ptx.decode() if isinstance(ptx, bytes) else ptx

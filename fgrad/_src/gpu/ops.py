@@ -14,6 +14,16 @@ import math
 from .runtime import cupy
 
 
+def _exact_astype(x, dtype):
+    """x as dtype through fgrad's own conversion kernel: CuPy's kernels are built
+    with -ftz=true and would flush float32 subnormals on the way."""
+    if x.dtype == dtype:
+        return x
+    from ..lax.elementwise import convert_element_type_p
+    from .eager import run
+    return run(convert_element_type_p, [x], {"new_dtype": dtype, "weak_type": False})
+
+
 def _free(ndim, contracting, batch):
     return tuple(d for d in range(ndim) if d not in contracting and d not in batch)
 
@@ -22,8 +32,8 @@ def _dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
     cp = cupy()
     (lc, rc), (lb, rb) = dimension_numbers
     if preferred_element_type is not None:
-        lhs = lhs.astype(preferred_element_type, copy=False)
-        rhs = rhs.astype(preferred_element_type, copy=False)
+        lhs = _exact_astype(lhs, preferred_element_type)
+        rhs = _exact_astype(rhs, preferred_element_type)
     ls, rs = lhs.shape, rhs.shape
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     lhs_batch, rhs_batch = tuple(ls[d] for d in lb), tuple(rs[d] for d in rb)
@@ -93,6 +103,8 @@ def _reduction(name):
 
 def _arg(name):
     def run(x, *, axes, index_dtype):
+        if x.dtype == cupy().float32:       # compared in float64: CuPy's kernels flush subnormals
+            x = _exact_astype(x, cupy().dtype("float64"))
         return getattr(cupy(), name)(x, axis=axes[0]).astype(index_dtype)
     return run
 
