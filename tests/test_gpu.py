@@ -83,21 +83,32 @@ def test_eager_operations_on_gpu_arrays():
 
 def test_float32_subnormals_are_kept_on_the_gpu():
     """As on the host: CuPy builds its own kernels with -ftz=true, which flushed
-    these to zero on an H200 (fgrad's kernels, argmax/argmin and widening now
-    avoid CuPy's arithmetic)."""
+    these to zero on an H200 (fgrad's kernels, argmax/argmin, widening and
+    k = 1 products now avoid CuPy's arithmetic)."""
     tiny = np.array([1, 3, 2, 0x80000004, 0], np.uint32).view(np.float32)   # 1.4e-45, ...
 
     def f(x):
         dot = lax.dot_general(x, x, (((0,), (0,)), ((), ())), preferred_element_type=np.float64)
         return -x, x != 0, x * 1.0, fnp.argmax(x), fnp.argmin(x), dot
 
-    want = f(tiny)
-    g = fgrad.device_put(tiny, GPU)
-    for name, got in (("eager", f(g)), ("jit", jit(f)(g))):
-        for k, (a, b) in enumerate(zip(_to_host(got), want)):
-            a, b = np.atleast_1d(a), np.atleast_1d(np.asarray(b))
-            assert a.dtype == b.dtype, (name, k)
-            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=f"{name} {k}")
+    def products(a, b):       # exact products and sums that fall below float32's normal range
+        return a[:, None] @ b[None, :], a.reshape(2, 2) @ b.reshape(2, 2), a * b
+
+    two = np.float32(2.0)
+    a, b = two ** -70 * np.arange(1, 5, dtype=np.float32), -two ** -72 * np.ones(4, np.float32)
+    cases = [(f, (tiny,)), (products, (a, b))]
+    for fn, args in cases:
+        want = fn(*args)
+        g = fgrad.device_put(args, GPU)
+        _check_same_bits(want, fn(*g), "eager")
+        _check_same_bits(want, jit(fn)(*g), "jit")
+
+
+def _check_same_bits(want, got, name):
+    for k, (a, b) in enumerate(zip(_to_host(got), want)):
+        a, b = np.atleast_1d(a), np.atleast_1d(np.asarray(b))
+        assert a.dtype == b.dtype, (name, k)
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=f"{name} {k}")
 
 
 def test_grad_on_gpu():

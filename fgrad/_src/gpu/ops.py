@@ -41,7 +41,7 @@ def _dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
     k = math.prod(ls[d] for d in lc)
     a = lhs.transpose(lb + lf + lc).reshape(lhs_batch + (math.prod(lhs_free), k))
     b = rhs.transpose(rb + rc + rf).reshape(rhs_batch + (k, math.prod(rhs_free)))
-    out = a * b if k == 1 else cp.matmul(a, b)
+    out = cp.matmul(a, b)        # also for k == 1: CuPy's `*` would flush subnormals
     batch = tuple(q if p == 1 else p for p, q in zip(lhs_batch, rhs_batch))
     return out.reshape(batch + lhs_free + rhs_free)
 
