@@ -104,6 +104,19 @@ def test_float32_subnormals_are_kept_on_the_gpu():
         _check_same_bits(want, jit(fn)(*g), "jit")
 
 
+def test_flush_denormals_flushes_on_the_gpu_as_on_the_cpu():
+    tiny = np.array([1, 3, 0x80000004, 0], np.uint32).view(np.float32)
+    ones = np.ones(4, np.float32)
+    f = jit(lambda x, y: x * y)
+    fgrad.config.update("flush_denormals", True)
+    try:
+        want = f(tiny, ones)
+        _check_same_bits([want], [f(*fgrad.device_put((tiny, ones), GPU))], "jit, flushing")
+    finally:
+        fgrad.config.update("flush_denormals", False)
+    assert not np.any(np.asarray(want))          # flushed: every product is a zero
+
+
 def _check_same_bits(want, got, name):
     for k, (a, b) in enumerate(zip(_to_host(got), want)):
         a, b = np.atleast_1d(a), np.atleast_1d(np.asarray(b))

@@ -153,6 +153,10 @@ def test_launcher_keeps_float32_subnormals():
     image = launch.device_image(exe.cuda_source, "subnormals.cu", 90)
     assert image[:4] == b"\x7fELF"                # machine code for sm_90
     assert launch.device_image(exe.cuda_source, "subnormals.cu", 10_000).startswith(b"//")  # PTX
+    # config.flush_denormals asks compiled code to flush, on the GPU as on the CPU
+    flushing_exe = GpuExecutable(exe.jaxpr, "flushing", flush_denormals=True)
+    assert b".ftz." in launch.device_image(flushing_exe.cuda_source, "f.cu", 10_000,
+                                           flushing_exe.module.options)
 
 
 def test_a_broken_kernel_is_a_clear_error():

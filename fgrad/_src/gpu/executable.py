@@ -14,6 +14,7 @@ import time
 
 from ..compiler.fusion import Fused, plan
 from ..compiler.simplify import simplify
+from ..config import config
 from ..core import Array
 from ..errors import FgradTypeError
 from ..jaxpr import ClosedJaxpr, Jaxpr, Literal, pretty_print
@@ -40,7 +41,7 @@ class GpuExecutable:
     """A compiled program for GPU inputs: call it with CuPy arrays (host arrays
     among the inputs are copied to the device first)."""
 
-    def __init__(self, closed, name="jit"):
+    def __init__(self, closed, name="jit", flush_denormals=False):
         self.name, self.jaxpr = name, closed
         jaxpr = closed.jaxpr
         _refuse_complex(jaxpr, name)
@@ -51,7 +52,7 @@ class GpuExecutable:
         steps = plan(jaxpr, cuda_c.can_fuse_gpu)
         groups = [s for s in steps if type(s) is Fused]
         self.cuda_source, plans = cuda_c.emit_program(groups, name)
-        self.module = launch.GpuModule(self.cuda_source, name) if groups else None
+        self.module = launch.GpuModule(self.cuda_source, name, flush_denormals) if groups else None
         plan_of = dict(zip(map(id, groups), plans))
         self.steps = []
         for step in steps:
@@ -147,7 +148,7 @@ def compile_gpu(closed, name):
 
     def make():
         start = time.perf_counter()
-        exe = GpuExecutable(detached(simplify(closed), closed), name)
+        exe = GpuExecutable(detached(simplify(closed), closed), name, config.flush_denormals)
         log_compile(name, closed, exe, time.perf_counter() - start)
         return exe
-    return _memo(closed, ("gpu_executable",), make)
+    return _memo(closed, ("gpu_executable", config.flush_denormals), make)

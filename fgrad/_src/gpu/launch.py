@@ -7,17 +7,20 @@ blocks to cover the work, capped at a few waves of the device's
 multiprocessors (the kernels' grid-stride loops cover the rest).
 """
 from . import cuda_c
-from .nvrtc import compile_to_cubin, compile_to_ptx
+from .nvrtc import OPTIONS, compile_to_cubin, compile_to_ptx
 from .runtime import cupy
 
 _WAVES = 8        # resident blocks per multiprocessor the grid aims for
 
 
 class GpuModule:
-    """The compiled CUDA C of one program (compiled on first use, per device)."""
+    """The compiled CUDA C of one program (compiled on first use, per device).
+    `flush_denormals`: float32 subnormals flushed to zero, as compiled CPU code
+    does under `config.flush_denormals`."""
 
-    def __init__(self, source, name):
+    def __init__(self, source, name, flush_denormals=False):
         self.source, self.name = source, name
+        self.options = OPTIONS + (("-ftz=true",) if flush_denormals else ())
         self._modules = {}
 
     def function(self, entry):
@@ -27,19 +30,20 @@ class GpuModule:
         if module is None:
             cc = int(cp.cuda.Device(dev).compute_capability)
             module = cp.cuda.function.Module()
-            module.load(device_image(self.source, f"{self.name}.cu", cc))
+            module.load(device_image(self.source, f"{self.name}.cu", cc, self.options))
             self._modules[dev] = module
         return module.get_function(entry)
 
 
-def device_image(source, name, cc):
+def device_image(source, name, cc, options=OPTIONS):
     """What the driver loads for compute capability `cc` (e.g. 90): a cubin, or,
     for an architecture NVRTC cannot target, PTX for the newest one it can below
     it (the driver compiles that on load)."""
     archs = cupy().cuda.nvrtc.getSupportedArchs()
     if cc in archs:
-        return compile_to_cubin(source, name, f"sm_{cc}")
-    return compile_to_ptx(source, name, f"compute_{max(a for a in archs if a <= cc)}").encode()
+        return compile_to_cubin(source, name, f"sm_{cc}", options)
+    arch = f"compute_{max(a for a in archs if a <= cc)}"
+    return compile_to_ptx(source, name, arch, options).encode()
 
 
 _sm_count = {}
