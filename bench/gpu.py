@@ -8,12 +8,12 @@ Two rows, each on the first GPU CuPy sees (skipped cleanly without one):
   reports the kernel's achieved bandwidth as a share of the copy's;
 - one SGD step of an MLP 784-512-512-10 (relu, softmax cross-entropy with a
   one-hot target) at batch 1024, fgrad jit against the same step written by
-  hand in CuPy eager (and jax.jit on the GPU when JAX with CUDA is installed).
+  hand in CuPy eager, and in PyTorch (eager, torch.compile) and jax.jit on the
+  GPU, each of those in a process of its own (gpu_peer.py).
 Every timed call ends with a device synchronisation.
 """
-from common import FGRAD, INFO, LIMIT, PEER, Column, Section, Table, agree, budget, guarded, \
-    time_call  # first: threads
-import peers
+from common import FGRAD, INFO, LIMIT, PEER, Column, Section, Table, Timing, agree, budget, \
+    guarded, time_call  # first: threads
 
 import numpy as np
 
@@ -27,6 +27,7 @@ N = 100_000_000
 SIZES = (784, 512, 512, 10)
 BATCH = 1024
 LR = 0.01
+PEER_LIBS = ("torch eager", "torch.compile", "jax.jit")    # timed by gpu_peer.py
 
 
 def _gpu():
@@ -124,9 +125,27 @@ def cupy_step(cp, params, x, onehot):
     return new[::-1], loss
 
 
+def _peer_in_own_process(lib, quick, want_loss):
+    """A Timing of gpu_peer.py's step in `lib` (a process of its own: the rest of the
+    run pins JAX to the CPU), after checking its first loss."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).with_name("gpu_peer.py")
+    done = subprocess.run([sys.executable, str(script), lib] + (["--quick"] if quick else []),
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["exit status"])[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    agree(lib, result["loss"], want_loss, 1e-4, 1e-5)
+    return Timing(result["median"], result["min"])
+
+
 def _mlp_table(cp, dev, quick):
     table = Table(f"MLP {'-'.join(map(str, SIZES))} SGD step, batch {BATCH}", [
-        Column("fgrad jit", FGRAD), Column("CuPy eager", PEER), Column("jax.jit", PEER)],
+        Column("fgrad jit", FGRAD), Column("CuPy eager", PEER)] +
+        [Column(lib, PEER) for lib in PEER_LIBS],
         note="Median (min) ms per step, synchronised; parameters carried between steps.")
     repeat, budget_s = budget(quick, 2.0)
     rng = np.random.default_rng(0)
@@ -159,27 +178,8 @@ def _mlp_table(cp, dev, quick):
         return time_call(_synced(cp, call), repeat, budget_s)
 
     cells = {"fgrad jit": guarded(run_fgrad), "CuPy eager": guarded(run_cupy)}
-    jax = peers.jax()
-    if jax is None:
-        cells["jax.jit"] = peers.missing("jax")
-    elif not any(d.platform == "gpu" for d in jax.devices()):
-        cells["jax.jit"] = "skipped: JAX sees no GPU"
-    else:
-        def jax_step(params, x, onehot):
-            loss, g = jax.value_and_grad(lambda p: _loss(
-                jax.numpy, jax.nn.log_softmax, p, x, onehot))(params)
-            return jax.tree_util.tree_map(lambda p, d: p - LR * d, params, g), loss
-        jstep = jax.jit(jax_step)
-        jp, jx, jo = jax.device_put((params, x, onehot))
-
-        def run_jax():
-            state = [jp]
-
-            def call():
-                state[0], loss = jstep(state[0], jx, jo)
-                return loss.block_until_ready()
-            return time_call(call, repeat, budget_s)
-        cells["jax.jit"] = guarded(run_jax)
+    for lib in PEER_LIBS:
+        cells[lib] = guarded(lambda: _peer_in_own_process(lib, quick, float(want_loss)))
     table.add(f"batch {BATCH}", cells)
     return table
 
