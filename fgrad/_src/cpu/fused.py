@@ -1325,7 +1325,13 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
     """A scan, while loop or cond run natively (see `program.emit_scan`,
     `emit_while`, `emit_cond`): each part's kernels and its segment (reading raw
-    pointers) go into this module."""
+    pointers) go into this module.
+
+    The loop's driver (tables, buffers, counters, signal polls: no arithmetic on
+    floats, so no bits to change) is `optnone` and calls each part's segment,
+    `noinline`, which O3 compiles once: inlined, every copy of the body in the
+    driver (iteration 0, a pair, the odd one out) went through the vectoriser and
+    code generation again, two thirds of a small scan's first call."""
     for j, part in enumerate(plan.parts):
         if part.segment is None:
             continue                 # a body that only passes its inputs through
@@ -1334,10 +1340,15 @@ def _emit_loop(ir, module, fname, group, *, plan, name, flush):
         program.emit_segment(ir, module, segment, part.segment,
                              {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
                              None, False)
-        module.get_global(segment).linkage = "internal"
+        fn = module.get_global(segment)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
     emit = {"scan": program.emit_scan, "while": program.emit_while,
             "cond": program.emit_cond}[plan.kind]
-    return emit(ir, module, fname, group.eqns[0], plan), (True, 0, False)
+    driver = emit(ir, module, fname, group.eqns[0], plan)
+    driver.attributes.add("noinline")
+    driver.attributes.add("optnone")
+    return driver, (True, 0, False)
 
 
 def emit_module(groups, name, segments=(), flush=False, loops=None):
