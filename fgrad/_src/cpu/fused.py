@@ -106,7 +106,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing,
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
-from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found by engine
+from . import mathlib_runtime  # sin and cos's shared code, found by engine
 from .loops import interleave, no_unroll
 
 engine.add_resolver(interrupts.resolve)    # loops' signal polling: shared code
@@ -1578,10 +1578,35 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
 
 
 def _emit_locked(groups, name, segments, flush, loops):
-    """emit_module under the lock fork() takes (its first call imports mathlib and
-    llvmlite.ir: see compiler_lock)."""
-    with compiler_lock.lock:
-        return emit_module(groups, name, segments, flush, loops)
+    """emit_module, after `_prepare_emit`."""
+    _prepare_emit()
+    return emit_module(groups, name, segments, flush, loops)
+
+
+def _prepare_emit():
+    """What emitting imports (mathlib, llvmlite.ir) and its first ask for LLVM's
+    view of the host, done once under the lock fork() takes (see compiler_lock).
+    Emitting itself is Python building a new module: it goes on while another
+    thread compiles (`mathlib_runtime.prefetch`)."""
+    if not _emit_ready:
+        with compiler_lock.lock:
+            _ir()
+            from . import mathlib  # noqa: F401
+            engine.host_cpu()
+            _emit_ready.append(True)
+
+
+def prefetch_runtime(jaxpr):
+    """Start compiling the sin and cos code `jaxpr` will call and the disk cache
+    lacks on a background thread (`mathlib_runtime.prefetch`), emitting's set-up
+    done first: the thread then holds the lock while this thread emits."""
+    names = mathlib_runtime.to_compile(jaxpr)
+    if names:
+        _prepare_emit()
+        mathlib_runtime.prefetch(names)
+
+
+_emit_ready = []    # [True] once _emit_locked's imports are done
 
 
 def _parallel_plans(segments, groups, infos):

@@ -59,6 +59,7 @@ class Executable:
 
     def __init__(self, closed, name="jit", donated=()):
         fused = _backend()
+        fused.prefetch_runtime(closed.jaxpr)      # sin's code compiles while this plans
         closed = blas_layout_dots(closed, fused.can_lower_alone)
         self.name = name
         self.jaxpr = closed
