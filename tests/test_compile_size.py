@@ -105,3 +105,45 @@ def test_kernels_of_equal_code_over_different_extents_are_not_merged():
         np.testing.assert_array_equal(np.asarray(got), want)
     forwards = re.findall(r"call void @\S+\(ptr %\"args\"\) noinline", f.lower(x).as_text())
     assert len(forwards) == 1, forwards     # x[2] is x[1]'s code over as many rows
+
+
+@pytest.mark.parametrize("length", [10, 11])
+def test_native_scan_body_is_optimised_once(length):
+    # the loop's driver calls the body's segment (iteration 0, a pair, the odd one
+    # out) rather than inlining three copies: O3 vectorises and compiles the body
+    # once (fused._emit_loop); its bits are those of the unrolled loop's kernel
+    from fgrad import lax
+    x = np.linspace(-3, 3, 8, dtype=np.float32)
+
+    def step(c):
+        return fnp.sin(c) * 0.5 + 0.25
+
+    def scanned(v):
+        return lax.scan(lambda c, _: (step(c), None), v, None, length=length)[0]
+
+    def unrolled(v):
+        for _ in range(length):
+            v = step(v)
+        return v
+
+    ir, _ = _optimized(scanned, x)
+    assert len(re.findall(r"call .*@fgrad_sin_f32(_v\d+)?\(", ir)) == 1, ir
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(scanned)(x)),
+                                  np.asarray(fgrad.jit(unrolled)(x)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_trig_loop_width_hint_changes_no_code(dtype, n):
+    # fused._trig_width names the width LLVM's vectoriser would pick (sparing its
+    # search over widths): the optimised code with and without the hint is the same
+    x = np.linspace(-2, 2, n).astype(dtype)
+    text = fgrad.jit(lambda v: fnp.sin(v) * 1.5 + fnp.cos(v)).lower(x).as_text()
+    text = text[text.index("; ModuleID"):]
+    unhinted = text.replace('!"llvm.loop.vectorize.width"', '!"fgrad.unused.width"')
+
+    def code(ir):      # loop metadata numbers and properties left out
+        return re.sub(r"^!.*$|, !llvm\.loop !\d+", "", engine.optimized_ir(ir), flags=re.M)
+    assert code(text) == code(unhinted)
+    if n * np.dtype(dtype).itemsize == 16:      # one 128-bit vector: hinted on every host
+        assert text != unhinted

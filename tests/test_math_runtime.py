@@ -121,3 +121,45 @@ def test_a_new_process_loads_shared_code_before_a_cached_program(cache):
     assert runs[0][0] == runs[1][0]
     if engine._linker() is not None:    # (MCJIT loads an object with LLVM)
         assert runs[1][2] == "False"
+
+
+def test_sin_and_cos_are_found_in_nested_programs_with_their_real_type():
+    def f(x, z):
+        y = lax.scan(lambda c, _: (fnp.sin(c), None), x, None, length=3)[0]
+        w = lax.cond(x[0] > 0, lambda v: fnp.cos(v), lambda v: v, z)
+        return y, w, fnp.exp(x)
+    jaxpr = fgrad.make_jaxpr(f)(np.ones(4, np.float32), np.ones(2, np.complex128)).jaxpr
+    assert set(mathlib_runtime._calls(jaxpr)) == {("sin", "f32"), ("cos", "f64")}
+
+
+_PREFETCH = """
+import json, threading, numpy as np, fgrad, fgrad.numpy as fnp
+from fgrad._src.cpu import engine
+compiled_on = []
+compile_runtime = engine.compile_runtime
+def recording(*args, **kwargs):
+    module = compile_runtime(*args, **kwargs)
+    compiled_on.append((threading.current_thread().name, module.stats.cache_hit))
+    return module
+engine.compile_runtime = recording
+out = fgrad.jit(lambda x: fnp.sin(x) * 3.0)(np.linspace(-9, 9, 40, dtype=np.float32))
+print(np.asarray(out).tobytes().hex())
+print(json.dumps(compiled_on))
+"""
+
+
+def test_a_cold_process_compiles_sin_on_a_background_thread(cache):
+    """With an empty disk cache, sin's shared code compiles on the prefetch thread
+    while the program is planned and emitted; with it cached, the program's
+    thread loads it."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _PREFETCH], env=env, timeout=300,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        out, compiled_on = done.stdout.splitlines()[-2:]
+        runs.append((out, json.loads(compiled_on)))
+    assert runs[0][1] == [["fgrad math runtime", False]]
+    assert runs[1][1] == [["MainThread", True]] and runs[1][0] == runs[0][0]

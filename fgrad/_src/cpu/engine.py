@@ -661,10 +661,8 @@ def compile_runtime(tag: str, entry_names: Iterable[str], emit, *,
     fgrad's sources and `tag`: found through an alias in the disk cache by a new
     process without emitting any IR, else emitted and compiled. `export`: see
     `compile_module`."""
-    from ..jit.fingerprint import source_digest
     entry_names = list(entry_names)
-    sources = source_digest()
-    alias = sources and cache_key(f"fgrad runtime {tag} {sources}")
+    alias = _runtime_alias(tag)
     found = load_alias(alias, entry_names, export=export) if alias else None
     if found is not None:
         return found[0]
@@ -673,6 +671,19 @@ def compile_runtime(tag: str, entry_names: Iterable[str], emit, *,
     if alias:
         save_alias(alias, module, {})
     return module
+
+
+def runtime_cached(tag: str) -> bool:
+    """Whether the disk cache has an alias for `compile_runtime(tag, ...)`'s code
+    (which may still prove unusable when loaded)."""
+    alias = _runtime_alias(tag)
+    return bool(alias) and disk_cache.exists(f"{alias}.alias")
+
+
+def _runtime_alias(tag):
+    from ..jit.fingerprint import source_digest
+    sources = source_digest()
+    return sources and cache_key(f"fgrad runtime {tag} {sources}")
 
 
 def save_alias(alias_key: str, module: CompiledModule, meta: dict) -> None:

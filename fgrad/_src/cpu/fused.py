@@ -106,7 +106,7 @@ from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing,
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
-from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found by engine
+from . import mathlib_runtime  # sin and cos's shared code, found by engine
 from .loops import interleave, no_unroll
 
 engine.add_resolver(interrupts.resolve)    # loops' signal polling: shared code
@@ -1100,7 +1100,7 @@ def _emit_group(ir, module, fname, group):
         if moves_only:
             no_unroll(ir, module, back)
         elif trig and level == len(dims) - 1:
-            interleave(ir, module, back, 2)
+            interleave(ir, module, back, 2, _trig_width(group, reds, dims))
         b.position_at_end(done)
 
     # a group that only copies elements through index maps (transposes, slices,
@@ -1152,6 +1152,27 @@ def denormals_off(ir, module, b):
     b.store(b.or_(b.load(saved, typ=i32), ir.Constant(i32, 0x8040)), flushing)
     b.call(load, [flushing])
     return lambda: b.call(load, [saved])
+
+
+def _trig_width(group, reds, dims):
+    """The vector width LLVM's loop vectoriser picks for an element-wise kernel
+    calling sin or cos whose innermost loop runs over as many elements of one
+    float type as a variant of theirs takes and a host vector holds (it then
+    calls that variant once per row), else None. Named in the loop's metadata,
+    the vectoriser skips comparing the costs of every width for every call (a
+    third of O3 on a chain of 500 sins); the code, and so its bits, is the same."""
+    n = dims[-1] if dims else 0
+    dtypes = {e.outvars[0].aval.dtype for e in group.eqns}
+    if reds or len(dtypes) != 1:
+        return None
+    dt = dtypes.pop()
+    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(dt)
+    if suffix is None or n not in mathlib_runtime.WIDTHS[suffix]:
+        return None
+    from . import engine
+    bits = (512 if engine.host_has_feature("avx512f") else
+            256 if engine.host_has_feature("avx") else 128) if _x86() else 128
+    return n if n * dt.itemsize * 8 <= bits else None
 
 
 def _x86():
@@ -1325,7 +1346,13 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
     """A scan, while loop or cond run natively (see `program.emit_scan`,
     `emit_while`, `emit_cond`): each part's kernels and its segment (reading raw
-    pointers) go into this module."""
+    pointers) go into this module.
+
+    The loop's driver (tables, buffers, counters, signal polls: no arithmetic on
+    floats, so no bits to change) is `optnone` and calls each part's segment,
+    `noinline`, which O3 compiles once: inlined, every copy of the body in the
+    driver (iteration 0, a pair, the odd one out) went through the vectoriser and
+    code generation again, two thirds of a small scan's first call."""
     for j, part in enumerate(plan.parts):
         if part.segment is None:
             continue                 # a body that only passes its inputs through
@@ -1334,10 +1361,15 @@ def _emit_loop(ir, module, fname, group, *, plan, name, flush):
         program.emit_segment(ir, module, segment, part.segment,
                              {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
                              None, False)
-        module.get_global(segment).linkage = "internal"
+        fn = module.get_global(segment)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
     emit = {"scan": program.emit_scan, "while": program.emit_while,
             "cond": program.emit_cond}[plan.kind]
-    return emit(ir, module, fname, group.eqns[0], plan), (True, 0, False)
+    driver = emit(ir, module, fname, group.eqns[0], plan)
+    driver.attributes.add("noinline")
+    driver.attributes.add("optnone")
+    return driver, (True, 0, False)
 
 
 def emit_module(groups, name, segments=(), flush=False, loops=None):
@@ -1567,10 +1599,35 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
 
 
 def _emit_locked(groups, name, segments, flush, loops):
-    """emit_module under the lock fork() takes (its first call imports mathlib and
-    llvmlite.ir: see compiler_lock)."""
-    with compiler_lock.lock:
-        return emit_module(groups, name, segments, flush, loops)
+    """emit_module, after `_prepare_emit`."""
+    _prepare_emit()
+    return emit_module(groups, name, segments, flush, loops)
+
+
+def _prepare_emit():
+    """What emitting imports (mathlib, llvmlite.ir) and its first ask for LLVM's
+    view of the host, done once under the lock fork() takes (see compiler_lock).
+    Emitting itself is Python building a new module: it goes on while another
+    thread compiles (`mathlib_runtime.prefetch`)."""
+    if not _emit_ready:
+        with compiler_lock.lock:
+            _ir()
+            from . import mathlib  # noqa: F401
+            engine.host_cpu()
+            _emit_ready.append(True)
+
+
+def prefetch_runtime(jaxpr):
+    """Start compiling the sin and cos code `jaxpr` will call and the disk cache
+    lacks on a background thread (`mathlib_runtime.prefetch`), emitting's set-up
+    done first: the thread then holds the lock while this thread emits."""
+    names = mathlib_runtime.to_compile(jaxpr)
+    if names:
+        _prepare_emit()
+        mathlib_runtime.prefetch(names)
+
+
+_emit_ready = []    # [True] once _emit_locked's imports are done
 
 
 def _parallel_plans(segments, groups, infos):

@@ -87,12 +87,17 @@ def no_unroll(ir, module, back_edge):
     back_edge.set_metadata("llvm.loop", _LoopID(ir, module, disable))
 
 
-def interleave(ir, module, back_edge, count):
+def interleave(ir, module, back_edge, count, width=None):
     """Ask LLVM's loop vectoriser to keep `count` vectors of the loop whose back
-    edge is `back_edge` in flight (it chooses the vector width)."""
-    ic = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                              ir.Constant(ir.IntType(32), count)])
-    back_edge.set_metadata("llvm.loop", _LoopID(ir, module, ic))
+    edge is `back_edge` in flight; it chooses the vector width unless `width`
+    names it."""
+    def prop(name, value):
+        return module.add_metadata([ir.MetaDataString(module, name),
+                                    ir.Constant(ir.IntType(32), value)])
+    props = [prop("llvm.loop.interleave.count", count)]
+    if width is not None:
+        props.append(prop("llvm.loop.vectorize.width", width))
+    back_edge.set_metadata("llvm.loop", _LoopID(ir, module, *props))
 
 
 def _LoopID(ir, module, *properties):

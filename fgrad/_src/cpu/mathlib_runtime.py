@@ -14,19 +14,30 @@ shared library resolves them when it is loaded (and MCJIT through
 
 `engine` asks `resolve(name)` for each function a module declares (before it
 compiles or loads one from the disk cache); the names are fixed here, never
-taken from disk.
+taken from disk. `prefetch(to_compile(jaxpr))`, when a program is about to be
+planned, starts that on a background thread for the sin and cos the program
+computes that the disk cache lacks: LLVM then compiles them (about 55 ms of a
+fresh process's first call) while Python plans and emits the program (the
+thread holds the compiler lock meanwhile, as any compile does).
 """
 import re
+import threading
+
+import numpy as np
 
 from . import engine
 from .compiler_lock import lock
 
-__all__ = ["resolve"]
+__all__ = ["resolve", "to_compile", "prefetch"]
 
 FUNCTIONS = ("sin", "cos")
 WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}     # lanes of their vector variants
 _NAME = re.compile(r"fgrad_(sin|cos)_(f32|f64)(?:_v\d+)?\Z")
 _loaded = {}        # fgrad_<name>_<f32|f64> -> its CompiledModule (alive for the process)
+_prefetched = set()  # names a prefetch thread was started for
+# the real type whose sin and cos a primitive's dtype calls
+_SUFFIX = {np.dtype(t): s for t, s in ((np.float32, "f32"), (np.complex64, "f32"),
+                                        (np.float64, "f64"), (np.complex128, "f64"))}
 
 
 def resolve(name):
@@ -42,6 +53,42 @@ def resolve(name):
     return True
 
 
+def to_compile(jaxpr):
+    """The runtime functions the sin and cos equations in `jaxpr` (and its
+    sub-jaxprs) call that are neither loaded, nor in the disk cache, nor being
+    prefetched."""
+    names = {f"fgrad_{p}_{s}" for p, s in _calls(jaxpr)} - _loaded.keys() - _prefetched
+    return sorted(n for n in names if not engine.runtime_cached(_tag(n)))
+
+
+def prefetch(names):
+    """Start resolving `names` on a background thread."""
+    if names:
+        _prefetched.update(names)
+        threading.Thread(target=_resolve_all, args=(names,), name="fgrad math runtime").start()
+
+
+def _resolve_all(names):
+    for name in names:
+        try:
+            resolve(name)
+        except Exception:   # noqa: BLE001 -- the program's own resolve() tries again and raises
+            pass
+
+
+def _calls(jaxpr):
+    """(sin or cos, f32 or f64) of each such equation in `jaxpr`, nested ones too."""
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in FUNCTIONS and eqn.outvars[0].aval.dtype in _SUFFIX:
+            yield name, _SUFFIX[eqn.outvars[0].aval.dtype]
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    yield from _calls(sub)
+
+
 def symbols(name, suffix):
     """The functions the shared code of sin or cos exports: the scalar function,
     then its vector variants."""
@@ -49,12 +96,16 @@ def symbols(name, suffix):
     return [fname] + [f"{fname}_v{n}" for n in WIDTHS[suffix]]
 
 
+def _tag(fname):
+    return f"math {fname}"
+
+
 def _load(name, suffix):
     def emit():     # (only when not in the disk cache: mathlib imports llvmlite.ir)
         from . import mathlib
         return mathlib.emit_runtime(name, suffix)
     entries = symbols(name, suffix)
-    module = engine.compile_runtime(f"math {entries[0]}", entries, emit, export=True)
+    module = engine.compile_runtime(_tag(entries[0]), entries, emit, export=True)
     for entry in entries:
         engine.add_symbol(entry, module.address(entry))
     return module

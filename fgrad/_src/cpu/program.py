@@ -594,9 +594,9 @@ def emit_scan(ir, module, fname, eqn, plan):
     each ys. Carries alternate between the carry outputs and a scratch buffer so
     that the last iteration writes the outputs. Iteration 0 runs first, then the
     others in pairs (each pair in one loop turn, so which buffer each reads and
-    writes is known when compiling and the carry may stay in registers), in
-    chunks of pairs between which the loop looks for signals (`interrupts`); an
-    odd one out runs last."""
+    writes is known when compiling), in chunks of pairs between which the loop
+    looks for signals (`interrupts`); an odd one out runs last. Each runs the
+    body's segment by a call (see `fused._emit_loop`)."""
     p = eqn.params
     n_consts, n_carry, length, reverse = (p["num_consts"], p["num_carry"], p["length"],
                                           p["reverse"])
@@ -671,8 +671,8 @@ def emit_while(ir, module, fname, eqn, plan):
     carry to the other of two buffers (the outputs and a scratch). At the end the
     carry is copied to the outputs unless it is already there. The first turn
     reads the inputs; the others run in pairs (outputs to scratch, scratch to
-    outputs: known when compiling, so the carry may stay in registers), in chunks
-    of pairs between which the loop looks for signals (`interrupts`)."""
+    outputs: known when compiling), in chunks of pairs between which the loop
+    looks for signals (`interrupts`)."""
     p = eqn.params
     n_cc, n_bc = p["cond_nconsts"], p["body_nconsts"]
     e = _LoopEmitter(ir, module, fname, eqn, plan)

@@ -40,6 +40,12 @@ def _backend():
     return fused
 
 
+def prefetch(closed):
+    """Start, on a background thread, what compiling `closed` will need and can
+    be compiled meanwhile (sin and cos's shared code: `fused.prefetch_runtime`)."""
+    _backend().prefetch_runtime(closed.jaxpr)
+
+
 def _raw(value):
     return value._value if type(value) is Array else np.asarray(value)
 

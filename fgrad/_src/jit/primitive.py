@@ -21,7 +21,7 @@ from ..jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from ..lru import derived
 from ..partial_eval import trace_to_subjaxpr
 from ..compiler.simplify import simplify
-from .executable import Executable
+from .executable import Executable, prefetch
 from .log import log_compile
 
 jit_p = Primitive("jit", multiple_results=True)
@@ -48,6 +48,7 @@ def compile_jaxpr(closed, name, donated=()):
     donated input positions)."""
     def make():
         start = time.perf_counter()
+        prefetch(closed)        # (compiles while the program is simplified and planned)
         program = detached(simplify(closed), closed)
         exe = Executable(program, name, donated)
         log_compile(name, closed, exe, time.perf_counter() - start)
