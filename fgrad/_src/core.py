@@ -325,6 +325,74 @@ class EvalTrace(Trace):
         return fun(*args)
 
 
+# The exact NumPy types an eager fast path takes as operands without a copy (the
+# scalar types of fgrad's floating-point and complex dtypes, and ndarray; subclasses
+# of ndarray take the general path).
+_NUMPY_OPERANDS = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+
+
+def eager_float(prim, x):
+    """prim(x) run at once for a floating-point or complex Array or NumPy value `x`
+    with nothing tracing or checking (what EvalTrace would give, without its general
+    bookkeeping); None where the general path must run it. `prim`: an element-wise
+    primitive of one operand and no parameters."""
+    if _state.trace is not eval_trace or output_check is not None or placement.array_types:
+        return None
+    t = type(x)
+    if t is Array:
+        v = x._value
+        weak = x.weak_type
+    elif t in _NUMPY_OPERANDS:
+        v = x
+        weak = False
+    else:
+        return None
+    if v.dtype.kind not in "fc":
+        return None
+    try:
+        out = prim.impl(v)
+    except Exception:
+        return None     # the general path raises the error the shape rule gives
+    if type(out) is np.ndarray and (out is v or out.base is not None):
+        out = _unshared(out, [v], False)
+    return Array(out, weak)
+
+
+def eager_float_pair(prim, x, y, swap=False):
+    """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a floating-point or complex dtype
+    and `y` an Array or NumPy value of the same dtype, or a Python int or float
+    (lifted as promotion does: weakly typed, x's dtype), with nothing tracing or
+    checking; None where the general path must run it. `prim`: an element-wise
+    primitive of two operands and no parameters."""
+    if _state.trace is not eval_trace or output_check is not None or placement.array_types:
+        return None
+    xv = x._value
+    dtype = xv.dtype
+    if dtype.kind not in "fc":
+        return None
+    t = type(y)
+    if t is Array:
+        yv = y._value
+        weak = x.weak_type and y.weak_type
+    elif t is float or t is int:
+        yv = dtype.type(y)      # the value np.asarray(y, dtype) holds, as a scalar
+        weak = x.weak_type
+    elif t is np.ndarray or t is dtype.type:
+        yv = y
+        weak = False
+    else:
+        return None
+    if yv.dtype != dtype:
+        return None
+    try:
+        out = prim.impl(yv, xv) if swap else prim.impl(xv, yv)
+    except Exception:
+        return None     # the general path raises the error the shape rule gives
+    if t is np.ndarray and type(out) is np.ndarray and (out is yv or out.base is not None):
+        out = _unshared(out, [yv], False)
+    return Array(out, weak)
+
+
 def _unshared(out, vals, multiple):
     """`out` with each result that is, or views, a NumPy operand replaced by a copy:
     an Array never shares memory with an array its caller may write into."""
@@ -410,6 +478,10 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
+            if type(self) is Array:
+                out = eager_float_pair(prim, self, other, reflected)
+                if out is not None:
+                    return out
             pair = _operands(self, other)
             if pair is not None:
                 try:
@@ -537,7 +609,8 @@ class ArrayMethods:
     def __neg__(self):
         prim = OPERATOR_PRIMITIVES.get("negative")
         if prim is not None and self.dtype.kind in "fc":
-            return prim.bind(self)
+            out = eager_float(prim, self)
+            return prim.bind(self) if out is None else out
         return _fnp().negative(self)
 
     __pos__ = _method("positive")
