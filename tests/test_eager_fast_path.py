@@ -72,7 +72,9 @@ def test_binary_numpy_operands_match_asarray(name, da, db):
 
 def test_numpy_operand_is_copied():
     x = np.ones(4, np.float32)
-    outs = [fnp.negative(x), fnp.add(x, fnp.zeros(4, np.float32)), fnp.multiply(x, 1.0)]
+    zeros = fnp.zeros(4, np.float32)
+    outs = [fnp.negative(x), fnp.add(x, zeros), fnp.multiply(x, 1.0), fnp.fabs(x),
+            zeros + x, x - zeros, zeros * x[0] + 1]
     x[:] = 7
     for out in outs:
         assert np.all(np.abs(np.asarray(out)) == 1)

@@ -326,8 +326,8 @@ class EvalTrace(Trace):
 
 
 # The exact NumPy types an eager fast path takes as operands without a copy (the
-# scalar types of fgrad's floating-point and complex dtypes, and ndarray; subclasses
-# of ndarray take the general path).
+# scalar types of fgrad's dtypes, and ndarray; subclasses of ndarray take the
+# general path).
 _NUMPY_OPERANDS = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
 
 
@@ -342,7 +342,7 @@ def eager_float(prim, x):
     if t is Array:
         v = x._value
         weak = x.weak_type
-    elif t in _NUMPY_OPERANDS:
+    elif t in _NUMPY_OPERANDS and x.dtype in dtypes.SUPPORTED:
         v = x
         weak = False
     else:
