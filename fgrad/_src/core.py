@@ -210,6 +210,12 @@ class Trace:
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         raise TypeError(f"{type(self).__name__} cannot interpret custom_vjp functions")
 
+    def lean_float(self, prim, x, y, swap):
+        """The lean path of `eager_float` and `eager_float_pair` for this trace (the
+        same arguments; y is None for one operand): the primitive's result, or None
+        where fgrad.numpy must promote the operands and bind. None here: no lean path."""
+        return None
+
     def finish(self):
         """Mark this trace finished: its tracers may no longer be used."""
         self.alive = False
@@ -335,8 +341,12 @@ def eager_float(prim, x):
     """prim(x) run at once for a floating-point or complex Array or NumPy value `x`
     with nothing tracing or checking (what EvalTrace would give, without its general
     bookkeeping); None where the general path must run it. `prim`: an element-wise
-    primitive of one operand and no parameters."""
-    if _state.trace is not eval_trace or output_check is not None or placement.array_types:
+    primitive of one operand and no parameters. Under a transform, the current
+    trace's `lean_float` answers."""
+    trace = _state.trace
+    if trace is not eval_trace:
+        return trace.lean_float(prim, x, None, False)
+    if output_check is not None or placement.array_types:
         return None
     t = type(x)
     if t is Array:
@@ -359,12 +369,16 @@ def eager_float(prim, x):
 
 
 def eager_float_pair(prim, x, y, swap=False):
-    """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a floating-point or complex dtype
-    and `y` an Array or NumPy value of the same dtype, or a Python int or float
-    (lifted as promotion does: weakly typed, x's dtype), with nothing tracing or
-    checking; None where the general path must run it. `prim`: an element-wise
-    primitive of two operands and no parameters."""
-    if _state.trace is not eval_trace or output_check is not None or placement.array_types:
+    """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a
+    floating-point or complex dtype and `y` an Array or NumPy value of the same
+    dtype, or a Python int or float (lifted as promotion does: weakly typed, x's
+    dtype), with nothing tracing or checking; None where the general path must run it. `prim`: an element-wise
+    primitive of two operands and no parameters. Under a transform, the current
+    trace's `lean_float` answers."""
+    trace = _state.trace
+    if trace is not eval_trace:
+        return trace.lean_float(prim, x, y, swap)
+    if output_check is not None or placement.array_types or type(x) is not Array:
         return None
     xv = x._value
     dtype = xv.dtype
@@ -478,10 +492,9 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
-            if type(self) is Array:
-                out = eager_float_pair(prim, self, other, reflected)
-                if out is not None:
-                    return out
+            out = eager_float_pair(prim, self, other, reflected)
+            if out is not None:
+                return out
             pair = _operands(self, other)
             if pair is not None:
                 try:
@@ -608,9 +621,12 @@ class ArrayMethods:
     __eq__, __ne__ = _binop("equal"), _binop("not_equal")
     def __neg__(self):
         prim = OPERATOR_PRIMITIVES.get("negative")
-        if prim is not None and self.dtype.kind in "fc":
+        if prim is not None:
             out = eager_float(prim, self)
-            return prim.bind(self) if out is None else out
+            if out is not None:
+                return out
+            if self.dtype.kind in "fc":
+                return prim.bind(self)
         return _fnp().negative(self)
 
     __pos__ = _method("positive")

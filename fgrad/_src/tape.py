@@ -109,6 +109,22 @@ class TapeTrace(core.Trace):
         primals.append(out)
         return JVPTracer(self, out, len(primals) - 1)
 
+    def lean_float(self, prim, x, y, swap):
+        """core.eager_float(_pair) on the tape: an element-wise primitive on our
+        values and Arrays of one real floating-point dtype (a Python int or float
+        lifted as promotion lifts it), recorded at once; None: promote and bind."""
+        if prim.tape is not TAPE_DIAGONAL:
+            return None
+        if y is None:
+            return self._diagonal(prim, (x,))
+        t = type(y)
+        if t is float or t is int:
+            v = x.primal if type(x) is JVPTracer and x._trace is self else x
+            if type(v) is not Array:
+                return None
+            y = Array(v._value.dtype.type(y), True)   # the value promotion lifts y to
+        return self._diagonal(prim, (y, x) if swap else (x, y))
+
     def _diagonal(self, prim, args):
         """The common case, lean: an element-wise primitive without parameters on
         host Arrays of one real floating-point dtype. It records what the general
