@@ -13,7 +13,8 @@ import numpy as np
 from .. import dtypes
 from ..ad import TAPE_JOINT, TAPE_LINEAR, defjvp, defjvp_zero, is_undefined
 from ..batching import defbroadcasting, defvectorized
-from ..core import Array, Primitive, ShapedArray, get_aval, is_weak
+from ..core import (Array, Primitive, ShapedArray, eager_float, eager_float_pair, get_aval,
+                    is_weak)
 from ..errors import FgradTypeError
 from .quiet import quiet as _quiet
 from ._util import (broadcast_shapes, lift_scalars, nary_rule, reject_complex, shapes_str,
@@ -49,13 +50,18 @@ def _prim(name, impl, kinds, out_dtype=None, quiet=False, refuse_complex=False):
 
 def _unary_op(p):
     def op(x):
-        return p.bind(x)
+        out = eager_float(p, x)      # the lean path, where it applies
+        return p.bind(x) if out is None else out
     op.__name__ = p.name
     return op
 
 
 def _binary_op(p):
     def op(x, y):
+        if type(x) is Array and type(y) is Array:
+            out = eager_float_pair(p, x, y)      # the lean path, where it applies
+            if out is not None:
+                return out
         if type(x) in _PY_SCALARS or type(y) in _PY_SCALARS:
             x, y = lift_scalars((x, y))
         if x.dtype != y.dtype:
