@@ -352,12 +352,13 @@ def eager_float(prim, x):
     if t is Array:
         v = x._value
         weak = x.weak_type
-    elif t in _NUMPY_OPERANDS and x.dtype in dtypes.SUPPORTED:
+    elif t in _NUMPY_OPERANDS:
         v = x
         weak = False
     else:
         return None
-    if v.dtype.kind not in "fc":
+    dtype = v.dtype
+    if dtype.kind not in "fc" or dtype not in dtypes.SUPPORTED:
         return None
     try:
         out = prim.impl(v)
@@ -387,16 +388,16 @@ def eager_float_pair(prim, x, y, swap=False):
     t = type(y)
     if t is Array:
         yv = y._value
+        if yv.dtype != dtype:
+            return None
         weak = x.weak_type and y.weak_type
     elif t is float or t is int:
         yv = dtype.type(y)      # the value np.asarray(y, dtype) holds, as a scalar
         weak = x.weak_type
-    elif t is np.ndarray or t is dtype.type:
+    elif t is dtype.type or (t is np.ndarray and y.dtype == dtype):
         yv = y
         weak = False
     else:
-        return None
-    if yv.dtype != dtype:
         return None
     try:
         out = prim.impl(yv, xv) if swap else prim.impl(xv, yv)
