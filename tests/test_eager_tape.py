@@ -351,3 +351,15 @@ def test_lean_operators_on_the_tape_match_jaxpr_path(op, name, jaxpr_path):
                 assert on == off
             else:
                 _same_bits(on, off)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_lean_operators_leave_integer_constants_to_promotion(jaxpr_path):
+    """On the tape, an integer Array and a Python number promote as in fgrad.numpy
+    (the lean path must not lift the number to the integer dtype)."""
+    c = fnp.asarray(np.int32([1, 2]))
+
+    def f(x):
+        return fnp.sum(x * (c * 1e40 > 0) + c * 2.5 + 2.5 * c - c * 3)
+    on, off = _both(jaxpr_path, lambda: fgrad.value_and_grad(f)(np.float32([1.0, 2.0])))
+    _same_bits(on, off)

@@ -373,9 +373,9 @@ def eager_float_pair(prim, x, y, swap=False):
     """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a
     floating-point or complex dtype and `y` an Array or NumPy value of the same
     dtype, or a Python int or float (lifted as promotion does: weakly typed, x's
-    dtype), with nothing tracing or checking; None where the general path must run it. `prim`: an element-wise
-    primitive of two operands and no parameters. Under a transform, the current
-    trace's `lean_float` answers."""
+    dtype), with nothing tracing or checking; None where the general path must run
+    it. `prim`: an element-wise primitive of two operands and no parameters. Under a
+    transform, the current trace's `lean_float` answers."""
     trace = _state.trace
     if trace is not eval_trace:
         return trace.lean_float(prim, x, y, swap)

@@ -120,8 +120,8 @@ class TapeTrace(core.Trace):
         t = type(y)
         if t is float or t is int:
             v = x.primal if type(x) is JVPTracer and x._trace is self else x
-            if type(v) is not Array:
-                return None
+            if type(v) is not Array or v._value.dtype.kind != "f":
+                return None     # promotion has more to do (an integer x, say)
             y = Array(v._value.dtype.type(y), True)   # the value promotion lifts y to
         return self._diagonal(prim, (y, x) if swap else (x, y))
 
@@ -129,7 +129,8 @@ class TapeTrace(core.Trace):
         """The common case, lean: an element-wise primitive without parameters on
         host Arrays of one real floating-point dtype. It records what the general
         path would, without its dispatch; None where the general path must run it."""
-        if prim.weak_args is not None or core.output_check is not None or placement.array_types:
+        if (prim.weak_args is not None or prim.multiple_results
+                or core.output_check is not None or placement.array_types):
             return None
         vals, ids, values = [], [], []
         traced = False
