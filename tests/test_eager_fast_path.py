@@ -72,7 +72,9 @@ def test_binary_numpy_operands_match_asarray(name, da, db):
 
 def test_numpy_operand_is_copied():
     x = np.ones(4, np.float32)
-    outs = [fnp.negative(x), fnp.add(x, fnp.zeros(4, np.float32)), fnp.multiply(x, 1.0)]
+    zeros = fnp.zeros(4, np.float32)
+    outs = [fnp.negative(x), fnp.add(x, zeros), fnp.multiply(x, 1.0), fnp.fabs(x),
+            zeros + x, x - zeros, zeros * x[0] + 1]
     x[:] = 7
     for out in outs:
         assert np.all(np.abs(np.asarray(out)) == 1)
@@ -174,4 +176,32 @@ def test_lean_eager_path_matches_general_path(arity):
                     warnings.simplefilter("ignore")
                     lean = _outcome(bind, *args)
                     general = _bind_general(bind, args)
+                _check(lean, general)
+
+
+def _lax_ops():
+    """fgrad.lax's element-wise functions that take the lean path (`_unary_op`,
+    `_binary_op`), with their arity."""
+    from fgrad._src.lax import elementwise
+    ops = []
+    for fn in vars(elementwise).values():
+        kind = getattr(fn, "__qualname__", "").split(".")[0]
+        if kind in ("_unary_op", "_binary_op"):
+            ops.append((fn, 1 if kind == "_unary_op" else 2))
+    return ops
+
+
+def test_lax_functions_lean_path_matches_general_path():
+    ops = _lax_ops()
+    assert len(ops) > 30
+    for fn, arity in ops:
+        for (da, wa) in _VALUES:
+            operand_sets = [(_arr(da, wa),)] if arity == 1 else [
+                (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
+                (_arr(da, wa, (3,)), _arr(da, wa, (2, 1))), (_arr(da, wa), 2.0)]
+            for args in operand_sets:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    lean = _outcome(fn, *args)
+                    general = _bind_general(fn, args)
                 _check(lean, general)

@@ -327,3 +327,39 @@ def test_operators_match_fgrad_numpy(op, name):
                     _same_bits(got, want)
     for a in _OPERANDS[:6]:
         _same_bits(-a, fnp.negative(a)) if a.dtype.kind != "b" else None
+
+
+_LEAN_OPERANDS = [np.float32([0.5, -1.5]), np.float64(0.25), 0.75, 2, 1j, True,
+                  np.int32(3), np.array([1.0, 2.0], np.float32), fnp.asarray(np.float32(2.0)),
+                  fnp.asarray(0.5)]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("op,name", _OPERATORS, ids=[n for _, n in _OPERATORS])
+def test_lean_operators_on_the_tape_match_jaxpr_path(op, name, jaxpr_path):
+    """The tape's lean path (operators and fgrad.numpy's unary functions, Python
+    numbers lifted there) records what promote-and-bind records, for every operand
+    kind on either side."""
+    def f(x, c):
+        y = fnp.sin(op(x, c)) + -fnp.exp(op(c, x))
+        return fnp.sum(fnp.real(y) if fnp.iscomplexobj(y) else y)
+    for x in (np.float32([0.3, 0.6]), np.float64(0.4), 0.4):
+        for c in _LEAN_OPERANDS:
+            run = lambda: _outcome(fgrad.value_and_grad(f), x, c)   # noqa: E731
+            on, off = _both(jaxpr_path, run)
+            if isinstance(off, tuple) and isinstance(off[0], type):
+                assert on == off
+            else:
+                _same_bits(on, off)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_lean_operators_leave_integer_constants_to_promotion(jaxpr_path):
+    """On the tape, an integer Array and a Python number promote as in fgrad.numpy
+    (the lean path must not lift the number to the integer dtype)."""
+    c = fnp.asarray(np.int32([1, 2]))
+
+    def f(x):
+        return fnp.sum(x * (c * 1e40 > 0) + c * 2.5 + 2.5 * c - c * 3)
+    on, off = _both(jaxpr_path, lambda: fgrad.value_and_grad(f)(np.float32([1.0, 2.0])))
+    _same_bits(on, off)

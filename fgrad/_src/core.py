@@ -210,6 +210,12 @@ class Trace:
     def process_custom_vjp_call(self, prim, fun, fwd, bwd, args, params):
         raise TypeError(f"{type(self).__name__} cannot interpret custom_vjp functions")
 
+    def lean_float(self, prim, x, y, swap):
+        """The lean path of `eager_float` and `eager_float_pair` for this trace (the
+        same arguments; y is None for one operand): the primitive's result, or None
+        where fgrad.numpy must promote the operands and bind. None here: no lean path."""
+        return None
+
     def finish(self):
         """Mark this trace finished: its tracers may no longer be used."""
         self.alive = False
@@ -325,6 +331,83 @@ class EvalTrace(Trace):
         return fun(*args)
 
 
+# The exact NumPy types an eager fast path takes as operands without a copy (the
+# scalar types of fgrad's dtypes, and ndarray; subclasses of ndarray take the
+# general path).
+_NUMPY_OPERANDS = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+
+
+def eager_float(prim, x):
+    """prim(x) run at once for a floating-point or complex Array or NumPy value `x`
+    with nothing tracing or checking (what EvalTrace would give, without its general
+    bookkeeping); None where the general path must run it. `prim`: an element-wise
+    primitive of one operand and no parameters. Under a transform, the current
+    trace's `lean_float` answers."""
+    trace = _state.trace
+    if trace is not eval_trace:
+        return trace.lean_float(prim, x, None, False)
+    if output_check is not None or placement.array_types:
+        return None
+    t = type(x)
+    if t is Array:
+        v = x._value
+        weak = x.weak_type
+    elif t in _NUMPY_OPERANDS:
+        v = x
+        weak = False
+    else:
+        return None
+    dtype = v.dtype
+    if dtype.kind not in "fc" or dtype not in dtypes.SUPPORTED:
+        return None
+    try:
+        out = prim.impl(v)
+    except Exception:
+        return None     # the general path raises the error the shape rule gives
+    if type(out) is np.ndarray and (out is v or out.base is not None):
+        out = _unshared(out, [v], False)
+    return Array(out, weak)
+
+
+def eager_float_pair(prim, x, y, swap=False):
+    """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a
+    floating-point or complex dtype and `y` an Array or NumPy value of the same
+    dtype, or a Python int or float (lifted as promotion does: weakly typed, x's
+    dtype), with nothing tracing or checking; None where the general path must run
+    it. `prim`: an element-wise primitive of two operands and no parameters. Under a
+    transform, the current trace's `lean_float` answers."""
+    trace = _state.trace
+    if trace is not eval_trace:
+        return trace.lean_float(prim, x, y, swap)
+    if output_check is not None or placement.array_types or type(x) is not Array:
+        return None
+    xv = x._value
+    dtype = xv.dtype
+    if dtype.kind not in "fc":
+        return None
+    t = type(y)
+    if t is Array:
+        yv = y._value
+        if yv.dtype != dtype:
+            return None
+        weak = x.weak_type and y.weak_type
+    elif t is float or t is int:
+        yv = dtype.type(y)      # the value np.asarray(y, dtype) holds, as a scalar
+        weak = x.weak_type
+    elif t is dtype.type or (t is np.ndarray and y.dtype == dtype):
+        yv = y
+        weak = False
+    else:
+        return None
+    try:
+        out = prim.impl(yv, xv) if swap else prim.impl(xv, yv)
+    except Exception:
+        return None     # the general path raises the error the shape rule gives
+    if t is np.ndarray and type(out) is np.ndarray and (out is yv or out.base is not None):
+        out = _unshared(out, [yv], False)
+    return Array(out, weak)
+
+
 def _unshared(out, vals, multiple):
     """`out` with each result that is, or views, a NumPy operand replaced by a copy:
     an Array never shares memory with an array its caller may write into."""
@@ -410,6 +493,9 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
+            out = eager_float_pair(prim, self, other, reflected)
+            if out is not None:
+                return out
             pair = _operands(self, other)
             if pair is not None:
                 try:
@@ -536,8 +622,12 @@ class ArrayMethods:
     __eq__, __ne__ = _binop("equal"), _binop("not_equal")
     def __neg__(self):
         prim = OPERATOR_PRIMITIVES.get("negative")
-        if prim is not None and self.dtype.kind in "fc":
-            return prim.bind(self)
+        if prim is not None:
+            out = eager_float(prim, self)
+            if out is not None:
+                return out
+            if self.dtype.kind in "fc":
+                return prim.bind(self)
         return _fnp().negative(self)
 
     __pos__ = _method("positive")

@@ -27,10 +27,10 @@ A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
 from . import ad, core, placement
-from .ad import (TAPE_BILINEAR, TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
+from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
                  JVPTracer, UndefinedPrimal)
 from .config import config
-from .core import Tracer, TracerLevelError, check_live, full_lower, get_aval
+from .core import Array, Tracer, TracerLevelError, check_live, full_lower, get_aval
 from .lax import add
 from .lax._util import unbroadcast
 
@@ -79,6 +79,10 @@ class TapeTrace(core.Trace):
         return vals, ids, traced
 
     def process_primitive(self, prim, args, params):
+        if prim.tape is TAPE_DIAGONAL and not params:
+            out = self._diagonal(prim, args)
+            if out is not None:
+                return out
         vals, ids, traced = self._unpack(args)
         kind = prim.tape
         if not traced or kind is TAPE_ZERO:
@@ -102,6 +106,74 @@ class TapeTrace(core.Trace):
             return out     # an integer result has no derivative
         primals = self.primals
         self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+        primals.append(out)
+        return JVPTracer(self, out, len(primals) - 1)
+
+    def lean_float(self, prim, x, y, swap):
+        """core.eager_float(_pair) on the tape: an element-wise primitive on our
+        values and Arrays of one real floating-point dtype (a Python int or float
+        lifted as promotion lifts it), recorded at once; None: promote and bind."""
+        if prim.tape is not TAPE_DIAGONAL:
+            return None
+        if y is None:
+            return self._diagonal(prim, (x,))
+        t = type(y)
+        if t is float or t is int:
+            v = x.primal if type(x) is JVPTracer and x._trace is self else x
+            if type(v) is not Array or v._value.dtype.kind != "f":
+                return None     # promotion has more to do (an integer x, say)
+            y = Array(v._value.dtype.type(y), True)   # the value promotion lifts y to
+        return self._diagonal(prim, (y, x) if swap else (x, y))
+
+    def _diagonal(self, prim, args):
+        """The common case, lean: an element-wise primitive without parameters on
+        host Arrays of one real floating-point dtype. It records what the general
+        path would, without its dispatch; None where the general path must run it."""
+        if (prim.weak_args is not None or prim.multiple_results
+                or core.output_check is not None or placement.array_types):
+            return None
+        vals, ids, values = [], [], []
+        traced = False
+        weak = True
+        dtype = None
+        for a in args:
+            t = type(a)
+            if t is JVPTracer and a._trace is self:
+                v = a.primal
+                ids.append(a.tangent)
+                traced = True
+            elif t is Array:
+                v = a
+                ids.append(None)
+            else:
+                return None
+            if type(v) is not Array:
+                return None
+            x = v._value
+            if dtype is None:
+                dtype = x.dtype
+                if dtype.kind != "f":
+                    return None
+            elif x.dtype != dtype:
+                return None
+            vals.append(v)
+            values.append(x)
+            weak = weak and v.weak_type
+        state = core._state
+        state.trace = self.parent
+        try:
+            out = prim.impl(*values)
+        except Exception:
+            return None     # the general path raises the error the shape rule gives
+        finally:
+            state.trace = self
+        if out.dtype != dtype:
+            return None
+        out = Array(out, weak)
+        if not traced:
+            return out
+        primals = self.primals
+        self.entries.append((TAPE_DIAGONAL, prim, {}, vals, out, ids, len(primals)))
         primals.append(out)
         return JVPTracer(self, out, len(primals) - 1)
 
@@ -177,6 +249,23 @@ class TapeTrace(core.Trace):
             if ct is None:
                 continue
             cts[node] = None
+            if kind is TAPE_DIAGONAL:
+                rules = prim.jvp_rules
+                k = len(ids)
+                while k:     # as the transposed jaxpr: last first
+                    k -= 1
+                    i = ids[k]
+                    if i is None or rules[k] is None:
+                        continue
+                    c = rules[k](ct, ans, *vals, **params)
+                    x = vals[k]
+                    if c.shape != x.shape:
+                        c = unbroadcast(c, get_aval(x))
+                    if accumulate is not None:
+                        accumulate(cts, i, c)
+                    prev = cts[i]
+                    cts[i] = c if prev is None else add(prev, c)
+                continue
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
                                                *vals[1:], **params)[0])]
@@ -185,25 +274,13 @@ class TapeTrace(core.Trace):
                         for v, i in zip(vals, ids)]
                 got = [(i, c) for i, c in zip(ids, prim.transpose(ct, *args, **params))
                        if i is not None and c is not None]
-            elif kind is TAPE_BILINEAR:
+            else:   # TAPE_BILINEAR
                 got = []
                 for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
                     if ids[k] is not None:
                         args = list(vals)
                         args[k] = UndefinedPrimal(get_aval(vals[k]))
                         got.append((ids[k], prim.transpose(ct, *args, **params)[k]))
-            else:
-                got = []
-                rules = prim.jvp_rules
-                for k in range(len(ids) - 1, -1, -1):   # as the transposed jaxpr: last first
-                    i = ids[k]
-                    if i is None or rules[k] is None:
-                        continue
-                    c = rules[k](ct, ans, *vals, **params)
-                    x = vals[k]
-                    if c.shape != x.shape:
-                        c = unbroadcast(c, get_aval(x))
-                    got.append((i, c))
             for i, c in got:
                 if accumulate is not None:
                     accumulate(cts, i, c)

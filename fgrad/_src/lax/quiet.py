@@ -20,13 +20,11 @@ except ImportError:  # NumPy 1.x, or internals renamed
 _prepared = (None, None)   # (the caller's state it was made from, the ignoring state)
 
 
-def _ignoring_state():
+def _prepare(current):
+    """The ignoring state made from the caller's state `current` (remembered)."""
     global _prepared
-    made_from, state = _prepared
-    current = _extobj_contextvar.get()
-    if made_from is not current:
-        state = _make_extobj(all="ignore")
-        _prepared = (current, state)
+    state = _make_extobj(all="ignore")
+    _prepared = (current, state)
     return state
 
 
@@ -39,11 +37,15 @@ def quiet(fn):
                 return fn(*args, **params)
         return impl
 
+    get, set_, reset = _extobj_contextvar.get, _extobj_contextvar.set, _extobj_contextvar.reset
+
     @functools.wraps(fn)
     def impl(*args, **params):
-        token = _extobj_contextvar.set(_ignoring_state())
+        current = get()
+        made_from, state = _prepared
+        token = set_(state if made_from is current else _prepare(current))
         try:
             return fn(*args, **params)
         finally:
-            _extobj_contextvar.reset(token)
+            reset(token)
     return impl

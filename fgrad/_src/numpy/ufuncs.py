@@ -65,9 +65,13 @@ def _binary(name, lax_fn, inexact=False):
     return fn
 
 
-def _unary_inexact(name, lax_fn):
+def _unary_inexact(name, prim):
+    """The fgrad.numpy function of an element-wise primitive of one operand."""
     def fn(x, /):
-        return lax_fn(_inexact1(x))
+        out = core.eager_float(prim, x)
+        if out is None:
+            out = prim.bind(_inexact1(x))
+        return out
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Element-wise {name} (integer inputs become float32)."
     return fn
@@ -232,7 +236,7 @@ def absolute(x, /):
 
 
 abs = absolute
-fabs = _unary_inexact("fabs", lax.abs)
+fabs = _unary_inexact("fabs", lax.abs_p)
 
 
 def sign(x, /):
@@ -305,11 +309,11 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
 # ----------------------------------------------------------------------------
 # Exponents, logarithms, powers
 
-exp = _unary_inexact("exp", lax.exp)
-expm1 = _unary_inexact("expm1", lax.expm1)
-log = _unary_inexact("log", lax.log)
-log1p = _unary_inexact("log1p", lax.log1p)
-sqrt = _unary_inexact("sqrt", lax.sqrt)
+exp = _unary_inexact("exp", lax.exp_p)
+expm1 = _unary_inexact("expm1", lax.expm1_p)
+log = _unary_inexact("log", lax.log_p)
+log1p = _unary_inexact("log1p", lax.log1p_p)
+sqrt = _unary_inexact("sqrt", lax.sqrt_p)
 
 
 @_half_in_float32
@@ -380,10 +384,10 @@ def logaddexp2(x1, x2, /):
 # ----------------------------------------------------------------------------
 # Trigonometric and hyperbolic functions
 
-sin = _unary_inexact("sin", lax.sin)
-cos = _unary_inexact("cos", lax.cos)
-tan = _unary_inexact("tan", lax.tan)
-tanh = _unary_inexact("tanh", lax.tanh)
+sin = _unary_inexact("sin", lax.sin_p)
+cos = _unary_inexact("cos", lax.cos_p)
+tan = _unary_inexact("tan", lax.tan_p)
+tanh = _unary_inexact("tanh", lax.tanh_p)
 
 
 def arctan2(x1, x2, /):
