@@ -9,7 +9,7 @@
   linear scan. Under linearize only the linear scan is recorded;
 - transpose: the linear scan run backwards: cotangents of the carry are the
   carry, cotangents of linear consts are accumulated in it (or, for sums of
-  per-iteration products, computed after it: `scan_hoist`), those of xs are
+  per-iteration matrix products, computed after it: `scan_hoist`), those of xs are
   stacked as ys;
 - vmap: batch dims of consts and carries at 0, of xs at 1 (the scanned axis
   stays first); a carry becomes batched when the body makes it so;

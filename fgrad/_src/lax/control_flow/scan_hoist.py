@@ -6,10 +6,11 @@ to an accumulator it carries, every iteration. For a product in the body
 so the loop makes `length` small products and as many W-sized additions; summed
 over the iterations it is one product of the stacked values with the iteration
 axis contracted too (one big product after the loop, H^T @ G over all rows).
-A bias's sum of reduce_sums is likewise one reduce_sum of the stacked values.
+(A bias's sum of reduce_sums stays in the loop: cheap there, and one reduce_sum
+over many rows does not give NumPy's bits under jit.)
 
 `hoist` finds accumulators updated as `acc + dot_general(a, b)` (no batch
-dims) or `acc + reduce_sum(a)` whose operands are stacked by the loop already
+dims) whose operands are stacked by the loop already
 (xs it reads, ys it writes) or can be for no more memory per iteration than the
 accumulator holds, and drops them from the body; `Sum.total` computes each one
 after the loop. Sums are reassociated, so the last bits differ from the loop's
@@ -21,22 +22,19 @@ from ...jaxpr import ClosedJaxpr, Jaxpr, Var, dce_jaxpr
 
 
 class Sum:
-    """An accumulator's value: `primitive` (dot_general or reduce_sum) over the
-    stacked operands `sources`, each ("in", k): the loop's k-th stacked input,
-    or ("out", k): its k-th stacked output."""
-    __slots__ = ("primitive", "params", "sources")
+    """An accumulator's value: the product of dimension numbers `dimension_numbers`
+    over the stacked operands `sources`, each ("in", k): the loop's k-th stacked
+    input, or ("out", k): its k-th stacked output."""
+    __slots__ = ("dimension_numbers", "sources")
 
-    def __init__(self, primitive, params, sources):
-        self.primitive, self.params, self.sources = primitive, params, sources
+    def __init__(self, dimension_numbers, sources):
+        self.dimension_numbers, self.sources = dimension_numbers, sources
 
     def total(self, stacked_in, stacked_out):
         """The sum over the iterations, from the loop's stacked inputs and outputs."""
         from ..dot_general import dot_general
-        from ..reductions import reduce_sum
         ops = [stacked_in[k] if where == "in" else stacked_out[k] for where, k in self.sources]
-        if self.primitive == "reduce_sum":
-            return reduce_sum(ops[0], (0,) + tuple(a + 1 for a in self.params["axes"]))
-        (lc, rc), _ = self.params["dimension_numbers"]
+        (lc, rc), _ = self.dimension_numbers
         return dot_general(ops[0], ops[1], (((0,) + tuple(d + 1 for d in lc),
                                              (0,) + tuple(d + 1 for d in rc)), ((), ())))
 
@@ -74,7 +72,7 @@ def hoist(closed, n_consts, n_acc, n_carry):
             continue
         add, term = found
         dropped.add(id(add))
-        sums.append(Sum(term.primitive.name, term.params, sources))
+        sums.append(Sum(term.params["dimension_numbers"], sources))
     if not dropped:
         return Hoisted(closed, sums)
     kept = [j for j in range(n_acc) if sums[j] is None]
@@ -87,22 +85,20 @@ def hoist(closed, n_consts, n_acc, n_carry):
 
 
 def _update(producer, uses, acc, new):
-    """(the add, the product or reduce_sum it adds to `acc`) when the body's new
-    accumulator `new` is acc + such a term that nothing else reads; else None."""
+    """(the add, the product it adds to `acc`) when the body's new accumulator
+    `new` is acc + a product without batch dims that nothing else reads; else None."""
     add = producer.get(new)
     if add is None or add.primitive.name != "add" or uses.get(acc) != 1 \
             or uses.get(new) != 1 or acc not in add.invars:
         return None
     term = add.invars[1] if add.invars[0] is acc else add.invars[0]
     step = producer.get(term) if type(term) is Var else None
-    if step is None or uses.get(term) != 1 or step.outvars[0].aval != new.aval:
+    if step is None or uses.get(term) != 1 or step.outvars[0].aval != new.aval \
+            or step.primitive.name != "dot_general" \
+            or step.params["dimension_numbers"][1] != ((), ()) \
+            or step.params.get("preferred_element_type") is not None:
         return None
-    if step.primitive.name == "reduce_sum":
-        return add, step
-    if step.primitive.name == "dot_general" and step.params["dimension_numbers"][1] == ((), ()) \
-            and step.params.get("preferred_element_type") is None:
-        return add, step
-    return None
+    return add, step
 
 
 def _sources(step, acc, xs, ys, added, loop_held):
