@@ -110,7 +110,6 @@ from . import mathlib_runtime  # noqa: F401 -- sin and cos's shared code, found 
 from .loops import interleave, no_unroll
 
 engine.add_resolver(interrupts.resolve)    # loops' signal polling: shared code
-engine.add_resolver(pool.resolve)          # loop bodies' worker pool
 
 __all__ = ["can_copy", "can_fuse", "can_lower_alone", "compile_groups", "emit_module",
            "FusedCompileError"]
@@ -1332,10 +1331,9 @@ def _emit_loop(ir, module, fname, group, *, plan, name, flush):
             continue                 # a body that only passes its inputs through
         bodies, infos = _emit_bodies(ir, module, f"{fname}_p{j}", part.groups, name, {}, flush)
         segment = program.part_name(fname, j)
-        part.parallel = _body_plan(part.segment, {id(g): i for g, i in zip(part.groups, infos)})
         program.emit_segment(ir, module, segment, part.segment,
                              {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
-                             None, False, part.parallel, in_loop=True)
+                             None, False)
         module.get_global(segment).linkage = "internal"
     emit = {"scan": program.emit_scan, "while": program.emit_while,
             "cond": program.emit_cond}[plan.kind]
@@ -1460,16 +1458,6 @@ def parallel_plan(seg, info_of):
     if not split:
         return None
     return program.Parallel(split, n, scratch, calls_blas)
-
-
-def _body_plan(seg, info_of):
-    """A loop body segment's parallel plan: parallel_plan's without its SPLIT_SUM
-    members (a body's table has no scratch buffer), None when none is left."""
-    plan = parallel_plan(seg, info_of)
-    if plan is None or not plan.scratch:
-        return plan
-    split = {k: v for k, v in plan.split.items() if v != blas.SPLIT_SUM}
-    return program.Parallel(split, plan.chunks, 0, plan.blas) if split else None
 
 
 def splits_alone(group):

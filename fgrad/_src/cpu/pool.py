@@ -45,8 +45,6 @@ EAGER_CYCLES = 1 << 16         # spin-waits yield the CPU after about 20 us
 _FUTEX, _WAIT, _WAKE = 202, 0 | 128, 1 | 128     # SYS_futex; FUTEX_*_PRIVATE
 
 _FUNCTIONS = []                # [(worker address, run address, module)]
-RUN_SHARED = "fgrad_pool_run_shared"
-_handed = []                   # [the Pool (or None) RUN_SHARED runs on] once handed over
 _shared = []                   # [Pool] once made
 
 
@@ -178,33 +176,7 @@ def _emit():
     each_worker(collect)
     b.atomic_rmw("xchg", pool, c64(0), "release")
     b.ret_void()
-    _emit_shared(ir, module, run, work_t)
     return str(module)
-
-
-def _emit_shared(ir, module, run, work_t):
-    """`void fgrad_pool_use(ptr pool)` (the process's pool, set once) and
-    `void RUN_SHARED(ptr work, ptr table)`: fgrad_pool_run on that pool, or the
-    job on the calling thread alone while there is none."""
-    ptr, i64 = ir.PointerType(), ir.IntType(64)
-    current = ir.GlobalVariable(module, i64, "fgrad_pool_current")
-    current.linkage = "internal"
-    current.initializer = ir.Constant(i64, 0)
-    use = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), "fgrad_pool_use")
-    b = ir.IRBuilder(use.append_basic_block("entry"))
-    b.atomic_rmw("xchg", current, b.ptrtoint(use.args[0], i64), "release")
-    b.ret_void()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr]), RUN_SHARED)
-    raw_work, table = fn.args
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    pool = b.load_atomic(current, "acquire", 8, typ=i64)
-    with b.if_else(b.icmp_unsigned("==", pool, ir.Constant(i64, 0))) as (alone, shared):
-        with alone:
-            b.call(b.inttoptr(b.ptrtoint(raw_work, i64), work_t),
-                   [table, ir.Constant(i64, 0)])
-        with shared:
-            b.call(run, [b.inttoptr(pool, ptr), raw_work, table])
-    b.ret_void()
 
 
 def emit_wait(ir, module, b, since):
@@ -236,33 +208,10 @@ def _functions():
     """(worker address, run address), compiled once per process."""
     if not _FUNCTIONS:
         from . import engine
-        module = engine.compile_runtime(
-            "pool", ["fgrad_pool_worker", "fgrad_pool_run", "fgrad_pool_use", RUN_SHARED],
-            _emit, export=True)
+        module = engine.compile_runtime("pool", ["fgrad_pool_worker", "fgrad_pool_run"], _emit)
         _FUNCTIONS.append((module.address("fgrad_pool_worker"),
                            module.address("fgrad_pool_run"), module))
     return _FUNCTIONS[0][:2]
-
-
-def resolve(name):
-    """`engine`'s resolver for RUN_SHARED, which loop bodies call (their tables
-    cannot hold the pool's address: compiled code outlives a process): the
-    pool's code, and the process's pool made and handed to it, on first use."""
-    if name != RUN_SHARED:
-        return False
-    from . import engine, threads
-    from .compiler_lock import lock
-    with lock:
-        if not _handed:
-            _functions()
-            module = _FUNCTIONS[0][2]
-            engine.add_symbol(RUN_SHARED, module.address(RUN_SHARED))
-            pool = shared(threads.split_threads())
-            if pool is not None:
-                ctypes.CFUNCTYPE(None, ctypes.c_void_p)(module.address("fgrad_pool_use"))(
-                    pool.address)
-            _handed.append(pool)
-    return True
 
 
 def run_address():

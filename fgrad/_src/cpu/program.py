@@ -186,8 +186,7 @@ class Parallel:
         return 4 + 2 * len(self.split)
 
 
-def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, parallel=None,
-                 in_loop=False):
+def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, parallel=None):
     """The segment's entry: each member kernel's body (`bodies[id(group)]` is
     (body function, (reports an error, outer extent, splittable))) on pointers
     into the imported and exported arrays or the workspace, in order; the OR of
@@ -203,9 +202,7 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
     t trying chunk t first, so that each thread keeps to the same rows of the
     same arrays from member to member and call to call; thread 0 goes on once
     all chunks are done. Workers only take part in split members, so a worker
-    that comes late, or never, costs nothing but its share. A loop body's segment
-    (`in_loop`) has no pool or run function in its table: it calls the process's
-    pool through `pool.RUN_SHARED`, and has no scratch buffer (no SPLIT_SUM)."""
+    that comes late, or never, costs nothing but its share."""
     ptr, i64 = ir.PointerType(), ir.IntType(64)
     n_arrays = len(seg.imported) + len(seg.exported)
     err_slot = n_arrays + 1
@@ -234,14 +231,9 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
     for k in (0, Parallel.STAGE, *range(Parallel.counters(0)[0], parallel.slots + 1)):
         b.store(ir.Constant(i64, 0), _slot(ir, b, args, err_slot + k))  # error, stage, counters
     restore_blas = blas.one_thread(ir, module, b) if parallel.blas else (lambda: None)
-    if in_loop:
-        from .pool import RUN_SHARED
-        b.call(loops.declare(ir, module, RUN_SHARED, ir.VoidType(), [ptr, ptr]), [work, args])
-    else:
-        run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
-                         ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
-        b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work,
-                     args])
+    run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
+                     ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
+    b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work, args])
     restore_blas()
     b.ret_void()
 
@@ -438,13 +430,11 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
 class BodyPlan:
     """A loop's body (or condition, or a cond branch) that is one all-native
     segment: the program (simplified), its kernel groups, and the segment (members
-    as steps; None when the body only passes inputs through); `parallel`: the
-    segment's `Parallel` plan, set when its code is emitted (None: one thread)."""
-    __slots__ = ("body", "groups", "segment", "parallel")
+    as steps; None when the body only passes inputs through)."""
+    __slots__ = ("body", "groups", "segment")
 
     def __init__(self, body, groups, segment):
         self.body, self.groups, self.segment = body, groups, segment
-        self.parallel = None
 
 
 class LoopPlan:
@@ -503,12 +493,8 @@ class _LoopEmitter:
                        for j, part in enumerate(plan.parts)]
 
     @staticmethod
-    def _arrays(part):
-        return len(part.segment.imported) + len(part.segment.exported)
-
-    @classmethod
-    def _slots(cls, part):
-        return cls._arrays(part) + 2 + (part.parallel.slots if part.parallel else 0)
+    def _slots(part):
+        return len(part.segment.imported) + len(part.segment.exported) + 2
 
     @staticmethod
     def _workspace(part):
@@ -540,7 +526,7 @@ class _LoopEmitter:
                 base = self.b.ptrtoint(self.at(block, self.const(offset)), self.i64)
                 aligned = self.b.and_(self.b.add(base, self.const(ALIGN - 1)),
                                       self.const(-ALIGN))
-                self._put(table, self._arrays(part), aligned)
+                self._put(table, self._slots(part) - 2, aligned)
             offset += self._workspace(part) + ALIGN
         return block, buffers
 
@@ -581,7 +567,7 @@ class _LoopEmitter:
                 self._put(table, k, source[v])
             for k, v in enumerate(seg.exported):
                 self._put(table, len(seg.imported) + k, targets[first[v]])
-            flag_slot = self._arrays(part) + 1
+            flag_slot = self._slots(part) - 1
             self._put(table, flag_slot, self.const(0))
             b.call(self.module.get_global(part_name(self.fname, j)), [table])
         # outputs the body passes through from an input, or repeats: copied
