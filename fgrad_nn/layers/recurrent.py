@@ -291,13 +291,17 @@ class _Recurrent(Module):
     def _direction(self, cell, x, h, c, valid, reverse):
         """One direction of one layer over the sequence x (T, N, features):
         (outputs (T, N, hidden), final h, final c or None)."""
-        gi = _affine(x, cell.weight_ih, cell.bias_ih)   # input part of every step at once
         mode, weight_hh_t = self.mode, fnp.transpose(cell.weight_hh)   # once, not per step
+        bias_ih, bias_hh = cell.bias_ih, cell.bias_hh
+        if mode != "GRU" and bias_hh is not None:
+            # both biases add to the gates: once for every step, before the loop
+            bias_ih, bias_hh = bias_ih + bias_hh, None
+        gi = _affine(x, cell.weight_ih, bias_ih)   # input part of every step at once
 
         def body(carry, inputs):
             h, c = carry
             g, v = inputs
-            h_new, c_new = _step(mode, g, h, c, weight_hh_t, cell.bias_hh)
+            h_new, c_new = _step(mode, g, h, c, weight_hh_t, bias_hh)
             if v is None:
                 return (h_new, c_new), h_new
             h_new = fnp.where(v, h_new, h)

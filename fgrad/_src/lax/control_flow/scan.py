@@ -8,7 +8,8 @@
   are stacked per iteration by the primal scan and read as xs by a second,
   linear scan. Under linearize only the linear scan is recorded;
 - transpose: the linear scan run backwards: cotangents of the carry are the
-  carry, cotangents of linear consts are accumulated in it, those of xs are
+  carry, cotangents of linear consts are accumulated in it (or, for sums of
+  per-iteration matrix products, computed after it: `scan_hoist`), those of xs are
   stacked as ys;
 - vmap: batch dims of consts and carries at 0, of xs at 1 (the scanned axis
   stays first); a carry becomes batched when the body makes it so;
@@ -24,7 +25,7 @@ from ...core import Primitive, get_aval
 from ...errors import FgradTypeError
 from ...jaxpr import ClosedJaxpr, Jaxpr, Literal, dce_jaxpr, eval_closed
 from ..elementwise import add
-from . import common
+from . import common, scan_hoist
 from .transforms import batch_jaxpr, linearize_jaxpr, memo, trace_program, zeros_of
 
 scan_p = Primitive("scan", multiple_results=True)
@@ -277,17 +278,24 @@ def _scan_transpose(cts, *args, jaxpr, num_consts, num_carry, length, reverse):
     ct_carry = [zeros_of(a) if c is None else c for c, a in zip(cts[:num_carry], out_avals)]
     ct_ys = [zeros_of(common.stacked(a, length)) if c is None else c
              for c, a in zip(cts[num_carry:], out_avals[num_carry:])]
-    body = memo((jaxpr,), ("transpose", num_consts, num_carry, const_lin, xs_lin),
-                lambda: _transposed_body(jaxpr, num_consts, num_carry, const_lin, xs_lin,
-                                         out_avals[num_carry:]))
+    n_lc = sum(const_lin)
+    plan = memo((jaxpr,), ("transpose", num_consts, num_carry, const_lin, xs_lin),
+                lambda: scan_hoist.hoist(
+                    _transposed_body(jaxpr, num_consts, num_carry, const_lin, xs_lin,
+                                     out_avals[num_carry:]),
+                    num_consts - n_lc, n_lc, num_carry))
     known_consts = [c for c in consts if not is_undefined(c)]
-    acc = [zeros_of(c.aval) for c in consts if is_undefined(c)]
+    acc = [zeros_of(c.aval) for c, s in zip([c for c in consts if is_undefined(c)], plan.sums)
+           if s is None]
     known_xs = [x for x in xs if not is_undefined(x)]
-    outs = scan_p.bind(*known_consts, *acc, *ct_carry, *known_xs, *ct_ys, jaxpr=body,
+    outs = scan_p.bind(*known_consts, *acc, *ct_carry, *known_xs, *ct_ys, jaxpr=plan.body,
                        num_consts=len(known_consts), num_carry=len(acc) + num_carry,
                        length=length, reverse=not reverse)
-    ct_consts, ct_init = iter(outs[:len(acc)]), outs[len(acc):len(acc) + num_carry]
-    ct_xs = iter(outs[len(acc) + num_carry:])
+    carried, ct_init = iter(outs[:len(acc)]), outs[len(acc):len(acc) + num_carry]
+    stacked = outs[len(acc) + num_carry:]
+    ct_consts = iter([next(carried) if s is None else s.total(known_xs + ct_ys, stacked)
+                      for s in plan.sums])
+    ct_xs = iter(stacked)
     return ([next(ct_consts) if m else None for m in const_lin]
             + [c if m else None for c, m in zip(ct_init, carry_lin)]
             + [next(ct_xs) if m else None for m in xs_lin])
