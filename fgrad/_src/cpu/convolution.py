@@ -9,8 +9,9 @@ rows of the output's width whose other spatial dims are zero-padded
 offsets along the last dim (`shifted_stack`: several, stacked, make gemm's K up
 to 256), one gemm adds W[:, :, group] (O x group·I) times the group's copies read
 from the other dims' offset (group·I x wide) into a wide output. In 2-d every
-wide position is an output position; in 3-d the padded middle dims add a few,
-dropped when the output positions are copied out (lax.convolution.runs_shifted
+wide position is an output position (gemm writes an (N, O, H, W) output itself);
+in 3-d the padded middle dims add a few, dropped when the output positions are
+copied out (lax.convolution.runs_shifted
 says when: the primitive's NumPy impl sums in the same order, so jit and eager
 agree bit for bit).
 
@@ -219,7 +220,10 @@ def _emit_shifted(ir, module, fname, eqn):
     const, at, real = t.const, t.at, t.real
     restore = blas.one_thread(ir, module, b)
     weights, copies = t.alloc(math.prod(ks) * o * i), t.alloc(ks[-1] * i * plane)
-    result = t.alloc(o * wide)
+    # gemm writes an example's output itself when its wide positions are the output
+    # positions (2-d) in an (N, O, spatial...) layout
+    direct = wide == math.prod(ys) and o_st[1:] == _layout([o, *ys], range(nsp + 1))
+    result = None if direct else t.alloc(o * wide)
 
     def pack(idx):          # weights as (k_outer..., group, O, offset in group, I)
         src = loops.linear(ir, b, idx, w_st[:-1] + [stack * w_st[-1], w_st[-1]])
@@ -247,15 +251,19 @@ def _emit_shifted(ir, module, fname, eqn):
             if end > first:
                 loops.nest(ir, b, fn, [i, *xs[:-1]], fill, f"row{kx}")
 
-        def offset(kidx):   # result += W[group] @ the group's copies from the offset
+        target = at(out, b.mul(n, const(o_st[0]))) if direct else result
+
+        def offset(kidx):   # target += W[group] @ the group's copies from the offset
             shift = loops.linear(ir, b, kidx[:-1],
                                  [r * st for r, st in zip(p["rhs_dilation"], r_st)],)
             shift = b.add(shift, b.mul(kidx[-1], const(rows * plane)))
             k = loops.linear(ir, b, kidx, _layout(ks[:-1] + [groups], range(nsp)))
             beta = b.select(b.icmp_unsigned("==", k, const(0)), t.zero, t.one)
-            t.gemm(at(weights, b.mul(k, const(o * rows))), at(copies, shift), result, o, wide,
+            t.gemm(at(weights, b.mul(k, const(o * rows))), at(copies, shift), target, o, wide,
                    rows, rows, plane, wide, beta)
         loops.nest(ir, b, fn, ks[:-1] + [groups], offset, "k")
+        if direct:
+            return
 
         def put(idx):       # out[n, oi, y] = result[oi, y · row strides]
             src = loops.linear(ir, b, idx, [wide] + r_st)
@@ -264,7 +272,8 @@ def _emit_shifted(ir, module, fname, eqn):
         loops.nest(ir, b, fn, [o, *ys], put, "put")
     _range_loop(ir, b, fn, fn.args[3], fn.args[4], example)
     for allocated in (weights, copies, result):
-        b.call(t.free, [allocated])
+        if allocated is not None:
+            b.call(t.free, [allocated])
     restore()
     b.ret(ir.Constant(ir.IntType(1), 0))
     return fn
