@@ -8,12 +8,12 @@ rows of the output's width whose other spatial dims are zero-padded
 (lax.convolution.shifted_rows); for each offset of the other dims and group of
 offsets along the last dim (`shifted_stack`: several, stacked, make gemm's K up
 to 256), one gemm adds W[:, :, group] (O x group·I) times the group's copies read
-from the other dims' offset (group·I x wide) into a wide output. In 2-d every
-wide position is an output position (gemm writes an (N, O, H, W) output itself);
-in 3-d the padded middle dims add a few, dropped when the output positions are
-copied out (lax.convolution.runs_shifted
-says when: the primitive's NumPy impl sums in the same order, so jit and eager
-agree bit for bit).
+from the other dims' offset (group·I x wide) into a wide output. In 1-d and 2-d
+every wide position is an output position (gemm writes an (N, O, H, W) output
+itself); in 3-d the padded middle dims add a few, dropped when the output
+positions are copied out. lax.convolution.runs_shifted says when; the
+primitive's NumPy impl sums in the same order, so jit and eager agree bit for
+bit.
 
 Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
@@ -255,7 +255,7 @@ def _emit_shifted(ir, module, fname, eqn):
 
         def offset(kidx):   # target += W[group] @ the group's copies from the offset
             shift = loops.linear(ir, b, kidx[:-1],
-                                 [r * st for r, st in zip(p["rhs_dilation"], r_st)],)
+                                 [r * st for r, st in zip(p["rhs_dilation"], r_st)])
             shift = b.add(shift, b.mul(kidx[-1], const(rows * plane)))
             k = loops.linear(ir, b, kidx, _layout(ks[:-1] + [groups], range(nsp)))
             beta = b.select(b.icmp_unsigned("==", k, const(0)), t.zero, t.one)
