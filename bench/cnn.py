@@ -10,8 +10,8 @@
    checked against fgrad's.
 
 fgrad runs fgrad_nn's layers under fgrad.jit (convolutions are lax.conv_general_dilated,
-a native kernel: one sgemm per kernel offset for stride-1 convolutions with 16+ input
-features, else im2col + sgemm; max pooling is lax.reduce_window_max, a native kernel, and
+a native kernel: for stride-1 convolutions with 16+ input features, sgemms over copies of
+the input shifted along the kernel's last dim, else im2col + sgemm; max pooling is lax.reduce_window_max, a native kernel, and
 its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
 JAX the same functions with lax.conv_general_dilated / reduce_window and Optax.
 """
@@ -212,6 +212,84 @@ def res_jax(p, x, g):
     return first, lambda: jax.block_until_ready(grad(jp, jx))
 
 
+# ----------------------------------------------------------------------------
+# The two models' big convolutions on their own: forward, input and weight gradient
+
+PART_SHAPES = [  # (label, batch, in features, out features, height = width, kernel, pad)
+    (f"ResNet conv {RES_CH}→{RES_CH} 3×3, {RES_BATCH}×{RES_HW}×{RES_HW}",
+     RES_BATCH, RES_CH, RES_CH, RES_HW, 3, 1),
+    (f"CNN conv2 32→64 5×5, {BATCH}×14×14", BATCH, 32, 64, 14, 5, 2)]
+PARTS = ("forward", "input gradient", "weight gradient")
+
+
+def part_data(n, c, o, hw, k):
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal((n, c, hw, hw)).astype(np.float32),
+            (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32),
+            rng.standard_normal((n, o, hw, hw)).astype(np.float32))
+
+
+def parts_fgrad(pad):
+    """Each part as a jitted function of (x, w, ct)."""
+    def conv(x, w):
+        return fgrad.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad)] * 2)
+    return dict(zip(PARTS, (
+        fgrad.jit(lambda x, w, ct: conv(x, w)),
+        fgrad.jit(lambda x, w, ct: fgrad.vjp(lambda x: conv(x, w), x)[1](ct)[0]),
+        fgrad.jit(lambda x, w, ct: fgrad.vjp(lambda w: conv(x, w), w)[1](ct)[0]))))
+
+
+def parts_torch(pad):
+    torch = peers.torch()
+    F_, G_ = torch.nn.functional, torch.nn.grad
+    return dict(zip(PARTS, (
+        lambda x, w, ct: F_.conv2d(x, w, padding=pad),
+        lambda x, w, ct: G_.conv2d_input(x.shape, w, ct, padding=pad),
+        lambda x, w, ct: G_.conv2d_weight(x, w.shape, ct, padding=pad))))
+
+
+def parts_jax(pad):
+    jax = peers.jax()
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad)] * 2)
+    return dict(zip(PARTS, (
+        jax.jit(lambda x, w, ct: conv(x, w)),
+        jax.jit(lambda x, w, ct: jax.vjp(lambda x: conv(x, w), x)[1](ct)[0]),
+        jax.jit(lambda x, w, ct: jax.vjp(lambda w: conv(x, w), w)[1](ct)[0]))))
+
+
+def conv_parts(repeat, budget_s):
+    """A table timing each part of each convolution in PART_SHAPES, every peer's
+    result checked against fgrad's."""
+    table = Table("10b. The big convolutions on their own (float32)", COLUMNS,
+                  short="10b conv parts")
+    torch, jax = peers.torch(), peers.jax()
+    for label, n, c, o, hw, k, pad in PART_SHAPES:
+        x, w, ct = part_data(n, c, o, hw, k)
+        ours = parts_fgrad(pad)
+        libs = {"torch eager": (parts_torch(pad), torch.from_numpy) if torch
+                else peers.missing("torch"),
+                "jax.jit": (parts_jax(pad), jax.device_put) if jax else peers.missing("jax")}
+        for part in PARTS:
+            expected = np.asarray(ours[part](x, w, ct))
+            cells = {"fgrad jit": guarded(lambda: time_call(
+                lambda: np.asarray(ours[part](x, w, ct)), repeat, budget_s))}
+            for name, lib in libs.items():
+                if isinstance(lib, str):
+                    cells[name] = lib
+                    continue
+                fns, put = lib
+                args = [put(a) for a in (x, w, ct)]
+
+                def go(fn=fns[part], args=args, name=name):
+                    close_in_norm(f"{name} {part}", fn(*args), expected, 1e-4)
+                    return time_call(lambda: to_numpy(fn(*args)), repeat, budget_s)
+                cells[name] = guarded(go)
+            table.add(f"{label}: {part}", cells)
+    return table
+
+
 def close_in_norm(what, got, expected, rtol):
     """Each gradient within rtol of fgrad's in the 2-norm. Not element-wise: a ReLU
     input within rounding of 0 switches sides between libraries, which moves that
@@ -276,8 +354,9 @@ def run(quick=False):
     res_cells["jax.jit"] = (checked("jax.jit", lambda: res_jax(p, rx, rg)) if have_jax
                             else peers.missing("jax"))
     cnn.add(f"ResNet basic block fwd+bwd, {RES_BATCH}×{RES_CH}×{RES_HW}×{RES_HW}", res_cells)
+    parts = conv_parts(repeat, budget_s)
     losses_line = "; ".join(f"{k} {v[0]:.5f} / {v[1]:.5f}" for k, v in first_losses.items())
-    return Section(TITLE, [cnn], [
+    return Section(TITLE, [cnn, parts], [
         "Per step / per call, median (min); the ratio column is fgrad's time / the best "
         "peer's (< 1: fgrad is faster).",
         f"CNN losses of the first two steps (checked to rtol 1e-4): {losses_line}.",
@@ -285,7 +364,11 @@ def run(quick=False):
         "relative 2-norm error of each gradient (≤ 1e-2): not element-wise, since a ReLU "
         "input within rounding of 0 falls on different sides in different libraries, and "
         "the BatchNorm shift gradients are float32 sums of 65,536 terms that mostly cancel.",
-        "torch.compile compiles the forward pass (and its backward); Adam stays eager."])
+        "torch.compile compiles the forward pass (and its backward); Adam stays eager.",
+        "10b: each convolution of the two models alone (x, w, cotangent ct of the "
+        "output): conv(x, w), its input gradient, its weight gradient; fgrad and "
+        "jax.jit as jitted vjps, torch as conv2d, torch.nn.grad.conv2d_input and "
+        "conv2d_weight; every result within 1e-4 of fgrad's in the 2-norm."])
 
 
 if __name__ == "__main__":

@@ -59,7 +59,23 @@ CASES = {
                    1, 1),
     "2d_big_kernel": ((2, 3, 10, 10), (2, 3, 9, 5), (1, 2), ((1, 0), (0, 1)), (1, 1), (1, 2),
                       1, 1),
+    # shifted gemms whose copies per offset along the kernel's last dim are read with
+    # rhs dilation, gathered two offsets per gemm (2 groups), one per gemm (3 groups),
+    # in 1-d and in 3-d
+    "2d_shifted_dilated": ((2, 20, 6, 30), (16, 20, 2, 3), (1, 1), ((1, 0), (2, 1)), (1, 1),
+                           (1, 2), 1, 1),
+    "2d_shifted_two_groups": ((1, 128, 3, 24), (4, 128, 1, 4), (1, 1), ((0, 0), (2, 1)),
+                              (1, 1), (1, 1), 1, 1),
+    "2d_shifted_three_groups": ((1, 96, 4, 20), (8, 96, 3, 3), (1, 1), ((1, 1), (1, 1)),
+                                (1, 1), (1, 1), 1, 1),
+    "1d_shifted": ((2, 16, 40), (8, 16, 3), (1,), ((1, 1),), (1,), (1,), 1, 1),
+    "3d_shifted": ((1, 16, 3, 3, 60), (4, 16, 2, 2, 3), (1, 1, 1), ((0, 0), (0, 0), (1, 1)),
+                   (1, 1, 1), (1, 1, 1), 1, 1),
 }
+# the cases above that run shifted gemms, with the offsets along the kernel's last dim
+# that one gemm takes (shifted_stack)
+SHIFTED = {"2d_shifted": 3, "2d_shifted_dilated": 3, "2d_shifted_two_groups": 2,
+           "2d_shifted_three_groups": 1, "1d_shifted": 3, "3d_shifted": 3}
 
 
 def _draw(case, dtype=np.float64, seed=0):
@@ -125,6 +141,20 @@ def test_jitted_gradients_equal_eager(name):
         return fgrad.vjp(f, x, w)[1](ct)
     for a, b in zip(fgrad.jit(pullback)(x, w, ct), pullback(x, w, ct)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_cases_take_the_shifted_gemms_named(name):
+    """SHIFTED names exactly the cases the native kernel runs as shifted gemms, and
+    how many kernel offsets each gemm stacks."""
+    from fgrad._src.lax.convolution import _out_size, runs_shifted, shifted_stack
+    xs, ws, strides, pads, ld, rd, g, bg = CASES[name]
+    ys = [_out_size(*a) for a in zip(xs[2:], ws[2:], strides, pads, ld, rd)]
+    params = dict(window_strides=strides, padding=pads, lhs_dilation=ld, rhs_dilation=rd,
+                  feature_group_count=g, batch_group_count=bg)
+    assert runs_shifted(ws, ys, params) == (name in SHIFTED)
+    if name in SHIFTED:
+        assert shifted_stack(ws[1], ws[-1]) == SHIFTED[name]
 
 
 def test_shifted_gemms_in_any_layout():

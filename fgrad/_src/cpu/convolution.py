@@ -2,12 +2,18 @@
 
 A convolution with unit strides, no lhs dilation and no cropping, one group and
 enough input features (a forward pass and its input gradient, usually) needs no
-im2col (`_shifted`): each example is copied into a zero-padded buffer, and for
-each kernel offset k one gemm adds W[:, :, k] (O x I) times the buffer read from
-k's offset (I x wide) into a wide output. Its rows run the padded rows' full
-length, so a row's last columns are products over the padding, dropped when the
-output positions are copied out (lax.convolution.runs_shifted says when: the
-primitive's NumPy impl sums in the same order, so jit and eager agree bit for bit).
+im2col (`_shifted`): each example is copied once per offset along the kernel's
+last dim, read from that offset (zeros where it falls outside the input), into
+rows of the output's width whose other spatial dims are zero-padded
+(lax.convolution.shifted_rows); for each offset of the other dims and group of
+offsets along the last dim (`shifted_stack`: several, stacked, make gemm's K up
+to 256), one gemm adds W[:, :, group] (O x group·I) times the group's copies read
+from the other dims' offset (group·I x wide) into a wide output. In 1-d and 2-d
+every wide position is an output position (gemm writes an (N, O, H, W) output
+itself); in 3-d the padded middle dims add a few, dropped when the output
+positions are copied out. lax.convolution.runs_shifted says when; the
+primitive's NumPy impl sums in the same order, so jit and eager agree bit for
+bit.
 
 Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
@@ -45,7 +51,8 @@ import math
 import numpy as np
 
 from ..jaxpr import Var
-from ..lax.convolution import im2col_plan, out_is_canonical, padded_plane, runs_shifted
+from ..lax.convolution import (im2col_plan, out_is_canonical, runs_shifted, shifted_copy_range,
+                               shifted_rows, shifted_stack)
 from . import blas, loops
 
 NAMES = frozenset({"conv_general_dilated"})
@@ -189,15 +196,21 @@ def _start(ir, module, fname, dt):
 
 def _emit_shifted(ir, module, fname, eqn):
     """The body of a convolution `_shifted` accepts: per example, the input is copied
-    into a zero-padded buffer, one gemm per kernel offset adds W[:, :, k] times the
-    buffer read from offset k into a wide output, whose output positions are copied out."""
+    once per offset along the kernel's last dim, read from that offset, into rows
+    whose other spatial dims are zero-padded (`shifted_rows`); one gemm per group
+    of `shifted_stack` such offsets (and offset of the other dims) adds
+    W[:, :, group] times the group's copies read from the other dims' offset
+    into a wide output, whose output positions are copied out."""
     p = eqn.params
     dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (_, _, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
-    nsp, ksize = len(xs), math.prod(ks)
-    extents, p_st, wide = padded_plane(xs, ys, p["padding"])
+    nsp = len(xs)
+    extents, r_st, wide = shifted_rows(xs, ys, p["padding"])
     plane = math.prod(extents)
+    stack = shifted_stack(i, ks[-1])
+    groups = ks[-1] // stack
+    rows = stack * i        # gemm's K: the stacked offsets' input features
     x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
     w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
     o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
@@ -206,43 +219,61 @@ def _emit_shifted(ir, module, fname, eqn):
     lhs, rhs, out = fn.args[:3]
     const, at, real = t.const, t.at, t.real
     restore = blas.one_thread(ir, module, b)
-    weights, padded, result = t.alloc(ksize * o * i), t.alloc(i * plane), t.alloc(o * wide)
+    weights, copies = t.alloc(math.prod(ks) * o * i), t.alloc(ks[-1] * i * plane)
+    # gemm writes an example's output itself when its wide positions are the output
+    # positions (2-d) in an (N, O, spatial...) layout
+    direct = wide == math.prod(ys) and o_st[1:] == _layout([o, *ys], range(nsp + 1))
+    result = None if direct else t.alloc(o * wide)
 
-    def pack(idx):          # weights as (k..., O, I): one (O, I) matrix per kernel offset
-        src = loops.linear(ir, b, idx, w_st)
-        dst = loops.linear(ir, b, idx, [i, 1] + [st * o * i for st in _layout(ks, range(nsp))])
+    def pack(idx):          # weights as (k_outer..., group, O, offset in group, I)
+        src = loops.linear(ir, b, idx, w_st[:-1] + [stack * w_st[-1], w_st[-1]])
+        dst = loops.linear(ir, b, idx, [rows, 1] + [
+            st * groups * o * rows for st in _layout(ks[:-1], range(nsp - 1))] + [o * rows, i])
         b.store(b.load(at(rhs, src), typ=real), at(weights, dst))
-    loops.nest(ir, b, fn, [o, i, *ks], pack, "pack")
-    loops.loop(ir, b, fn, 0, i * plane, lambda j: b.store(t.zero, at(padded, j)), "clear",
-               unroll=False)
+    loops.nest(ir, b, fn, [o, i, *ks[:-1], groups, stack], pack, "pack")
+    loops.loop(ir, b, fn, 0, ks[-1] * i * plane, lambda j: b.store(t.zero, at(copies, j)),
+               "clear", unroll=False)
     lo = [pad[0] for pad in p["padding"]]
 
     def example(n):
-        def fill(idx):      # padded[ci, x + lo] = lhs[n, ci, x], along x's last dim
-            src = b.add(b.mul(n, const(x_st[0])), loops.linear(ir, b, idx, x_st[1:]))
-            dst = loops.linear(ir, b, idx, [plane] + p_st,
-                               sum(l * st for l, st in zip(lo, p_st)))
-            loops.loop(ir, b, fn, 0, xs[-1], lambda j: b.store(
-                b.load(at(lhs, b.add(src, b.mul(j, const(x_st[-1])))), typ=real),
-                at(padded, b.add(dst, j))), "fill", unroll=False)
-        loops.nest(ir, b, fn, [i, *xs[:-1]], lambda idx: fill(idx + [const(0)]), "row")
+        for kx in range(ks[-1]):    # copies[kx, ci, x + lo, y] = lhs[n, ci, x, y + kx - lo]
+            first, end = shifted_copy_range(xs[-1], ys[-1], kx, p["rhs_dilation"][-1], lo[-1])
+            start = kx * p["rhs_dilation"][-1] - lo[-1]
 
-        def offset(kidx):   # result += W[k] @ padded[:, k·rhs_dilation + wide positions]
-            shift = loops.linear(ir, b, kidx, [r * st for r, st in zip(p["rhs_dilation"], p_st)])
-            k = loops.linear(ir, b, kidx, _layout(ks, range(nsp)))
+            def fill(idx, first=first, end=end, start=start, kx=kx):
+                src = b.add(b.mul(n, const(x_st[0])), loops.linear(
+                    ir, b, idx, x_st[1:-1], (first + start) * x_st[-1]))
+                dst = loops.linear(ir, b, idx, [plane] + r_st[:-1], kx * i * plane + first
+                                   + sum(l * st for l, st in zip(lo, r_st[:-1])))
+                loops.loop(ir, b, fn, 0, end - first, lambda j: b.store(
+                    b.load(at(lhs, b.add(src, b.mul(j, const(x_st[-1])))), typ=real),
+                    at(copies, b.add(dst, j))), "fill", unroll=False)
+            if end > first:
+                loops.nest(ir, b, fn, [i, *xs[:-1]], fill, f"row{kx}")
+
+        target = at(out, b.mul(n, const(o_st[0]))) if direct else result
+
+        def offset(kidx):   # target += W[group] @ the group's copies from the offset
+            shift = loops.linear(ir, b, kidx[:-1],
+                                 [r * st for r, st in zip(p["rhs_dilation"], r_st)])
+            shift = b.add(shift, b.mul(kidx[-1], const(rows * plane)))
+            k = loops.linear(ir, b, kidx, _layout(ks[:-1] + [groups], range(nsp)))
             beta = b.select(b.icmp_unsigned("==", k, const(0)), t.zero, t.one)
-            t.gemm(at(weights, b.mul(k, const(o * i))), at(padded, shift), result, o, wide, i,
-                   i, plane, wide, beta)
-        loops.nest(ir, b, fn, ks, offset, "k")
+            t.gemm(at(weights, b.mul(k, const(o * rows))), at(copies, shift), target, o, wide,
+                   rows, rows, plane, wide, beta)
+        loops.nest(ir, b, fn, ks[:-1] + [groups], offset, "k")
+        if direct:
+            return
 
-        def put(idx):       # out[n, oi, y] = result[oi, y · padded strides]
-            src = loops.linear(ir, b, idx, [wide] + p_st)
+        def put(idx):       # out[n, oi, y] = result[oi, y · row strides]
+            src = loops.linear(ir, b, idx, [wide] + r_st)
             dst = b.add(b.mul(n, const(o_st[0])), loops.linear(ir, b, idx, o_st[1:]))
             b.store(b.load(at(result, src), typ=real), at(out, dst))
         loops.nest(ir, b, fn, [o, *ys], put, "put")
     _range_loop(ir, b, fn, fn.args[3], fn.args[4], example)
-    for allocated in (weights, padded, result):
-        b.call(t.free, [allocated])
+    for allocated in (weights, copies, result):
+        if allocated is not None:
+            b.call(t.free, [allocated])
     restore()
     b.ret(ir.Constant(ir.IntType(1), 0))
     return fn

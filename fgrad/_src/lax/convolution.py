@@ -199,7 +199,8 @@ def padded_plane(xs, ys, padding):
 
 def runs_shifted(rhs_shape, ys, params):
     """Whether a convolution (canonical rhs shape (O, I, *ks), output positions ys)
-    sums as shifted gemms: for each kernel offset k in C order, W[:, :, k] (O x I)
+    sums as shifted gemms: for each kernel offset k in C order (offsets along the
+    last dim in groups of `shifted_stack`), W[:, :, k] (O x I, or O x group·I)
     times the input read from k's offset, added to the total of the offsets before.
     For unit strides, no lhs dilation or cropping, one group, 16 to 256 input
     features, a kernel not much larger than the output (a weight gradient's is) and
@@ -217,22 +218,63 @@ def runs_shifted(rhs_shape, ys, params):
     return padded_plane(xs, ys, p["padding"])[2] <= SHIFTED_WASTE * math.prod(ys)
 
 
+def shifted_stack(features, last_kernel):
+    """How many consecutive offsets along the kernel's last dim one shifted gemm
+    takes (their input rows stacked: K = that many times the input features): the
+    most that divide the kernel's extent with at most SHIFTED_MAX_FEATURES rows."""
+    return _largest_divisor(last_kernel, lambda d: d * features <= SHIFTED_MAX_FEATURES)
+
+
+def shifted_rows(xs, ys, padding):
+    """The layout of one input feature's rows for shifted gemms, as a C-order
+    array (padded extents of the spatial dims but the last, the output's last
+    extent), and the wide positions a kernel offset's window reaches in it: one
+    copy per offset along the kernel's last dim holds the input read from that
+    offset (zeros outside it), so that rows need no padding and a 2-d output's
+    positions are all wide positions."""
+    extents = [x + lo + hi for x, (lo, hi) in zip(xs[:-1], padding[:-1])] + [ys[-1]]
+    strides = [math.prod(extents[d + 1:]) for d in range(len(extents))]
+    return extents, strides, 1 + sum((y - 1) * st for y, st in zip(ys, strides))
+
+
+def shifted_copy_range(x_last, y_last, offset, rhs_dilation, lo):
+    """(first, end) of the output columns whose input column, read from kernel
+    offset `offset` along the last dim, lies inside the input (others are 0)."""
+    start = offset * rhs_dilation - lo
+    first, end = max(0, -start), min(y_last, x_last - start)
+    return first, max(first, end)
+
+
 def _shifted_sums(x, w, padding, rhs_dilation, out_sizes):
     """Canonical x (N, C, *xs) and w (O, C, *ks) convolved as the native kernel does
     it (cpu.convolution), with the same gemm shapes: BLAS's rounding depends on
-    them (its kernels for the last few columns of a product sum differently). Per
-    kernel offset, W[:, :, k] times the wide rows of the padded input from k's
-    offset, the products added offset after offset; then the output positions."""
+    them (its kernels for the last few columns of a product sum differently). The
+    input's copies per offset along the kernel's last dim (`shifted_rows`); per
+    group of `shifted_stack` of those offsets (groups in C order with the other
+    kernel dims), W[:, :, group] times the group's copies read from the offset
+    of the other dims, stacked; the products added group after group; then the
+    output positions."""
     n, c, *xs = x.shape
     o, _, *ks = w.shape
-    _, strides, wide = padded_plane(xs, out_sizes, padding)
-    flat = np.pad(x, [(0, 0), (0, 0)] + [tuple(pad) for pad in padding]).reshape(n, c, -1)
+    extents, strides, wide = shifted_rows(xs, out_sizes, padding)
+    stack = shifted_stack(c, ks[-1])
+    copies = np.zeros((n, ks[-1], c, *extents), np.result_type(x, w))
+    inner = tuple(slice(lo, lo + size) for (lo, _), size in zip(padding[:-1], xs[:-1]))
+    for kx in range(ks[-1]):
+        first, end = shifted_copy_range(xs[-1], out_sizes[-1], kx, rhs_dilation[-1],
+                                        padding[-1][0])
+        start = kx * rhs_dilation[-1] - padding[-1][0]
+        copies[(slice(None), kx, slice(None)) + inner + (slice(first, end),)] = \
+            x[..., first + start:end + start]
+    copies = copies.reshape(n, ks[-1] * c, -1)
     total = None
-    for k in np.ndindex(*ks):
-        shift = sum(kd * r * st for kd, r, st in zip(k, rhs_dilation, strides))
-        cols = flat[:, :, shift:shift + wide]
-        wk = w[(slice(None), slice(None)) + k]
-        prod = np.stack([blas.gemm_from_python(wk, cols[e]) for e in range(n)])
+    for k in np.ndindex(*ks[:-1], ks[-1] // stack):
+        shift = sum(kd * r * st for kd, r, st in zip(k[:-1], rhs_dilation, strides))
+        rows = copies[:, k[-1] * stack * c:(k[-1] + 1) * stack * c, shift:shift + wide]
+        wk = w[(slice(None), slice(None)) + k[:-1]
+               + (slice(k[-1] * stack, (k[-1] + 1) * stack),)]
+        wk = np.transpose(wk, (0, 2, 1)).reshape(o, stack * c)
+        prod = np.stack([blas.gemm_from_python(wk, rows[e]) for e in range(n)])
         total = prod if total is None else prod + total
     where = np.zeros(out_sizes, np.intp)
     for d, (y, st) in enumerate(zip(out_sizes, strides)):
