@@ -246,8 +246,8 @@ def _softmax(x, axes):
 
 @_softmax.defjvp
 def _softmax_jvp(axes, primals, tangents):
-    """y' = y (x' - sum(y x')): reverse mode keeps only y (attention's weights)
-    and reads it twice, not exp(x) and the sums through the division's rule."""
+    """y' = y x' - y sum(y x'): reverse mode keeps only y (attention's weights),
+    not exp(x) and exp(x) / sum^2 from the division's rule."""
     (x,), (dx,) = primals, tangents
     y = _softmax(x, axes)
     inner = lax.expand_dims(lax.reduce_sum(lax.mul(y, dx), axes), axes)

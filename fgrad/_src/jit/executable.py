@@ -311,13 +311,12 @@ def _native_steps(jaxpr, fused):
 
 def _native_copies(steps, jaxpr, fused):
     """A view (transpose, slice, rev, broadcast, ...) that is a step of its own feeds
-    kernels that need contiguous operands (BLAS, gathers, ...), reshapes (NumPy would
-    copy a view that is not a contiguous block, on one thread: attention's heads
-    merged back) or is an output:
-    NumPy's view would be copied anyway. Such a view, when native kernels and
-    reshapes are its only readers, becomes a native copy (a loop reading its source
-    through the view's index map), so it can join their segment, and a reshape of
-    it is free."""
+    kernels that need contiguous operands (BLAS, gathers, ...), reshapes that regroup
+    a view that is no contiguous block (attention's heads merged back), or is an
+    output: NumPy's view would be copied anyway (by NumPy's reshape on one thread).
+    Such a view, when native kernels and such reshapes are its only readers, becomes
+    a native copy (a loop reading its source through the view's index map), so it can
+    join their segment, and a reshape of it is free."""
     readers = {}
     for step in steps:
         for a in (step.inputs if type(step) is Fused else step.invars):
