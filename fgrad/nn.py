@@ -9,6 +9,7 @@ sigmoid and softplus never exponentiate a large positive number, softmax and
 log_softmax subtract the (gradient-stopped) maximum, and logsumexp returns
 -inf for rows that are all -inf. relu and friends have derivative 0 at the kink.
 """
+import functools
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 import fgrad.numpy as fnp
 from fgrad._src import dtypes, lax
 from fgrad._src.core import Array, Tracer
+from fgrad._src.custom_derivatives import custom_jvp
 from fgrad._src.numpy.util import asarray as _asarray
 from fgrad._src.numpy.util import canonicalize_axes as _canonicalize_axes
 from fgrad._src.numpy.util import promote_inexact as _promote_inexact
@@ -229,12 +231,27 @@ def softmax(x, axis=-1, where=None, initial=None):
     w = _where_mask(x, where)
     if w is not None:
         x = lax.select_n(w, _c(x, -np.inf), x)
-    unnormalized = lax.exp(lax.sub(x, _max_shift(x, axes)))
-    total = lax.expand_dims(lax.reduce_sum(unnormalized, axes), axes)
-    out = lax.div(unnormalized, total)
+    out = _softmax(x, axes)
     if w is not None:
         out = lax.select_n(w, _c(out, 0), out)
     return _narrowed(out, dtype)
+
+
+@functools.partial(custom_jvp, nondiff_argnums=(1,))
+def _softmax(x, axes):
+    unnormalized = lax.exp(lax.sub(x, _max_shift(x, axes)))
+    total = lax.expand_dims(lax.reduce_sum(unnormalized, axes), axes)
+    return lax.div(unnormalized, total)
+
+
+@_softmax.defjvp
+def _softmax_jvp(axes, primals, tangents):
+    """y' = y x' - y sum(y x'): reverse mode keeps only y (attention's weights),
+    not exp(x) and exp(x) / sum^2 from the division's rule."""
+    (x,), (dx,) = primals, tangents
+    y = _softmax(x, axes)
+    inner = lax.expand_dims(lax.reduce_sum(lax.mul(y, dx), axes), axes)
+    return y, lax.sub(lax.mul(y, dx), lax.mul(y, inner))
 
 
 def log_softmax(x, axis=-1, where=None, initial=None):

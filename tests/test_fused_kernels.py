@@ -873,6 +873,20 @@ def test_shape_views_are_index_arithmetic():
         _check(a, w)
 
 
+def test_a_view_regrouped_by_a_reshape_is_a_native_copy():
+    # attention's heads merged back, (N, H, T, E) -> (N, T, H*E): NumPy's reshape would
+    # copy the transposed view on one thread; the transpose is a native copy (in the
+    # segment of its readers) and the reshape of it is free
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    f = lambda x: fnp.reshape(fnp.swapaxes(x, 1, 2), (2, 4, 15)) * 2.0  # noqa: E731
+    assert _labels(f, x) == ["native:transpose", "native:reshape (no copy)", "native:mul"]
+    np.testing.assert_array_equal(np.asarray(jit(f)(x)), np.asarray(f(x)))
+    # a contiguous block (x[1]) reshapes without a copy: it stays a NumPy view
+    g = lambda x: fnp.reshape(x[1], (12, 5)) * 2.0  # noqa: E731
+    assert _labels(g, x)[0] == "numpy:slice"
+    np.testing.assert_array_equal(np.asarray(jit(g)(x)), np.asarray(g(x)))
+
+
 def test_view_of_a_value_defined_in_the_same_group():
     x = np.linspace(-1, 1, 6)
 

@@ -10,7 +10,9 @@ long double for logistic, scipy's erfinv for erf_inv, and mpmath on a sample) an
 for float32 (a better reference than NumPy's float32 SIMD code, which is
 itself up to ~3 ulp off).
 """
+import ctypes
 import math
+import platform
 import re
 
 import numpy as np
@@ -545,6 +547,23 @@ def test_exp_scaling_by_ldexp_is_bit_identical(dtype, monkeypatch):
                             np.linspace(*edge, 200_001).astype(dtype)])
         np.testing.assert_array_equal(runs[True](name, x).view(np.uint8),
                                       runs[False](name, x).view(np.uint8), err_msg=name)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 FE_UNDERFLOW")
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_exp_below_its_range_is_zero_without_underflow(runners, dtype):
+    """exp at or below its underflow bound (masked attention scores are -inf) is
+    +0, selected before the scaling by 2^n: an underflowing scaling would raise
+    the underflow flag, and costs a microcode assist per lane."""
+    fe_underflow = 0x10                          # glibc's value on x86
+    libc = ctypes.CDLL(None)
+    lo = -746.0 if dtype == np.float64 else -104.0
+    x = np.concatenate([[-np.inf, lo, -1e30], np.linspace(10 * lo, lo, 1001)]).astype(dtype)
+    libc.feclearexcept(fe_underflow)
+    out = runners[dtype]("exp", x)
+    raised = libc.fetestexcept(fe_underflow)
+    assert not raised
+    assert not out.view(np.uint64 if dtype == np.float64 else np.uint32).any()   # +0
 
 
 @pytest.mark.skipif(not engine.host_has_feature("avx2"), reason="host lacks AVX2")

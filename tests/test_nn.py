@@ -140,6 +140,24 @@ def test_softmax_family_extremes_and_options(rng):
     _close(nn.logsumexp(y, where=mask), sp.logsumexp(y[mask]))
 
 
+def test_softmax_reverse_mode_reads_the_weights(rng):
+    """softmax's rule: dx = y*g - y*sum(y*g) from y alone (attention's weights);
+    masked (-inf) scores get 0, under jit too (exp there is mathlib's, not NumPy's)."""
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    x[0, 4:] = x[2, 1:] = -np.inf
+    g = rng.standard_normal((3, 6)).astype(np.float32)
+
+    def grad_of(v, c):
+        return fgrad.vjp(lambda u: nn.softmax(u, axis=-1), v)[1](c)[0]
+    dx = np.asarray(grad_of(x, g))
+    y = sp.softmax(x.astype(np.float64), axis=-1)
+    _close(dx, y * g - y * (y * g).sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+    assert not dx[0, 4:].any() and not dx[2].any()
+    jitted = np.asarray(fgrad.jit(grad_of)(x, g))
+    _close(jitted, dx, rtol=1e-6, atol=1e-7)
+    assert not jitted[0, 4:].any() and not jitted[2].any()
+
+
 def test_one_hot():
     labels = np.array([[0, 2], [1, 5]])
     out = nn.one_hot(labels, 3)

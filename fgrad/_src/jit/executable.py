@@ -317,10 +317,12 @@ def _native_steps(jaxpr, fused):
 
 def _native_copies(steps, jaxpr, fused):
     """A view (transpose, slice, rev, broadcast, ...) that is a step of its own feeds
-    kernels that need contiguous operands (BLAS, gathers, ...) or is an output: NumPy's
-    view would be copied by the kernel's caller or as an output anyway. Such a view,
-    when native kernels are its only readers, becomes a native copy (a loop reading
-    its source through the view's index map), so it can join their segment."""
+    kernels that need contiguous operands (BLAS, gathers, ...), reshapes that regroup
+    a view that is no contiguous block (attention's heads merged back), or is an
+    output: NumPy's view would be copied anyway (by NumPy's reshape on one thread).
+    Such a view, when native kernels and such reshapes are its only readers, becomes
+    a native copy (a loop reading its source through the view's index map), so it can
+    join their segment, and a reshape of it is free."""
     readers = {}
     for step in steps:
         for a in (step.inputs if type(step) is Fused else step.invars):
@@ -337,10 +339,21 @@ def _native_copies(steps, jaxpr, fused):
             # an output is copied anyway (outputs are fresh arrays)
             if index_map is not None and (users or view in outputs) \
                     and fused.can_copy(view.aval) and _size(view.aval.shape) > 0 \
-                    and all(type(u) is Fused for u in users):
+                    and all(type(u) is Fused or _copying_reshape(u, index_map, view.aval.shape)
+                            for u in users):
                 step = Fused([step], [src], [view], tuple(view.aval.shape), [(view, index_map)])
         out.append(step)
     return out
+
+
+def _copying_reshape(eqn, index_map, shape):
+    """Whether `eqn` is a reshape regrouping elements (not a view) of a view with
+    this IndexMap and shape that is no C-contiguous block of its source: NumPy
+    copies the view there."""
+    if eqn.primitive.name != "reshape" or view_map(eqn, identity_map(shape)) is not None:
+        return False
+    return any(s != c for s, c, n in zip(index_map.strides, identity_map(shape).strides, shape)
+               if n != 1)
 
 
 def _native_body(closed, fused):
