@@ -229,14 +229,14 @@ def part_data(n, c, o, hw, k):
             rng.standard_normal((n, o, hw, hw)).astype(np.float32))
 
 
-def parts_fgrad(pad):
-    """Each part as a jitted function of (x, w, ct)."""
+def parts_jax_style(lib, pad):
+    """Each part as a jitted function of (x, w, ct), in fgrad or JAX (the same API)."""
     def conv(x, w):
-        return fgrad.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad)] * 2)
+        return lib.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad)] * 2)
     return dict(zip(PARTS, (
-        fgrad.jit(lambda x, w, ct: conv(x, w)),
-        fgrad.jit(lambda x, w, ct: fgrad.vjp(lambda x: conv(x, w), x)[1](ct)[0]),
-        fgrad.jit(lambda x, w, ct: fgrad.vjp(lambda w: conv(x, w), w)[1](ct)[0]))))
+        lib.jit(lambda x, w, ct: conv(x, w)),
+        lib.jit(lambda x, w, ct: lib.vjp(lambda x: conv(x, w), x)[1](ct)[0]),
+        lib.jit(lambda x, w, ct: lib.vjp(lambda w: conv(x, w), w)[1](ct)[0]))))
 
 
 def parts_torch(pad):
@@ -248,17 +248,6 @@ def parts_torch(pad):
         lambda x, w, ct: G_.conv2d_weight(x, w.shape, ct, padding=pad))))
 
 
-def parts_jax(pad):
-    jax = peers.jax()
-
-    def conv(x, w):
-        return jax.lax.conv_general_dilated(x, w, (1, 1), [(pad, pad)] * 2)
-    return dict(zip(PARTS, (
-        jax.jit(lambda x, w, ct: conv(x, w)),
-        jax.jit(lambda x, w, ct: jax.vjp(lambda x: conv(x, w), x)[1](ct)[0]),
-        jax.jit(lambda x, w, ct: jax.vjp(lambda w: conv(x, w), w)[1](ct)[0]))))
-
-
 def conv_parts(repeat, budget_s):
     """A table timing each part of each convolution in PART_SHAPES, every peer's
     result checked against fgrad's."""
@@ -267,10 +256,10 @@ def conv_parts(repeat, budget_s):
     torch, jax = peers.torch(), peers.jax()
     for label, n, c, o, hw, k, pad in PART_SHAPES:
         x, w, ct = part_data(n, c, o, hw, k)
-        ours = parts_fgrad(pad)
+        ours = parts_jax_style(fgrad, pad)
         libs = {"torch eager": (parts_torch(pad), torch.from_numpy) if torch
                 else peers.missing("torch"),
-                "jax.jit": (parts_jax(pad), jax.device_put) if jax else peers.missing("jax")}
+                "jax.jit": (parts_jax_style(jax, pad), jax.device_put) if jax else peers.missing("jax")}
         for part in PARTS:
             expected = np.asarray(ours[part](x, w, ct))
             cells = {"fgrad jit": guarded(lambda: time_call(
