@@ -340,6 +340,26 @@ def _one_thread(fn, *args, monkeypatch):
         return np.asarray(f(*args))
 
 
+def test_a_lone_big_kernel_is_split_over_the_workers(monkeypatch):
+    """A product or convolution that is a program's only kernel still shares its
+    rows / examples with the workers (it used to run on the calling thread
+    alone: a jitted 64x64x32x32 3x3 convolution took twice the time of its
+    gradient), with one thread's bits and eager's."""
+    if threads.split_threads() < 2:
+        pytest.skip("one worker thread")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 512), np.float32), rng.standard_normal((512, 256), np.float32)
+    x = rng.standard_normal((8, 16, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    cases = [(lambda a, b: a @ b, (a, b)),
+             (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), "SAME"), (x, w))]
+    for f, args in cases:
+        assert split_labels(fgrad.jit(f), *args)
+        got = np.asarray(fgrad.jit(f)(*args))
+        np.testing.assert_array_equal(got, _one_thread(f, *args, monkeypatch=monkeypatch))
+        np.testing.assert_array_equal(got, np.asarray(f(*args)))     # eager
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,axes,reduce", [
     ((600, 700), (-1,), fnp.sum),              # one running sum per row

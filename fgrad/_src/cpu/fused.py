@@ -1493,17 +1493,19 @@ def parallel_plan(seg, info_of):
 
 
 def splits_alone(group):
-    """Whether a kernel is worth a segment of its own: an element-wise kernel,
-    or one ending in reductions split by kept elements (see _splittable), big
-    enough for the worker pool (see parallel_plan)."""
-    if not group.eqns[0].primitive.elementwise and not group.reductions:
+    """Whether a kernel is worth a segment of its own: one whose outer loop the
+    worker pool may split (an element-wise kernel, reductions split by kept
+    elements, a product's rows, a convolution's examples, pooling's planes), big
+    enough for the pool (see parallel_plan). Left out of a segment, it would run
+    on the calling thread alone."""
+    n = _split_threads()
+    if n < 2 or _work(group) < SPLIT_WORK:
         return False
-    if _split_threads() < 2 or _work(group) < SPLIT_WORK:
-        return False
-    if not group.reductions:
-        return True
-    reds, red_outs, dims, layout = _loop_nest(group)
-    return _splittable(reds, red_outs, dims, layout[-1] if red_outs else None)
+    _, outer, splittable = group_info(group, {})
+    if group.eqns[0].primitive.name == "dot_general" and not splittable \
+            and not blas.is_small(blas.gemm_spec(group.eqns[0])):
+        return False            # OpenBLAS's own threads run it (see parallel_plan)
+    return bool(splittable) and outer >= n
 
 
 def _split_threads():
