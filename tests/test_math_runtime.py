@@ -14,7 +14,7 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import lax
-from fgrad._src.cpu import disk_cache, engine, mathlib, mathlib_runtime
+from fgrad._src.cpu import disk_cache, engine, mathlib, mathlib_runtime, switch_interval
 
 from test_mathlib import Runner
 
@@ -133,25 +133,30 @@ def test_sin_and_cos_are_found_in_nested_programs_with_their_real_type():
 
 
 _PREFETCH = """
-import json, threading, numpy as np, fgrad, fgrad.numpy as fnp
-from fgrad._src.cpu import engine
-compiled_on = []
-compile_runtime = engine.compile_runtime
+import json, sys, threading, numpy as np, fgrad, fgrad.numpy as fnp
+from fgrad._src.cpu import engine, mathlib
+compiled_on, emitted_on = [], []
+compile_runtime, emit_runtime = engine.compile_runtime, mathlib.emit_runtime
 def recording(*args, **kwargs):
     module = compile_runtime(*args, **kwargs)
-    compiled_on.append((threading.current_thread().name, module.stats.cache_hit))
+    compiled_on.append((threading.current_thread().name, module.stats.cache_hit,
+                        sys.getswitchinterval()))
     return module
-engine.compile_runtime = recording
+def emitting(*args):
+    emitted_on.append(threading.current_thread().name)
+    return emit_runtime(*args)
+engine.compile_runtime, mathlib.emit_runtime = recording, emitting
 out = fgrad.jit(lambda x: fnp.sin(x) * 3.0)(np.linspace(-9, 9, 40, dtype=np.float32))
 print(np.asarray(out).tobytes().hex())
-print(json.dumps(compiled_on))
+print(json.dumps([compiled_on, emitted_on, sys.getswitchinterval()]))
 """
 
 
 def test_a_cold_process_compiles_sin_on_a_background_thread(cache):
-    """With an empty disk cache, sin's shared code compiles on the prefetch thread
-    while the program is planned and emitted; with it cached, the program's
-    thread loads it."""
+    """With an empty disk cache, sin's shared code, emitted on the calling
+    thread, compiles on the prefetch thread (with a short GIL switch interval,
+    restored afterwards) while the program is planned and emitted; with it
+    cached, the program's thread loads it."""
     env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     runs = []
@@ -161,5 +166,8 @@ def test_a_cold_process_compiles_sin_on_a_background_thread(cache):
         assert done.returncode == 0, done.stderr[-2000:]
         out, compiled_on = done.stdout.splitlines()[-2:]
         runs.append((out, json.loads(compiled_on)))
-    assert runs[0][1] == [["fgrad math runtime", False]]
-    assert runs[1][1] == [["MainThread", True]] and runs[1][0] == runs[0][0]
+    default = sys.getswitchinterval()
+    assert runs[0][1] == [[["fgrad math runtime", False, switch_interval.INTERVAL]],
+                          ["MainThread"], default]
+    assert runs[1][1] == [[["MainThread", True, default]], [], default]
+    assert runs[1][0] == runs[0][0]

@@ -18,14 +18,15 @@ taken from disk. `prefetch(to_compile(jaxpr))`, when a program is about to be
 planned, starts that on a background thread for the sin and cos the program
 computes that the disk cache lacks: LLVM then compiles them (about 55 ms of a
 fresh process's first call) while Python plans and emits the program (the
-thread holds the compiler lock meanwhile, as any compile does).
+thread holds the compiler lock meanwhile, as any compile does). Their IR is
+emitted before the thread starts, on the caller's thread.
 """
 import re
 import threading
 
 import numpy as np
 
-from . import engine
+from . import engine, switch_interval
 from .compiler_lock import lock
 
 __all__ = ["resolve", "to_compile", "prefetch"]
@@ -40,16 +41,16 @@ _SUFFIX = {np.dtype(t): s for t, s in ((np.float32, "f32"), (np.complex64, "f32"
                                         (np.float64, "f64"), (np.complex128, "f64"))}
 
 
-def resolve(name):
+def resolve(name, text=None):
     """Load the runtime code defining `name`, if it is a math-runtime name;
-    whether it is one."""
+    whether it is one. `text`: its IR, when already emitted (`prefetch`)."""
     m = _NAME.match(name)
     if m is None:
         return False
     fname = f"fgrad_{m.group(1)}_{m.group(2)}"
     with lock:
         if fname not in _loaded:
-            _loaded[fname] = _load(m.group(1), m.group(2))
+            _loaded[fname] = _load(m.group(1), m.group(2), text)
     return True
 
 
@@ -62,18 +63,23 @@ def to_compile(jaxpr):
 
 
 def prefetch(names):
-    """Start resolving `names` on a background thread."""
+    """Emit the IR of `names` (runtime function names from `to_compile`) here
+    and compile it on a background thread, with a short GIL switch interval
+    (see `switch_interval`). Emitting is Python, which would only share the
+    GIL with the caller's work on that thread and reach LLVM later."""
     if names:
         _prefetched.update(names)
-        threading.Thread(target=_resolve_all, args=(names,), name="fgrad math runtime").start()
+        texts = [(name, _emit(*_NAME.match(name).groups())) for name in names]
+        threading.Thread(target=_resolve_all, args=(texts,), name="fgrad math runtime").start()
 
 
-def _resolve_all(names):
-    for name in names:
-        try:
-            resolve(name)
-        except Exception:   # noqa: BLE001 -- the program's own resolve() tries again and raises
-            pass
+def _resolve_all(texts):
+    with switch_interval.short():
+        for name, text in texts:
+            try:
+                resolve(name, text)
+            except Exception:   # noqa: BLE001 -- the program's own resolve() tries again and raises
+                pass
 
 
 def _calls(jaxpr):
@@ -100,10 +106,14 @@ def _tag(fname):
     return f"math {fname}"
 
 
-def _load(name, suffix):
-    def emit():     # (only when not in the disk cache: mathlib imports llvmlite.ir)
-        from . import mathlib
-        return mathlib.emit_runtime(name, suffix)
+def _emit(name, suffix):
+    from . import mathlib   # (only when not in the disk cache: it imports llvmlite.ir)
+    return mathlib.emit_runtime(name, suffix)
+
+
+def _load(name, suffix, text=None):
+    def emit():
+        return _emit(name, suffix) if text is None else text
     entries = symbols(name, suffix)
     module = engine.compile_runtime(_tag(entries[0]), entries, emit, export=True)
     for entry in entries:

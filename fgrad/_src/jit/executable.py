@@ -34,10 +34,17 @@ from .slots import Slots, run_steps, step_summary
 def _backend():
     """The CPU backend's fused-kernel module (with the engine: imported on first
     use, under the lock fork() takes; a child forked meanwhile would find the
-    import half done by a thread it does not have, and wait for it forever)."""
-    with compiler_lock.lock:
-        from ..cpu import engine, fused  # noqa: F401
-    return fused
+    import half done by a thread it does not have, and wait for it forever).
+    Later calls skip the lock, which a background compile may hold for tens of
+    milliseconds (`prefetch`)."""
+    if not _loaded:
+        with compiler_lock.lock:
+            from ..cpu import engine, fused  # noqa: F401
+            _loaded.append(fused)
+    return _loaded[0]
+
+
+_loaded = []    # [the fused module] once _backend imported it
 
 
 def prefetch(closed):
