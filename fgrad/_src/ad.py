@@ -481,6 +481,16 @@ def defjvp(prim, *rules):
     prim.tape = TAPE_DIAGONAL if prim.elementwise else None
 
 
+def deftape(prim, *rules):
+    """NumPy forms of an element-wise primitive's defjvp rules, for the eager tape's
+    backward pass: rule(g, ans, *primals) on the NumPy values of a real
+    floating-point cotangent g that is not weakly typed (so neither is the result)
+    and of the values, giving the bits the defjvp rule gives on their Arrays: the
+    same primitives' impls in the same order (None: use the defjvp rule)."""
+    assert prim.tape == TAPE_DIAGONAL and len(rules) == len(prim.jvp_rules)
+    prim.tape_rules = rules
+
+
 def _sum_contributions(rules, ans, primals, tangents, params):
     out = None
     for rule, t in zip(rules, tangents):

@@ -101,8 +101,18 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
     fname = _name(fun)
     description = f"grad of {fname}"
 
+    lean = type(argnums) is int and argnums == 0 and not (has_aux or holomorphic)
+
+    def output(x):
+        _check_scalar_output(fname, x, holomorphic)
+        return [full_lower(x)]
+
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
+        if lean and len(args) == 1 and not kwargs and tape.usable():
+            out = _lean_value_and_grad(fun, args[0], output, description)
+            if out is not None:
+                return out
         single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
         flat, in_tree = _flatten(diff)
@@ -135,6 +145,23 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
         return ans, g
 
     return value_and_grad_f
+
+
+def _nothing():
+    pass
+
+
+def _lean_value_and_grad(fun, x, output, description):
+    """(value, grad) of fun at its one real floating-point argument x, on the tape
+    without the pytree and argument layers; None where the general path must run."""
+    if type(x) not in _LEAF_TYPES:
+        return None
+    x = full_lower(x)
+    if x.dtype.kind != "f":
+        return None     # the general path checks it (or differentiates complex x)
+    (ans,), lin = _linearize(lambda x: output(fun(x)), [x], description, _nothing)
+    g, = lin.transpose([_one(ans.dtype)])
+    return ans, zeros_like(x) if g is None else g
 
 
 # Values that are always one pytree leaf (the common single-array argument skips optree).

@@ -118,7 +118,8 @@ class Primitive:
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
     tape: how eager reverse mode records it (tape.py; set with the rules above by
-    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own).
+    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own);
+    tape_rules: NumPy forms of the element-wise tangent rules (ad.deftape).
     weak_args: indices of the arguments whose weak type the output inherits.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.
@@ -138,6 +139,7 @@ class Primitive:
         self.transpose = None
         self.batch = None
         self.tape = None
+        self.tape_rules = None  # set by ad.deftape: NumPy forms of jvp_rules
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
