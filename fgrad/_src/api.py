@@ -194,10 +194,11 @@ _ONES = {}
 
 
 def _one(dtype):
-    """The output cotangent 1 of a scalar loss (Arrays are immutable, so shared)."""
+    """The output cotangent 1 of a scalar loss (Arrays are immutable, so shared): a
+    NumPy scalar, as NumPy's own scalar arithmetic gives (cheaper than a 0-d array)."""
     one = _ONES.get(dtype)
     if one is None:
-        one = _ONES[dtype] = Array(np.ones((), dtype), False)
+        one = _ONES[dtype] = Array(dtype.type(1), False)
     return one
 
 

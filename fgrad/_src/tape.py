@@ -36,6 +36,7 @@ from .lax.elementwise import add_p
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
+_NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 
 
 class Unsupported(BaseException):
@@ -106,7 +107,7 @@ class TapeTrace(core.Trace):
         if kind is not TAPE_DIAGONAL and out._value.dtype.kind not in "fc":
             return out     # an integer result has no derivative
         primals = self.primals
-        self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+        self.entries.append((kind, prim, params, vals, out, ids, len(primals), None))
         primals.append(out)
         return JVPTracer(self, out, len(primals) - 1)
 
@@ -127,39 +128,49 @@ class TapeTrace(core.Trace):
         return self._diagonal(prim, (y, x) if swap else (x, y))
 
     def _diagonal(self, prim, args):
-        """The common case, lean: an element-wise primitive without parameters on
-        host Arrays of one real floating-point dtype. It records what the general
-        path would, without its dispatch; None where the general path must run it."""
-        if (prim.weak_args is not None or prim.multiple_results
+        """The common case, lean: an element-wise primitive of one or two operands
+        without parameters on host Arrays of one real floating-point dtype. It
+        records what the general path would, without its dispatch; None where the
+        general path must run it."""
+        n = len(args)
+        if (n > 2 or prim.weak_args is not None or prim.multiple_results
                 or core.output_check is not None or placement.array_types):
             return None
-        vals, ids, values = [], [], []
-        traced = False
-        weak = True
-        dtype = None
-        for a in args:
+        a = args[0]
+        t = type(a)
+        if t is JVPTracer and a._trace is self:
+            v0, i0 = a.primal, a.tangent
+        elif t is Array:
+            v0, i0 = a, None
+        else:
+            return None
+        if type(v0) is not Array:
+            return None
+        x0 = v0._value
+        dtype = x0.dtype
+        if dtype.kind != "f":
+            return None
+        if n == 2:
+            a = args[1]
             t = type(a)
             if t is JVPTracer and a._trace is self:
-                v = a.primal
-                ids.append(a.tangent)
-                traced = True
+                v1, i1 = a.primal, a.tangent
             elif t is Array:
-                v = a
-                ids.append(None)
+                v1, i1 = a, None
             else:
                 return None
-            if type(v) is not Array:
+            if type(v1) is not Array:
                 return None
-            x = v._value
-            if dtype is None:
-                dtype = x.dtype
-                if dtype.kind != "f":
-                    return None
-            elif x.dtype != dtype:
+            x1 = v1._value
+            if x1.dtype is not dtype and x1.dtype != dtype:
                 return None
-            vals.append(v)
-            values.append(x)
-            weak = weak and v.weak_type
+            vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
+            weak = v0.weak_type and v1.weak_type
+            traced = i0 is not None or i1 is not None
+        else:
+            vals, ids, values = (v0,), (i0,), (x0,)
+            weak = v0.weak_type
+            traced = i0 is not None
         state = core._state
         state.trace = self.parent
         try:
@@ -168,15 +179,17 @@ class TapeTrace(core.Trace):
             return None     # the general path raises the error the shape rule gives
         finally:
             state.trace = self
-        if out.dtype != dtype:
+        if out.dtype is not dtype and out.dtype != dtype:
             return None
         out = Array(out, weak)
         if not traced:
             return out
         primals = self.primals
-        self.entries.append((TAPE_DIAGONAL, prim, {}, vals, out, ids, len(primals)))
+        node = len(primals)
+        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, out, ids, node,
+                             values))
         primals.append(out)
-        return JVPTracer(self, out, len(primals) - 1)
+        return JVPTracer(self, out, node)
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
@@ -248,7 +261,7 @@ class TapeTrace(core.Trace):
             if kind is _GENERIC:
                 self._generic_backward(entry, cts, accumulate)
                 continue
-            _, prim, params, vals, ans, ids, node = entry
+            _, prim, params, vals, ans, ids, node, values = entry
             ct = cts[node]
             if ct is None:
                 continue
@@ -257,7 +270,9 @@ class TapeTrace(core.Trace):
                 rules = prim.jvp_rules
                 fast = prim.tape_rules
                 if fast is not None and lean and type(ct) is Array and not ct.weak_type:
-                    values = [ct._value, ans._value] + [v._value for v in vals]
+                    g, a = ct._value, ans._value
+                    if values is None:
+                        values = tuple(v._value for v in vals)
                 else:
                     fast = None
                 k = len(ids)
@@ -267,12 +282,14 @@ class TapeTrace(core.Trace):
                     if i is None or rules[k] is None:
                         continue
                     if fast is not None and fast[k] is not None:
-                        c = Array(fast[k](*values), False)
+                        c = fast[k](g, a, *values)
+                        c = (Array(c, False) if c.shape == values[k].shape else
+                             unbroadcast(Array(c, False), get_aval(vals[k])))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
-                    x = vals[k]
-                    if c.shape != x.shape:
-                        c = unbroadcast(c, get_aval(x))
+                        x = vals[k]
+                        if c.shape != x.shape:
+                            c = unbroadcast(c, get_aval(x))
                     if accumulate is not None:
                         accumulate(cts, i, c)
                     prev = cts[i]
