@@ -112,7 +112,7 @@ def _general(fn, **kw):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("x", [np.float32(0.5), 0.5, np.float64(-1.25),
+@pytest.mark.parametrize("x", [np.float32(0.5), 0.5, np.float64(-1.25), np.float16(0.75),
                                np.array([0.5, 2.0], np.float32), fnp.asarray(0.5), 2,
                                np.int32(2), 1.5j, np.complex64(1 + 1j)],
                          ids=lambda x: f"{type(x).__name__}")

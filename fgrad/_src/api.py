@@ -154,11 +154,15 @@ def _nothing():
 def _lean_value_and_grad(fun, x, output, description):
     """(value, grad) of fun at its one real floating-point argument x, on the tape
     without the pytree and argument layers; None where the general path must run."""
-    if type(x) not in _LEAF_TYPES:
+    t = type(x)
+    if t in _FLOAT_SCALARS:
+        x = Array(x, False)     # immutable: full_lower's copy is not needed
+    elif t in _LEAF_TYPES:
+        x = full_lower(x)
+        if x.dtype.kind != "f":
+            return None     # the general path checks it (or differentiates complex x)
+    else:
         return None
-    x = full_lower(x)
-    if x.dtype.kind != "f":
-        return None     # the general path checks it (or differentiates complex x)
     (ans,), lin = _linearize(lambda x: output(fun(x)), [x], description, _nothing)
     g, = lin.transpose([_one(ans.dtype)])
     return ans, zeros_like(x) if g is None else g
@@ -166,6 +170,7 @@ def _lean_value_and_grad(fun, x, output, description):
 
 # Values that are always one pytree leaf (the common single-array argument skips optree).
 _LEAF_TYPES = frozenset([Array, np.ndarray, float, int] + [d.type for d in dtypes.SUPPORTED])
+_FLOAT_SCALARS = frozenset(d.type for d in dtypes.SUPPORTED if d.kind == "f")
 
 
 def _flatten(args):
