@@ -139,3 +139,29 @@ def test_single_argument_grad_does_not_share_the_callers_array():
     x[0] = 5.0
     assert float(v) == 1.0
     np.testing.assert_array_equal(np.asarray(g), [1.0, 1.0])
+
+
+@pytest.mark.parametrize("how", ["grad", "two arguments", "vjp"])
+def test_escaped_tracer_error_names_the_users_line(how):
+    leaked = []
+
+    def f(x, y=1.0):
+        leaked.append(x)
+        return fnp.sin(x) * y
+
+    if how == "grad":
+        line = _line() + 1
+        fgrad.grad(f)(np.float32(0.5))
+    elif how == "two arguments":
+        line = _line() + 1
+        fgrad.grad(f)(np.float32(0.5), 2.0)
+    else:
+        line = _line() + 1
+        fgrad.vjp(f, np.float32(0.5))
+    with pytest.raises(fgrad.EscapedTracerError, match=f"applied at {__file__}:{line} "):
+        leaked[0] + 1.0
+
+
+def _line():
+    import sys
+    return sys._getframe(1).f_lineno

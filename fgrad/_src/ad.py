@@ -304,7 +304,7 @@ def linearize_flat(fun, primals, description="linearize", in_mask=None, tangent_
     trace = LinearizeTrace(parent, description)
     trace.mark_origin()
     pe = trace.rule_trace
-    pe.origin = trace.origin
+    pe.origin_at = trace.origin_at
     in_avals = [get_aval(p) for p in primals]
     if in_mask is None:
         in_mask = [a.dtype.kind in "fc" for a in in_avals]

@@ -194,13 +194,22 @@ class Trace:
     alive = True
     # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
-    origin = None
+    origin_at = None    # (code, line number), formatted only for a message: `origin`
 
-    def mark_origin(self):
-        """Remember the user's source line that applied this transform."""
-        f = user_frame()
+    def mark_origin(self, skip=0):
+        """Remember the user's source line that applied this transform. `skip`: how
+        many of the callers are known to be fgrad's (passed over unexamined)."""
+        f = user_frame(1 + skip)
         if f is not None:
-            self.origin = f"{f.f_code.co_filename}:{f.f_lineno} (in {f.f_code.co_name})"
+            self.origin_at = (f.f_code, f.f_lineno)
+
+    @property
+    def origin(self):
+        """'file:line (in function)' of the line that applied this transform, or None."""
+        if self.origin_at is None:
+            return None
+        code, line = self.origin_at
+        return f"{code.co_filename}:{line} (in {code.co_name})"
 
     # Every concrete trace (EvalTrace, JVPTrace, JaxprTrace, BatchTrace) defines these.
     def process_primitive(self, prim, args, params):
