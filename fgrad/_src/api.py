@@ -147,10 +147,6 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
     return value_and_grad_f
 
 
-def _nothing():
-    pass
-
-
 def _lean_value_and_grad(fun, x, output, description):
     """(value, grad) of fun at its one real floating-point argument x, on the tape
     without the pytree and argument layers; None where the general path must run."""
@@ -163,7 +159,11 @@ def _lean_value_and_grad(fun, x, output, description):
             return None     # the general path checks it (or differentiates complex x)
     else:
         return None
-    (ans,), lin = _linearize(lambda x: output(fun(x)), [x], description, _nothing)
+    f = lambda x: output(fun(x))   # noqa: E731
+    try:
+        (ans,), lin = tape.linearize_flat(f, [x], description)
+    except tape.Unsupported:
+        (ans,), lin = linearize_flat(f, [x], description)
     g, = lin.transpose([_one(ans.dtype)])
     return ans, zeros_like(x) if g is None else g
 

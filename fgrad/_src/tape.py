@@ -369,7 +369,7 @@ def linearize_flat(fun, primals, description):
     `fun`) where only the jaxpr path is exact."""
     parent = core._state.trace
     trace = TapeTrace(parent, description)
-    trace.mark_origin(skip=3)   # this function, api._linearize and its caller in api
+    trace.mark_origin(skip=3)   # this function and its two callers in api.py
     args, in_ids = [], []
     for p in primals:
         if p.dtype.kind in "fc":
