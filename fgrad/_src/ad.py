@@ -486,7 +486,8 @@ def deftape(prim, *rules):
     backward pass: rule(g, ans, *primals) on the NumPy values of a real
     floating-point cotangent g that is not weakly typed (so neither is the result)
     and of the values, giving the bits the defjvp rule gives on their Arrays: the
-    same primitives' impls in the same order (None: use the defjvp rule)."""
+    same primitives' impls in the same order, Python's + - * and unary - standing
+    for add's, sub's, mul's and neg's on real floats (None: use the defjvp rule)."""
     assert prim.tape == TAPE_DIAGONAL and len(rules) == len(prim.jvp_rules)
     prim.tape_rules = rules
 
