@@ -165,3 +165,8 @@ def test_escaped_tracer_error_names_the_users_line(how):
 def _line():
     import sys
     return sys._getframe(1).f_lineno
+
+
+def test_user_frame_past_the_outermost_frame_is_none():
+    from fgrad._src.errors import user_frame
+    assert user_frame(skip=10 ** 6) is None
