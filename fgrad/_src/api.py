@@ -153,6 +153,8 @@ def _lean_value_and_grad(fun, x, output, description):
     t = type(x)
     if t in _FLOAT_SCALARS:
         x = Array(x, False)     # immutable: full_lower's copy is not needed
+    elif t is float:            # full_lower's value, as a NumPy scalar
+        x = Array(dtypes.default_float_dtype().type(x), True)
     elif t in _LEAF_TYPES:
         x = full_lower(x)
         if x.dtype.kind != "f":
