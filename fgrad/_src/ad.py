@@ -304,7 +304,7 @@ def linearize_flat(fun, primals, description="linearize", in_mask=None, tangent_
     trace = LinearizeTrace(parent, description)
     trace.mark_origin()
     pe = trace.rule_trace
-    pe.origin = trace.origin
+    pe.origin_at = trace.origin_at
     in_avals = [get_aval(p) for p in primals]
     if in_mask is None:
         in_mask = [a.dtype.kind in "fc" for a in in_avals]
@@ -479,6 +479,17 @@ def defjvp(prim, *rules):
     prim.jvp_rules = rules
     # An element-wise Jacobian is diagonal: each rule applied to a cotangent is its transpose.
     prim.tape = TAPE_DIAGONAL if prim.elementwise else None
+
+
+def deftape(prim, *rules):
+    """NumPy forms of an element-wise primitive's defjvp rules, for the eager tape's
+    backward pass: rule(g, ans, *primals) on the NumPy values of a real
+    floating-point cotangent g that is not weakly typed (so neither is the result)
+    and of the values, giving the bits the defjvp rule gives on their Arrays: the
+    same primitives' impls in the same order, Python's + - * and unary - standing
+    for add's, sub's, mul's and neg's on real floats (None: use the defjvp rule)."""
+    assert prim.tape == TAPE_DIAGONAL and len(rules) == len(prim.jvp_rules)
+    prim.tape_rules = rules
 
 
 def _sum_contributions(rules, ans, primals, tangents, params):

@@ -101,8 +101,18 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
     fname = _name(fun)
     description = f"grad of {fname}"
 
+    lean = type(argnums) is int and argnums == 0 and not (has_aux or holomorphic)
+
+    def output(x):
+        _check_scalar_output(fname, x, holomorphic)
+        return [full_lower(x)]
+
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
+        if lean and len(args) == 1 and not kwargs and tape.usable():
+            out = _lean_value_and_grad(fun, args[0], output, description)
+            if out is not None:
+                return out
         single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
         flat, in_tree = _flatten(diff)
@@ -137,8 +147,32 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
     return value_and_grad_f
 
 
+def _lean_value_and_grad(fun, x, output, description):
+    """(value, grad) of fun at its one real floating-point argument x, on the tape
+    without the pytree and argument layers; None where the general path must run."""
+    t = type(x)
+    if t in _FLOAT_SCALARS:
+        x = Array(x, False)     # immutable: full_lower's copy is not needed
+    elif t is float:            # full_lower's value, as a NumPy scalar
+        x = Array(dtypes.default_float_dtype().type(x), True)
+    elif t in _LEAF_TYPES:
+        x = full_lower(x)
+        if x.dtype.kind != "f":
+            return None     # the general path checks it (or differentiates complex x)
+    else:
+        return None
+    f = lambda x: output(fun(x))   # noqa: E731
+    try:
+        (ans,), lin = tape.linearize_flat(f, [x], description)
+    except tape.Unsupported:
+        (ans,), lin = linearize_flat(f, [x], description)
+    g, = lin.transpose([_one(ans.dtype)])
+    return ans, zeros_like(x) if g is None else g
+
+
 # Values that are always one pytree leaf (the common single-array argument skips optree).
 _LEAF_TYPES = frozenset([Array, np.ndarray, float, int] + [d.type for d in dtypes.SUPPORTED])
+_FLOAT_SCALARS = frozenset(d.type for d in dtypes.SUPPORTED if d.kind == "f")
 
 
 def _flatten(args):
@@ -167,10 +201,11 @@ _ONES = {}
 
 
 def _one(dtype):
-    """The output cotangent 1 of a scalar loss (Arrays are immutable, so shared)."""
+    """The output cotangent 1 of a scalar loss (Arrays are immutable, so shared): a
+    NumPy scalar, as NumPy's own scalar arithmetic gives (cheaper than a 0-d array)."""
     one = _ONES.get(dtype)
     if one is None:
-        one = _ONES[dtype] = Array(np.ones((), dtype), False)
+        one = _ONES[dtype] = Array(dtype.type(1), False)
     return one
 
 

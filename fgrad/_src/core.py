@@ -118,7 +118,8 @@ class Primitive:
     transpose(cts, *args, **params) -> cotangent per arg (linear primitives)
     batch                                                (batching rule, vmap)
     tape: how eager reverse mode records it (tape.py; set with the rules above by
-    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own).
+    ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own);
+    tape_rules: NumPy forms of the element-wise tangent rules (ad.deftape).
     weak_args: indices of the arguments whose weak type the output inherits.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.
@@ -138,6 +139,7 @@ class Primitive:
         self.transpose = None
         self.batch = None
         self.tape = None
+        self.tape_rules = None  # set by ad.deftape: NumPy forms of jvp_rules
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
@@ -192,13 +194,22 @@ class Trace:
     alive = True
     # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
-    origin = None
+    origin_at = None    # (code, line number), formatted only for a message: `origin`
 
-    def mark_origin(self):
-        """Remember the user's source line that applied this transform."""
-        f = user_frame()
+    def mark_origin(self, skip=0):
+        """Remember the user's source line that applied this transform. `skip`: how
+        many of the callers are known to be fgrad's (passed over unexamined)."""
+        f = user_frame(1 + skip)
         if f is not None:
-            self.origin = f"{f.f_code.co_filename}:{f.f_lineno} (in {f.f_code.co_name})"
+            self.origin_at = (f.f_code, f.f_lineno)
+
+    @property
+    def origin(self):
+        """'file:line (in function)' of the line that applied this transform, or None."""
+        if self.origin_at is None:
+            return None
+        code, line = self.origin_at
+        return f"{code.co_filename}:{line} (in {code.co_name})"
 
     # Every concrete trace (EvalTrace, JVPTrace, JaxprTrace, BatchTrace) defines these.
     def process_primitive(self, prim, args, params):

@@ -13,7 +13,10 @@ def user_frame(skip=0):
     """The innermost stack frame that is not fgrad's own code (None if none).
     `skip`: how many callers to pass over unexamined (known to be fgrad's; this
     saves creating their frame objects, the main cost of the walk)."""
-    f = sys._getframe(1 + skip)
+    try:
+        f = sys._getframe(1 + skip)
+    except ValueError:     # fewer frames than `skip`: none is the user's
+        return None
     while f is not None:
         code = f.f_code
         internal = _INTERNAL.get(code)

@@ -32,9 +32,11 @@ from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
 from .config import config
 from .core import Array, Tracer, TracerLevelError, check_live, full_lower, get_aval
 from .lax import add
+from .lax.elementwise import add_p
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
+_NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 
 
 class Unsupported(BaseException):
@@ -105,7 +107,7 @@ class TapeTrace(core.Trace):
         if kind is not TAPE_DIAGONAL and out._value.dtype.kind not in "fc":
             return out     # an integer result has no derivative
         primals = self.primals
-        self.entries.append((kind, prim, params, vals, out, ids, len(primals)))
+        self.entries.append((kind, prim, params, vals, out, ids, len(primals), None))
         primals.append(out)
         return JVPTracer(self, out, len(primals) - 1)
 
@@ -126,39 +128,49 @@ class TapeTrace(core.Trace):
         return self._diagonal(prim, (y, x) if swap else (x, y))
 
     def _diagonal(self, prim, args):
-        """The common case, lean: an element-wise primitive without parameters on
-        host Arrays of one real floating-point dtype. It records what the general
-        path would, without its dispatch; None where the general path must run it."""
-        if (prim.weak_args is not None or prim.multiple_results
+        """The common case, lean: an element-wise primitive of one or two operands
+        without parameters on host Arrays of one real floating-point dtype. It
+        records what the general path would, without its dispatch; None where the
+        general path must run it."""
+        n = len(args)
+        if (n > 2 or prim.weak_args is not None or prim.multiple_results
                 or core.output_check is not None or placement.array_types):
             return None
-        vals, ids, values = [], [], []
-        traced = False
-        weak = True
-        dtype = None
-        for a in args:
+        a = args[0]
+        t = type(a)
+        if t is JVPTracer and a._trace is self:
+            v0, i0 = a.primal, a.tangent
+        elif t is Array:
+            v0, i0 = a, None
+        else:
+            return None
+        if type(v0) is not Array:
+            return None
+        x0 = v0._value
+        dtype = x0.dtype
+        if dtype.kind != "f":
+            return None
+        if n == 2:
+            a = args[1]
             t = type(a)
             if t is JVPTracer and a._trace is self:
-                v = a.primal
-                ids.append(a.tangent)
-                traced = True
+                v1, i1 = a.primal, a.tangent
             elif t is Array:
-                v = a
-                ids.append(None)
+                v1, i1 = a, None
             else:
                 return None
-            if type(v) is not Array:
+            if type(v1) is not Array:
                 return None
-            x = v._value
-            if dtype is None:
-                dtype = x.dtype
-                if dtype.kind != "f":
-                    return None
-            elif x.dtype != dtype:
+            x1 = v1._value
+            if x1.dtype is not dtype and x1.dtype != dtype:
                 return None
-            vals.append(v)
-            values.append(x)
-            weak = weak and v.weak_type
+            vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
+            weak = v0.weak_type and v1.weak_type
+            traced = i0 is not None or i1 is not None
+        else:
+            vals, ids, values = (v0,), (i0,), (x0,)
+            weak = v0.weak_type
+            traced = i0 is not None
         state = core._state
         state.trace = self.parent
         try:
@@ -167,15 +179,17 @@ class TapeTrace(core.Trace):
             return None     # the general path raises the error the shape rule gives
         finally:
             state.trace = self
-        if out.dtype != dtype:
+        if out.dtype is not dtype and out.dtype != dtype:
             return None
         out = Array(out, weak)
         if not traced:
             return out
         primals = self.primals
-        self.entries.append((TAPE_DIAGONAL, prim, {}, vals, out, ids, len(primals)))
+        node = len(primals)
+        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, out, ids, node,
+                             values))
         primals.append(out)
-        return JVPTracer(self, out, len(primals) - 1)
+        return JVPTracer(self, out, node)
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
@@ -236,6 +250,9 @@ class TapeTrace(core.Trace):
         nodes `out_ids`; run at the current trace, like ad.backward_pass."""
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
+        # NumPy rules (prim.tape_rules) where the lax rules would run eagerly on Arrays
+        lean = (core._state.trace is core.eval_trace and core.output_check is None
+                and not placement.array_types)
         for i, c in zip(out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
@@ -244,27 +261,39 @@ class TapeTrace(core.Trace):
             if kind is _GENERIC:
                 self._generic_backward(entry, cts, accumulate)
                 continue
-            _, prim, params, vals, ans, ids, node = entry
+            _, prim, params, vals, ans, ids, node, values = entry
             ct = cts[node]
             if ct is None:
                 continue
             cts[node] = None
             if kind is TAPE_DIAGONAL:
                 rules = prim.jvp_rules
+                fast = prim.tape_rules
+                if fast is not None and lean and type(ct) is Array and not ct.weak_type:
+                    g, a = ct._value, ans._value
+                    if values is None:
+                        values = tuple(v._value for v in vals)
+                else:
+                    fast = None
                 k = len(ids)
                 while k:     # as the transposed jaxpr: last first
                     k -= 1
                     i = ids[k]
                     if i is None or rules[k] is None:
                         continue
-                    c = rules[k](ct, ans, *vals, **params)
-                    x = vals[k]
-                    if c.shape != x.shape:
-                        c = unbroadcast(c, get_aval(x))
+                    if fast is not None and fast[k] is not None:
+                        c = fast[k](g, a, *values)
+                        c = (Array(c, False) if c.shape == values[k].shape else
+                             unbroadcast(Array(c, False), get_aval(vals[k])))
+                    else:
+                        c = rules[k](ct, ans, *vals, **params)
+                        x = vals[k]
+                        if c.shape != x.shape:
+                            c = unbroadcast(c, get_aval(x))
                     if accumulate is not None:
                         accumulate(cts, i, c)
                     prev = cts[i]
-                    cts[i] = c if prev is None else add(prev, c)
+                    cts[i] = c if prev is None else _add(prev, c, lean)
                 continue
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
@@ -285,7 +314,7 @@ class TapeTrace(core.Trace):
                 if accumulate is not None:
                     accumulate(cts, i, c)
                 prev = cts[i]
-                cts[i] = c if prev is None else add(prev, c)
+                cts[i] = c if prev is None else _add(prev, c, lean)
         return [None if i is None else cts[i] for i in in_ids]
 
     def _generic_backward(self, entry, cts, accumulate):
@@ -311,6 +340,18 @@ class TapeTrace(core.Trace):
                             f"is wrong)")
 
 
+def _add(a, b, lean):
+    """add(a, b) of two cotangents; with `lean` (eager, unchecked, on the host) two
+    Arrays of one real floating-point dtype, not weakly typed, are added by add's
+    impl at once (the same bits)."""
+    if (lean and type(a) is Array and type(b) is Array
+            and not (a.weak_type or b.weak_type)):
+        x, y = a._value, b._value
+        if x.dtype == y.dtype and x.dtype.kind == "f":
+            return Array(add_p.impl(x, y), False)
+    return add(a, b)
+
+
 class TapeFunction:
     """The pullback `linearize_flat` finds, as a tape: `transpose` maps output
     cotangents to input cotangents (None: zero), as ad.LinearFunction does."""
@@ -328,7 +369,7 @@ def linearize_flat(fun, primals, description):
     `fun`) where only the jaxpr path is exact."""
     parent = core._state.trace
     trace = TapeTrace(parent, description)
-    trace.mark_origin()
+    trace.mark_origin(skip=3)   # this function and its two callers in api.py
     args, in_ids = [], []
     for p in primals:
         if p.dtype.kind in "fc":

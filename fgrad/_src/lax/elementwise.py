@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from .. import dtypes
-from ..ad import TAPE_JOINT, TAPE_LINEAR, defjvp, defjvp_zero, is_undefined
+from ..ad import TAPE_JOINT, TAPE_LINEAR, defjvp, defjvp_zero, deftape, is_undefined
 from ..batching import defbroadcasting, defvectorized
 from ..core import (Array, Primitive, ShapedArray, eager_float, eager_float_pair, get_aval,
                     is_weak)
@@ -104,11 +104,13 @@ def _arith(fn, op):
 neg_p = _prim("neg", np.negative, SIGNED + "c")
 neg = _unary_op(neg_p)
 defjvp(neg_p, lambda g, ans, x: neg(g))
+deftape(neg_p, lambda g, ans, x: -g)
 neg_p.transpose = lambda ct, x: [neg(ct)]
 
 add_p = _prim("add", _arith(np.add, operator.add), FIELD)
 add = _binary_op(add_p)
 defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+deftape(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 
 
 def _add_transpose(ct, x, y):
@@ -121,6 +123,7 @@ add_p.transpose = _add_transpose
 sub_p = _prim("sub", _arith(np.subtract, operator.sub), FIELD)
 sub = _binary_op(sub_p)
 defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
+deftape(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
 
 
 def _sub_transpose(ct, x, y):
@@ -133,6 +136,7 @@ sub_p.transpose = _sub_transpose
 mul_p = _prim("mul", _arith(np.multiply, operator.mul), FIELD)
 mul = _binary_op(mul_p)
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+deftape(mul_p, lambda g, ans, x, y: g * y, lambda g, ans, x, y: x * g)
 
 
 def _mul_transpose(ct, x, y):
@@ -158,6 +162,8 @@ div_p = _prim("div", _div_impl, FIELD, quiet=True)
 div = _binary_op(div_p)
 defjvp(div_p, lambda g, ans, x, y: div(g, y),
        lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+deftape(div_p, lambda g, ans, x, y: div_p.impl(g, y),
+        lambda g, ans, x, y: -g * div_p.impl(ans, y))
 
 
 def _div_transpose(ct, x, y):
@@ -381,10 +387,12 @@ def round(x, rounding_method="away_from_zero"):
 exp_p = _prim("exp", np.exp, INEXACT, quiet=True)
 exp = _unary_op(exp_p)
 defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+deftape(exp_p, lambda g, ans, x: g * ans)
 
 log_p = _prim("log", np.log, INEXACT, quiet=True)
 log = _unary_op(log_p)
 defjvp(log_p, lambda g, ans, x: div(g, x))
+deftape(log_p, lambda g, ans, x: div_p.impl(g, x))
 
 log1p_p = _prim("log1p", np.log1p, INEXACT, quiet=True)
 log1p = _unary_op(log1p_p)
@@ -397,10 +405,12 @@ defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _full_like(ans, 1))))
 sin_p = _prim("sin", np.sin, INEXACT, quiet=True)
 sin = _unary_op(sin_p)
 defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+deftape(sin_p, lambda g, ans, x: g * cos_p.impl(x))
 
 cos_p = _prim("cos", np.cos, INEXACT, quiet=True)
 cos = _unary_op(cos_p)
 defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+deftape(cos_p, lambda g, ans, x: -(g * sin_p.impl(x)))
 
 tan_p = _prim("tan", np.tan, INEXACT, quiet=True)
 tan = _unary_op(tan_p)
@@ -409,6 +419,7 @@ defjvp(tan_p, lambda g, ans, x: mul(g, add(_full_like(ans, 1), mul(ans, ans))))
 tanh_p = _prim("tanh", np.tanh, INEXACT, quiet=True)
 tanh = _unary_op(tanh_p)
 defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_full_like(ans, 1), mul(ans, ans))))
+deftape(tanh_p, lambda g, ans, x: g * (np.asarray(1, ans.dtype) - ans * ans))
 
 atan2_p = _prim("atan2", np.arctan2, FLOAT)
 atan2 = _binary_op(atan2_p)
@@ -419,6 +430,7 @@ defjvp(atan2_p,
 sqrt_p = _prim("sqrt", np.sqrt, INEXACT, quiet=True)
 sqrt = _unary_op(sqrt_p)
 defjvp(sqrt_p, lambda g, ans, x: div(g, mul(ans, _full_like(ans, 2))))
+deftape(sqrt_p, lambda g, ans, x: div_p.impl(g, ans * np.asarray(2, ans.dtype)))
 
 rsqrt_p = _prim("rsqrt", lambda x: np.reciprocal(np.sqrt(x)), INEXACT, quiet=True)
 rsqrt = _unary_op(rsqrt_p)
