@@ -1011,9 +1011,11 @@ def test_big_kernels_split_over_threads(monkeypatch, shape):
 
     (kernel,) = _exe(f, x, y).kernels     # alone, yet a segment: it is split
     assert "split over 3 threads" in kernel.label and kernel.segment == 0
-    for reduction in (g, h):    # a full sum (1-d x) accumulates across every loop
+    # a full sum (1-d x) accumulates across every loop; columns narrower than
+    # SPLIT_ROW_BYTES stay on one thread
+    for reduction, split in ((g, x[0].nbytes >= fused.SPLIT_ROW_BYTES), (h, True)):
         (kernel,) = _exe(reduction, x, y).kernels
-        assert ("split over 3 threads" in kernel.label) == (x.ndim > 1)
+        assert ("split over 3 threads" in kernel.label) == (x.ndim > 1 and split)
     for _ in range(20):
         _close(jit(f)(x, y), f(x, y), 4.0)
         _close(jit(g)(x, y), g(x, y), 4.0)

@@ -388,7 +388,7 @@ def test_softmax_rows_split_with_one_threads_bits(monkeypatch):
     ((20, 600), (0,), fnp.sum),                # few rows: one running sum per column
     ((700, 600), (0,), fnp.max),
     ((16, 32, 12, 12), (0, 2, 3), fnp.sum),    # BatchNorm's sums, channels in the middle
-    ((16, 12, 12, 32), (0, 1, 2), fnp.sum),    # and channels last
+    ((16, 8, 8, 256), (0, 1, 2), fnp.sum),     # and channels last
     ((30, 40, 20, 12), (0, 2), fnp.sum),       # reduced axes around a kept one
 ])
 def test_reductions_over_leading_axes_split_by_kept_elements(shape, axes, reduce, dtype,
@@ -407,12 +407,15 @@ def test_reductions_over_leading_axes_split_by_kept_elements(shape, axes, reduce
                                rtol=1e-5 if dtype == np.float32 else 1e-12)
 
 
-def test_a_full_sum_stays_on_one_thread():
-    """A sum of every element accumulates across every loop: never split."""
-    x = RNG.standard_normal((700, 600)).astype(np.float32)
-    f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x)))
+@pytest.mark.parametrize("shape,axes", [
+    ((700, 600), None),            # a full sum accumulates across every loop
+    ((64, 16, 16, 32), (0, 1, 2)), # columns narrower than fused.SPLIT_ROW_BYTES
+])
+def test_sums_that_stay_on_one_thread(shape, axes):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x), axis=axes))
     assert not split_labels(f, x)
-    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(axis=axes), rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.int32])
