@@ -995,6 +995,7 @@ def test_big_kernels_split_over_threads(monkeypatch, shape):
     if not pool.supported():
         pytest.skip("native workers need x86-64 Linux")
     monkeypatch.setattr(fused, "SPLIT_WORK", 0)
+    monkeypatch.setattr(fused, "SPLIT_COLUMN_TERMS", 0)
     monkeypatch.setenv("FGRAD_NUM_THREADS", "3")
     rng = np.random.default_rng(19)
     x = rng.standard_normal(shape).astype(np.float32)

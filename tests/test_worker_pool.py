@@ -385,7 +385,7 @@ def test_softmax_rows_split_with_one_threads_bits(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,axes,reduce", [
     ((700, 600), (0,), fnp.sum),               # column sums (a bias gradient): block rows
-    ((20, 600), (0,), fnp.sum),                # few rows: one running sum per column
+    ((20, 16384), (0,), fnp.sum),              # few rows: one running sum per column
     ((700, 600), (0,), fnp.max),
     ((16, 32, 12, 12), (0, 2, 3), fnp.sum),    # BatchNorm's sums, channels in the middle
     ((16, 8, 8, 256), (0, 1, 2), fnp.sum),     # and channels last
@@ -410,6 +410,7 @@ def test_reductions_over_leading_axes_split_by_kept_elements(shape, axes, reduce
 @pytest.mark.parametrize("shape,axes", [
     ((700, 600), None),            # a full sum accumulates across every loop
     ((64, 16, 16, 32), (0, 1, 2)), # columns narrower than fused.SPLIT_ROW_BYTES
+    ((128, 1024), (0,)),           # fewer terms than fused.SPLIT_COLUMN_TERMS
 ])
 def test_sums_that_stay_on_one_thread(shape, axes):
     x = RNG.standard_normal(shape).astype(np.float32)

@@ -857,6 +857,10 @@ def _kept_split(red_outs, dims, red_layout):
 # last), the threads' parts of a row share lines and prefetched pairs, so each
 # streams the whole input (measured: twice the CPU time, no faster).
 SPLIT_ROW_BYTES = 512
+# ... and only from this many terms: a column sum is a cheap vectorised add, so
+# below it waking the workers costs what splitting saves (measured on 2 threads:
+# 128x256 floats 2 -> 3 us, 256x512 even, 512x512 26 -> 20 us).
+SPLIT_COLUMN_TERMS = 1 << 18
 
 
 def _split_level(reds, red_outs, dims, red_layout):
@@ -875,7 +879,8 @@ def _split_level(reds, red_outs, dims, red_layout):
         return None
     level, stride = split
     row_bytes = stride * dims[level] * red_outs[0].outvars[0].aval.dtype.itemsize
-    if level and red_layout[1][-1] and row_bytes < SPLIT_ROW_BYTES:
+    if level and red_layout[1][-1] and (row_bytes < SPLIT_ROW_BYTES
+                                        or math.prod(dims) < SPLIT_COLUMN_TERMS):
         return None
     return level
 
