@@ -995,6 +995,7 @@ def test_big_kernels_split_over_threads(monkeypatch, shape):
     if not pool.supported():
         pytest.skip("native workers need x86-64 Linux")
     monkeypatch.setattr(fused, "SPLIT_WORK", 0)
+    monkeypatch.setattr(fused, "SPLIT_COLUMN_TERMS", 0)
     monkeypatch.setenv("FGRAD_NUM_THREADS", "3")
     rng = np.random.default_rng(19)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -1003,7 +1004,7 @@ def test_big_kernels_split_over_threads(monkeypatch, shape):
     def f(x, y):
         return fnp.sin(x) * y + fnp.exp(-x * x)
 
-    def g(x, y):   # a sum over the outer axis accumulates across the outer loop
+    def g(x, y):   # a sum over the outer axis: each chunk of columns sums all rows
         return fnp.sum(x * y, axis=0)
 
     def h(x, y):   # a sum over the inner axis: each chunk of rows sums its own rows
@@ -1011,13 +1012,15 @@ def test_big_kernels_split_over_threads(monkeypatch, shape):
 
     (kernel,) = _exe(f, x, y).kernels     # alone, yet a segment: it is split
     assert "split over 3 threads" in kernel.label and kernel.segment == 0
-    assert all("split" not in k.label for k in _exe(g, x, y).kernels)
-    (kernel,) = _exe(h, x, y).kernels
-    assert ("split over 3 threads" in kernel.label) == (x.ndim > 1)
+    # a full sum (1-d x) accumulates across every loop; columns narrower than
+    # SPLIT_ROW_BYTES stay on one thread
+    for reduction, split in ((g, x[0].nbytes >= fused.SPLIT_ROW_BYTES), (h, True)):
+        (kernel,) = _exe(reduction, x, y).kernels
+        assert ("split over 3 threads" in kernel.label) == (x.ndim > 1 and split)
     for _ in range(20):
         _close(jit(f)(x, y), f(x, y), 4.0)
+        _close(jit(g)(x, y), g(x, y), 4.0)
         _close(jit(h)(x, y), h(x, y), 4.0)
-    _close(jit(g)(x, y), g(x, y), 4.0)
 
 
 def test_split_kernels_report_selector_errors(monkeypatch):

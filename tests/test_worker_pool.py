@@ -402,12 +402,41 @@ def test_softmax_rows_split_with_one_threads_bits(monkeypatch):
     np.testing.assert_array_equal(np.asarray(out), _one_thread(softmax, x, monkeypatch=monkeypatch))
 
 
-def test_reductions_over_the_outer_axis_stay_on_one_thread():
-    """A sum over the outer axis accumulates across the outer loop: never split."""
-    x = RNG.standard_normal((700, 600)).astype(np.float32)
-    f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x), axis=0))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axes,reduce", [
+    ((700, 600), (0,), fnp.sum),               # column sums (a bias gradient): block rows
+    ((20, 16384), (0,), fnp.sum),              # few rows: one running sum per column
+    ((700, 600), (0,), fnp.max),
+    ((16, 32, 12, 12), (0, 2, 3), fnp.sum),    # BatchNorm's sums, channels in the middle
+    ((16, 8, 8, 256), (0, 1, 2), fnp.sum),     # and channels last
+    ((30, 40, 20, 12), (0, 2), fnp.sum),       # reduced axes around a kept one
+])
+def test_reductions_over_leading_axes_split_by_kept_elements(shape, axes, reduce, dtype,
+                                                             monkeypatch):
+    """A reduction over leading axes is split by ranges of the kept elements
+    (columns, channels): each thread adds all the rows of its own elements in
+    one thread's order, so the bits are one thread's."""
+    x = RNG.standard_normal(shape).astype(dtype)
+    fn = lambda x: reduce(fnp.exp(x * 0.5), axis=axes)  # noqa: E731
+    f = fgrad.jit(fn)
+    assert any("reduce_" in line for line in split_labels(f, x))
+    out, jobs = run_many(f, x, calls=3)
+    assert jobs > 0
+    np.testing.assert_array_equal(np.asarray(out), _one_thread(fn, x, monkeypatch=monkeypatch))
+    np.testing.assert_allclose(np.asarray(out), reduce(np.exp(x * 0.5), axis=axes),
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("shape,axes", [
+    ((700, 600), None),            # a full sum accumulates across every loop
+    ((64, 16, 16, 32), (0, 1, 2)), # columns narrower than fused.SPLIT_ROW_BYTES
+    ((128, 1024), (0,)),           # fewer terms than fused.SPLIT_COLUMN_TERMS
+])
+def test_sums_that_stay_on_one_thread(shape, axes):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    f = fgrad.jit(lambda x: fnp.sum(fnp.exp(x), axis=axes))
     assert not split_labels(f, x)
-    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(f(x)), np.exp(x).sum(axis=axes), rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float16, np.int32])

@@ -699,7 +699,7 @@ def _reduce_combine(cx, name, dt, acc, x):
     return b.select(cmp(op, x, acc), x, acc)
 
 
-def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
+def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims, split=None):
     """How a float reduce_sum adds up its terms (see `summation`): None (one
     running sum per output element, for few terms), or (a summation.PairwiseSum
     or PairwiseRows, the first loop level of the levels it sums over, the last
@@ -708,7 +708,9 @@ def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
     outside the kept ones inside them, when those hold more terms (each row
     then adds the terms of the inner reduced levels one after another) and
     its scratch rows fit. The other reduced levels, outside a kept one, add
-    their sums one after another."""
+    their sums one after another. `split`: (the level running [lo, hi), the
+    first and stop output elements it owns) when the kernel may be split by
+    kept elements (see _split_level): a row inside it sums only those."""
     if red_out is None or red.primitive.name != "reduce_sum" or not math.prod(dims):
         return None
     dt = red_out.aval.dtype
@@ -729,8 +731,9 @@ def _pairwise_sum(ir, module, body, b, cx, red, red_out, red_layout, dims):
         width = math.prod(dims[level] for level in range(last + 1, len(dims)) if st[level])
         block = summation.block_rows(rows, inner_terms, width * dt.itemsize)
         if block is not None:
-            return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block),
-                    first, last)
+            span = split[1:] if split is not None and split[0] > last else None
+            return (summation.PairwiseRows(ir, module, body, b, cx.ty(dt), rows, width, block,
+                                           span), first, last)
     if not summation.worth_it(inner_terms):
         return None
     return (summation.PairwiseSum(ir, body, b, cx.ty(dt), inner_terms, _SUM_FLAGS),
@@ -829,29 +832,57 @@ def same_sums(parts, joined):
     return True
 
 
-def _kept_outer_stride(red_outs, dims, red_layout):
-    """When the outer loop runs over kept elements of the reduced outputs (their
-    outermost ones), the outputs' elements per outer index, else None: outer
-    indices [lo, hi) then own output elements [lo * stride, hi * stride), and
-    every output element adds up all its terms within one outer index."""
+def _kept_split(red_outs, dims, red_layout):
+    """(level, stride) when the reduced outputs' outermost kept elements are a
+    loop level with only reduced levels outside it, else None: indices [lo, hi)
+    of that level then own the output elements [lo * stride, hi * stride) (a
+    column sum's columns, a BatchNorm sum's channels), and the loops inside and
+    outside it add up all the terms of those elements, each in the order of
+    the whole loop nest."""
     if not red_outs or not dims:
         return None
     kind, st = red_layout
+    if kind == "flat":
+        return 0, math.prod(dims[1:])
+    if kind == "scalar":
+        return None
+    level = next(level for level, stride in enumerate(st) if stride)
     n_red = math.prod(red_outs[0].outvars[0].aval.shape)
-    stride = math.prod(dims[1:]) if kind == "flat" else st[0] if kind == "strided" else 0
-    return stride if stride and stride * dims[0] == n_red else None
+    return (level, st[level]) if st[level] * dims[level] == n_red else None
 
 
-def _splittable(reds, red_outs, dims, red_layout):
-    """Whether a kernel's outer loop may be cut into ranges run by different
-    threads: an element-wise one's always; one with reductions only where the
-    outer loop runs over kept elements (each output element's terms are then
-    added by one call in the order one whole call adds them), not where a
-    reduction accumulates across it."""
+# A sum over outer axes whose kept elements are innermost (a column sum) is split
+# by columns only when a row of them holds this many bytes: each thread then
+# reads its own cache lines of every row; narrower (BatchNorm's 64 channels
+# last), the threads' parts of a row share lines and prefetched pairs, so each
+# streams the whole input (measured: twice the CPU time, no faster).
+SPLIT_ROW_BYTES = 512
+# ... and only from this many terms: a column sum is a cheap vectorised add, so
+# below it waking the workers costs what splitting saves (measured on 2 threads:
+# 128x256 floats 2 -> 3 us, 256x512 even, 512x512 26 -> 20 us).
+SPLIT_COLUMN_TERMS = 1 << 18
+
+
+def _split_level(reds, red_outs, dims, red_layout):
+    """The loop level whose range [lo, hi) a call of the kernel's body runs, cut
+    into ranges run by different threads, or None when it may not be split: an
+    element-wise kernel's outermost level; one with reductions, the level of
+    `_kept_split` (each output element's terms are then added by the one call
+    owning it, in the order one whole call adds them), not where a reduction
+    accumulates across calls."""
     if not dims:
-        return False
-    return not reds or (len(red_outs) == len(reds)
-                        and _kept_outer_stride(red_outs, dims, red_layout) is not None)
+        return None
+    if not reds:
+        return 0
+    split = _kept_split(red_outs, dims, red_layout) if len(red_outs) == len(reds) else None
+    if split is None:
+        return None
+    level, stride = split
+    row_bytes = stride * dims[level] * red_outs[0].outvars[0].aval.dtype.itemsize
+    if level and red_layout[1][-1] and (row_bytes < SPLIT_ROW_BYTES
+                                        or math.prod(dims) < SPLIT_COLUMN_TERMS):
+        return None
+    return level
 
 
 def _checks_selector(group):
@@ -912,7 +943,12 @@ def _emit_group(ir, module, fname, group):
             stride_keys.setdefault(tuple(st), len(stride_keys))
     strides = list(stride_keys)
     # per reduced output its pairwise sum; all of them sum over the same levels
-    plans = [_pairwise_sum(ir, module, body, b, cx, e, e.outvars[0], red_layout, dims)
+    split = _split_level(reds, red_outs, dims, red_layout)
+    ranged = split or 0             # the level running [lo, hi)
+    kept_split = _kept_split(red_outs, dims, red_layout) if split is not None else None
+    plans = [_pairwise_sum(ir, module, body, b, cx, e, e.outvars[0], red_layout, dims,
+                           kept_split and (kept_split[0], b.mul(lo, ir.Constant(i64, kept_split[1])),
+                                           b.mul(hi, ir.Constant(i64, kept_split[1]))))
              for e in red_outs]
     pairwise = {e.outvars[0]: p[0] for e, p in zip(red_outs, plans) if p is not None}
     assert len({p and p[1:] for p in plans}) <= 1 and len(pairwise) in (0, len(red_outs))
@@ -920,15 +956,13 @@ def _emit_group(ir, module, fname, group):
     by_rows = any(isinstance(p, summation.PairwiseRows) for p in pairwise.values())
     row_base = []        # by rows: the offset of the outputs' first element in the row
 
-    kept_stride = _kept_outer_stride(red_outs, dims, red_layout)
-
     def init_reduced():
         """Each reduced output starts at its reduction's identity: all of it, or
-        when the outer loop runs over kept elements, the elements of [lo, hi)."""
+        when the kernel may be split, the elements that [lo, hi) own."""
         first, stop = zero, None
-        if kept_stride is not None:
-            first = b.mul(lo, ir.Constant(i64, kept_stride), flags=("nuw", "nsw"))
-            stop = b.mul(hi, ir.Constant(i64, kept_stride), flags=("nuw", "nsw"))
+        if kept_split is not None:
+            first = b.mul(lo, ir.Constant(i64, kept_split[1]), flags=("nuw", "nsw"))
+            stop = b.mul(hi, ir.Constant(i64, kept_split[1]), flags=("nuw", "nsw"))
         for red_out, red in reducing.items():
             rdt = red_out.aval.dtype
             rmt = cx.mem_ty(rdt)
@@ -1022,7 +1056,7 @@ def _emit_group(ir, module, fname, group):
         if level == len(dims):
             emit_body(flat if flat is not None else zero, offs)
             return
-        start, stop = (lo, hi) if level == 0 else (zero, ir.Constant(i64, dims[level]))
+        start, stop = (lo, hi) if level == ranged else (zero, ir.Constant(i64, dims[level]))
         emit = emit_level
         if pairwise and not by_rows and level == len(dims) - 1:
             emit = emit_blocks
@@ -1047,7 +1081,7 @@ def _emit_group(ir, module, fname, group):
         """The innermost loop cut into pieces of at most one block, each followed
         by the block's bookkeeping (pushing a full block)."""
         step = ir.Constant(i64, summation.BLOCK)
-        if level > 0 and dims[level] <= summation.BLOCK:
+        if level != ranged and dims[level] <= summation.BLOCK:
             emit_level(level, flat, offs, start, stop)
             for sums in pairwise.values():
                 sums.terms_added(ir.Constant(i64, dims[level]))
@@ -1129,10 +1163,9 @@ def _emit_group(ir, module, fname, group):
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
 
-    # (reports a selector error, outer loop extent, whether the outer loop may be
-    # split over threads: see _splittable)
-    return body, (err_slot is not None, (dims[0] if dims else 0),
-                  _splittable(reds, red_outs, dims, red_layout))
+    # (reports a selector error, extent of the level running [lo, hi), whether it may
+    # be split over threads: see _split_level)
+    return body, (err_slot is not None, (dims[ranged] if dims else 0), split is not None)
 
 
 def denormals_off(ir, module, b):
@@ -1302,8 +1335,8 @@ def group_info(group, loops):
             or op in lapack.NAMES or op in mpi.NAMES:
         return (False, 0, False)
     reds, red_outs, dims, layout = _loop_nest(group)
-    return (_checks_selector(group), (dims[0] if dims else 0),
-            _splittable(reds, red_outs, dims, layout[-1] if red_outs else None))
+    split = _split_level(reds, red_outs, dims, layout[-1] if red_outs else None)
+    return (_checks_selector(group), (dims[split or 0] if dims else 0), split is not None)
 
 
 def _emit_bodies(ir, module, base, groups, name, loops, flush):

@@ -17,6 +17,12 @@ def loop(ir, b, fn, start, stop, body, name="i", unroll=True):
         _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name, unroll)
 
 
+def span(ir, b, fn, start, stop, body, name="i"):
+    """for i in range(start, stop): body(i), emitted at `b` in `fn`, over i64
+    values `start` < `stop` (the caller makes sure the range is not empty)."""
+    _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name, True)
+
+
 def nest(ir, b, fn, extents, body, name="d", unroll=True):
     """Nested loops over `extents` (outermost first): body(indices); nothing when
     an extent is 0, body([]) once when there are none."""
@@ -59,7 +65,7 @@ def _counted(ir, b, fn, start, stop, body, init, name, unroll):
     b.branch(head)
     b.position_at_end(head)
     i = b.phi(i64, name=name)
-    i.add_incoming(ir.Constant(i64, int(start)), pre)
+    i.add_incoming(_i64(ir, start), pre)
     acc = None
     if init is not None:
         acc = b.phi(init.type, name=name + "_acc")
@@ -69,11 +75,16 @@ def _counted(ir, b, fn, start, stop, body, init, name, unroll):
     i.add_incoming(nxt, b.block)
     if init is not None:
         acc.add_incoming(new, b.block)
-    back = b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, int(stop))), head, done)
+    back = b.cbranch(b.icmp_signed("<", nxt, _i64(ir, stop)), head, done)
     if not unroll:
         no_unroll(ir, fn.module, back)
     b.position_at_end(done)
     return new
+
+
+def _i64(ir, v):
+    """An i64 bound: an int as a constant, an IR value as it is."""
+    return v if isinstance(v, ir.Value) else ir.Constant(ir.IntType(64), int(v))
 
 
 def no_unroll(ir, module, back_edge):

@@ -182,12 +182,15 @@ class PairwiseRows:
     loops walk the kept elements). Rows are added into an open block row in a
     malloc'd scratch buffer; every `block` rows (see `block_rows`) it is
     pushed onto a binary counter of rows, element by element, as PairwiseSum
-    does with scalars. The buffer is allocated at builder `b` (in fn's entry
-    block) and freed by `release`."""
+    does with scalars. `span`: the elements [first, stop) of each row (i64
+    values, first < stop) this call sums, when a thread sums only some of them
+    (see fused._split_level), else all. The buffer is allocated at builder `b`
+    (in fn's entry block) and freed by `release`."""
 
-    def __init__(self, ir, module, fn, b, ty, rows, width, block):
+    def __init__(self, ir, module, fn, b, ty, rows, width, block, span=None):
         assert b.block is fn.entry_basic_block
         self.ir, self.fn, self.b, self.ty, self.width = ir, fn, b, ty, width
+        self.span = span
         self.i64 = ir.IntType(64)
         self.block_rows = block
         ptr = ir.PointerType()
@@ -214,7 +217,10 @@ class PairwiseRows:
         return self.at(at)
 
     def _each(self, body):
-        loops.loop(self.ir, self.b, self.fn, 0, self.width, body, "col")
+        if self.span is None:
+            loops.loop(self.ir, self.b, self.fn, 0, self.width, body, "col")
+        else:
+            loops.span(self.ir, self.b, self.fn, *self.span, body, "col")
 
     def start(self):
         """New sums: no rows yet."""
