@@ -136,32 +136,18 @@ class TapeTrace(core.Trace):
         if (n > 2 or prim.weak_args is not None or prim.multiple_results
                 or core.output_check is not None or placement.array_types):
             return None
-        a = args[0]
-        t = type(a)
-        if t is JVPTracer and a._trace is self:
-            v0, i0 = a.primal, a.tangent
-        elif t is Array:
-            v0, i0 = a, None
-        else:
+        first = self._host_operand(args[0])
+        if first is None:
             return None
-        if type(v0) is not Array:
-            return None
-        x0 = v0._value
+        v0, i0, x0 = first
         dtype = x0.dtype
         if dtype.kind != "f":
             return None
         if n == 2:
-            a = args[1]
-            t = type(a)
-            if t is JVPTracer and a._trace is self:
-                v1, i1 = a.primal, a.tangent
-            elif t is Array:
-                v1, i1 = a, None
-            else:
+            second = self._host_operand(args[1])
+            if second is None:
                 return None
-            if type(v1) is not Array:
-                return None
-            x1 = v1._value
+            v1, i1, x1 = second
             if x1.dtype is not dtype and x1.dtype != dtype:
                 return None
             vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
@@ -190,6 +176,20 @@ class TapeTrace(core.Trace):
                              values))
         primals.append(out)
         return JVPTracer(self, out, node)
+
+    def _host_operand(self, a):
+        """(Array, tape node or None, its NumPy value) of an operand of `_diagonal`:
+        this tape's tracer or an Array, holding a host Array; None otherwise."""
+        t = type(a)
+        if t is JVPTracer and a._trace is self:
+            v, i = a.primal, a.tangent
+        elif t is Array:
+            v, i = a, None
+        else:
+            return None
+        if type(v) is not Array:
+            return None
+        return v, i, v._value
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
