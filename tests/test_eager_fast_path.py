@@ -161,22 +161,30 @@ def _arr(dtype, weak, shape=(3,)):
     return fgrad.Array(np.linspace(-2, 2, n).reshape(shape).astype(dtype), weak)
 
 
+def _check_lean_against_general(fn, arity, extra_pairs):
+    """fn on every operand kind of _VALUES (and, for two operands, broadcasting
+    shapes and each of `extra_pairs` as the second operand): the lean path's
+    outcome is the general path's."""
+    for (da, wa) in _VALUES:
+        operand_sets = [(_arr(da, wa),)] if arity == 1 else [
+            (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
+            (_arr(da, wa, (3,)), _arr(da, wa, (2, 1)))] + [
+            (_arr(da, wa), y) for y in extra_pairs]
+        for args in operand_sets:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                lean = _outcome(fn, *args)
+                general = _bind_general(fn, args)
+            _check(lean, general)
+
+
 @pytest.mark.parametrize("arity", [1, 2])
 def test_lean_eager_path_matches_general_path(arity):
     prims = _elementwise_primitives(arity)
     assert len(prims) > (20 if arity == 1 else 10)
     for prim in prims:
         bind = prim.bind     # one call site: errors name the same user line
-        for (da, wa) in _VALUES:
-            operand_sets = [(_arr(da, wa),)] if arity == 1 else [
-                (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
-                (_arr(da, wa, (3,)), _arr(da, wa, (2, 1)))]
-            for args in operand_sets:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    lean = _outcome(bind, *args)
-                    general = _bind_general(bind, args)
-                _check(lean, general)
+        _check_lean_against_general(bind, arity, extra_pairs=())
 
 
 def _lax_ops():
@@ -195,13 +203,4 @@ def test_lax_functions_lean_path_matches_general_path():
     ops = _lax_ops()
     assert len(ops) > 30
     for fn, arity in ops:
-        for (da, wa) in _VALUES:
-            operand_sets = [(_arr(da, wa),)] if arity == 1 else [
-                (_arr(da, wa), _arr(db, wb)) for db, wb in _VALUES[:5]] + [
-                (_arr(da, wa, (3,)), _arr(da, wa, (2, 1))), (_arr(da, wa), 2.0)]
-            for args in operand_sets:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    lean = _outcome(fn, *args)
-                    general = _bind_general(fn, args)
-                _check(lean, general)
+        _check_lean_against_general(fn, arity, extra_pairs=(2.0,))

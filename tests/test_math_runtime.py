@@ -105,18 +105,24 @@ print(out.tobytes().hex(), next(iter(f._cache.values())).executable.compile_stat
 """
 
 
+def _two_fresh_runs(script, cache):
+    """stdout of `script` run twice, each in a new process sharing the disk cache."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    outs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env=env, timeout=300,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append(done.stdout)
+    return outs
+
+
 def test_a_new_process_loads_shared_code_before_a_cached_program(cache):
     """The program's library, found by fingerprint in a new process, needs the
     shared functions loaded first (else dlopen fails on their symbols, and the
     program is emitted again, which asks LLVM about the CPU)."""
-    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", _FRESH], env=env, timeout=300,
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        runs.append(done.stdout.split())
+    runs = [out.split() for out in _two_fresh_runs(_FRESH, cache)]
     assert runs[0][1:] == ["False", "True"] and runs[1][1] == "True"
     assert runs[0][0] == runs[1][0]
     if engine._linker() is not None:    # (MCJIT loads an object with LLVM)
@@ -157,14 +163,9 @@ def test_a_cold_process_compiles_sin_on_a_background_thread(cache):
     thread, compiles on the prefetch thread (with a short GIL switch interval,
     restored afterwards) while the program is planned and emitted; with it
     cached, the program's thread loads it."""
-    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", _PREFETCH], env=env, timeout=300,
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        out, compiled_on = done.stdout.splitlines()[-2:]
+    for stdout in _two_fresh_runs(_PREFETCH, cache):
+        out, compiled_on = stdout.splitlines()[-2:]
         runs.append((out, json.loads(compiled_on)))
     default = sys.getswitchinterval()
     assert runs[0][1] == [[["fgrad math runtime", False, switch_interval.INTERVAL]],
