@@ -341,8 +341,8 @@ def _one_thread(fn, *args, monkeypatch):
 
 
 def test_a_lone_big_kernel_is_split_over_the_workers(monkeypatch):
-    """A product or convolution that is a program's only kernel still shares its
-    rows / examples with the workers (it used to run on the calling thread
+    """A product, convolution or max pooling that is a program's only kernel still
+    shares its rows / examples / planes with the workers (it used to run on the calling thread
     alone: a jitted 64x64x32x32 3x3 convolution took twice the time of its
     gradient), with one thread's bits and eager's."""
     if threads.split_threads() < 2:
@@ -351,8 +351,10 @@ def test_a_lone_big_kernel_is_split_over_the_workers(monkeypatch):
     a, b = rng.standard_normal((256, 512), np.float32), rng.standard_normal((512, 256), np.float32)
     x = rng.standard_normal((8, 16, 20, 20)).astype(np.float32)
     w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    pool_in = rng.standard_normal((64, 64, 32, 32)).astype(np.float32)
     cases = [(lambda a, b: a @ b, (a, b)),
-             (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), "SAME"), (x, w))]
+             (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), "SAME"), (x, w)),
+             (lambda p: fgrad.lax.reduce_window_max(p, (1, 1, 2, 2), (1, 1, 2, 2)), (pool_in,))]
     for f, args in cases:
         assert split_labels(fgrad.jit(f), *args)
         got = np.asarray(fgrad.jit(f)(*args))
