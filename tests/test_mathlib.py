@@ -554,16 +554,21 @@ def test_exp_scaling_by_ldexp_is_bit_identical(dtype, monkeypatch):
 def test_exp_below_its_range_is_zero_without_underflow(runners, dtype):
     """exp at or below its underflow bound (masked attention scores are -inf) is
     +0, selected before the scaling by 2^n: an underflowing scaling would raise
-    the underflow flag, and costs a microcode assist per lane."""
+    the underflow flag, and costs a microcode assist per lane. NaN lanes (NaN
+    out, the input's bits) do not scale into underflow either."""
     fe_underflow = 0x10                          # glibc's value on x86
     libc = ctypes.CDLL(None)
     lo = -746.0 if dtype == np.float64 else -104.0
     x = np.concatenate([[-np.inf, lo, -1e30], np.linspace(10 * lo, lo, 1001)]).astype(dtype)
+    nan = np.full(64, np.nan, dtype)
+    nan[::2] = -nan[::2]
     libc.feclearexcept(fe_underflow)
     out = runners[dtype]("exp", x)
+    out_nan = runners[dtype]("exp", nan)
     raised = libc.fetestexcept(fe_underflow)
     assert not raised
     assert not out.view(np.uint64 if dtype == np.float64 else np.uint32).any()   # +0
+    np.testing.assert_array_equal(out_nan.view(np.uint8), nan.view(np.uint8))
 
 
 @pytest.mark.skipif(not engine.host_has_feature("avx2"), reason="host lacks AVX2")

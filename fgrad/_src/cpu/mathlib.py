@@ -711,11 +711,15 @@ class _Em:
 # --------------------------------------------------------------------------
 # exp / expm1
 
-def _exp_reduce(em: _Em, x, lo_clamp):
+def _exp_reduce(em: _Em, x, lo_clamp=None):
     """xc = n ln2 + r + c for xc = x clamped to [lo_clamp, exp_hi] (NaN ->
-    lo_clamp); returns (n as int, r, c, xc), c the rounding error of r."""
+    lo_clamp); returns (n as int, r, c, xc), c the rounding error of r.
+    Without `lo_clamp` x must be above exp_lo and not NaN (only exp_hi clamps)."""
     C = em.C
-    xc = em.clamp(x, lo_clamp, C.exp_hi)
+    if lo_clamp is None:
+        xc = em.sel(em.lt(x, C.exp_hi), x, C.exp_hi)
+    else:
+        xc = em.clamp(x, lo_clamp, C.exp_hi)
     if em.f64 or not em.fma_hw:
         nf, ni = em.rint(em.mul(xc, C.log2e))
         hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
@@ -744,14 +748,15 @@ def _expm1_kernel(em: _Em, r, c):
 def _exp_core(em: _Em, x, extra_lo=None):
     """exp(x [+ extra_lo]) without NaN handling (NaN gives 0).
 
-    At or below exp_lo the result is +0 (the scaling rounds to zero there): it is
-    selected, and those lanes compute exp(0) meanwhile, as a scaling that underflows
-    costs a microcode assist per lane (~8x slower on causally masked attention
-    scores, half of them -inf). The input, not n, is replaced: LLVM would drop a
-    select on n that the result's select makes redundant in value."""
-    zero = em.le(x, em.C.exp_lo)
+    At or below exp_lo, and for NaN, the result is +0 (the scaling rounds to zero
+    there): it is selected, and those lanes compute exp(0) meanwhile, as a scaling
+    that underflows costs a microcode assist per lane (~8x slower on causally
+    masked attention scores, half of them -inf). The input, not n, is replaced:
+    LLVM would drop a select on n that the result's select makes redundant in
+    value. The one compare and select also stand for the clamp to exp_lo."""
+    zero = em.b.fcmp_unordered("<=", x, em.k(em.C.exp_lo))
     x = em.sel(zero, 0.0, x)
-    ni, r, c, xc = _exp_reduce(em, x, em.C.exp_lo)
+    ni, r, c, xc = _exp_reduce(em, x)
     if extra_lo is not None:
         clamped = em.b.fcmp_unordered("!=", xc, x)
         c = em.add(c, em.sel(clamped, 0.0, extra_lo))
