@@ -714,12 +714,9 @@ class _Em:
 def _exp_reduce(em: _Em, x, lo_clamp=None):
     """xc = n ln2 + r + c for xc = x clamped to [lo_clamp, exp_hi] (NaN ->
     lo_clamp); returns (n as int, r, c, xc), c the rounding error of r.
-    Without `lo_clamp` x must be above exp_lo and not NaN (only exp_hi clamps)."""
+    Without `lo_clamp` x is taken as clamped already (xc = x)."""
     C = em.C
-    if lo_clamp is None:
-        xc = em.sel(em.lt(x, C.exp_hi), x, C.exp_hi)
-    else:
-        xc = em.clamp(x, lo_clamp, C.exp_hi)
+    xc = x if lo_clamp is None else em.clamp(x, lo_clamp, C.exp_hi)
     if em.f64 or not em.fma_hw:
         nf, ni = em.rint(em.mul(xc, C.log2e))
         hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
@@ -753,15 +750,18 @@ def _exp_core(em: _Em, x, extra_lo=None):
     that underflows costs a microcode assist per lane (~8x slower on causally
     masked attention scores, half of them -inf). The input, not n, is replaced:
     LLVM would drop a select on n that the result's select makes redundant in
-    value. The one compare and select also stand for the clamp to exp_lo."""
-    zero = em.b.fcmp_unordered("<=", x, em.k(em.C.exp_lo))
-    x = em.sel(zero, 0.0, x)
-    ni, r, c, xc = _exp_reduce(em, x)
+    value. Both selects keep the lanes above exp_lo and give 0 elsewhere, so that
+    AVX-512 does them as zero-masking of the clamp to exp_hi and of the scaling
+    (no instruction of their own)."""
+    C = em.C
+    live = em.gt(x, C.exp_lo)
+    xc = em.sel(live, em.sel(em.lt(x, C.exp_hi), x, C.exp_hi), 0.0)
+    ni, r, c, _ = _exp_reduce(em, xc)
     if extra_lo is not None:
         clamped = em.b.fcmp_unordered("!=", xc, x)
         c = em.add(c, em.sel(clamped, 0.0, extra_lo))
     p = _expm1_kernel(em, r, c)
-    return em.sel(zero, 0.0, em.scale2(em.add(p, 1.0), ni))
+    return em.sel(live, em.scale2(em.add(p, 1.0), ni), 0.0)
 
 
 def _exp(em: _Em, x):
