@@ -571,6 +571,17 @@ def test_exp_below_its_range_is_zero_without_underflow(runners, dtype):
     np.testing.assert_array_equal(out_nan.view(np.uint8), nan.view(np.uint8))
 
 
+@pytest.mark.skipif(not engine.host_has_feature("avx512f"), reason="host lacks AVX-512")
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
+def test_exp_underflow_select_is_zero_masking(dtype):
+    """On AVX-512 exp's selects of +0 below its range cost no instruction of their
+    own: they zero-mask the clamp and the scaling (vminp/vscalefp {z}), no blend."""
+    asm = engine.optimized_asm(build_module(dtype, ["exp"]))
+    assert re.search(r"vscalefp[sd]\s.*\{z\}", asm)
+    assert re.search(r"vminp[sd]\s.*\{z\}", asm)
+    assert "vblendm" not in asm
+
+
 @pytest.mark.skipif(not engine.host_has_feature("avx2"), reason="host lacks AVX2")
 def test_assembly_uses_ymm(runners):
     asm = engine.optimized_asm(build_module(np.float32, ["exp"]))
