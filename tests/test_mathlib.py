@@ -574,12 +574,13 @@ def test_exp_below_its_range_is_zero_without_underflow(runners, dtype):
 @pytest.mark.skipif(not engine.host_has_feature("avx512f"), reason="host lacks AVX-512")
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 def test_exp_underflow_select_is_zero_masking(dtype):
-    """On AVX-512 exp's selects of +0 below its range cost no instruction of their
-    own: they zero-mask the clamp and the scaling (vminp/vscalefp {z}), no blend."""
+    """On AVX-512 exp's selects of +0 below its range, and of NaN for NaN, cost
+    no instruction of their own but one maxp: they mask the clamp (vminp {z}) and
+    the scaling (vscalefp merged into that maxp), no blend, no NaN compare."""
     asm = engine.optimized_asm(build_module(dtype, ["exp"]))
-    assert re.search(r"vscalefp[sd]\s.*\{z\}", asm)
-    assert re.search(r"vminp[sd]\s.*\{z\}", asm)
-    assert "vblendm" not in asm
+    assert re.search(r"vscalefp[sd]\s.*\{%k\d\}", asm)
+    assert re.search(r"vminp[sd]\s.*\{%k\d\} \{z\}", asm)
+    assert "vblendm" not in asm and "vcmpunord" not in asm
 
 
 @pytest.mark.skipif(not engine.host_has_feature("avx2"), reason="host lacks AVX2")

@@ -742,17 +742,18 @@ def _expm1_kernel(em: _Em, r, c):
     return em.fmuladd(c, em.add(p, 1.0), p)
 
 
-def _exp_core(em: _Em, x, extra_lo=None):
-    """exp(x [+ extra_lo]) without NaN handling (NaN gives 0).
+def _exp_core(em: _Em, x, extra_lo=None, dead=0.0):
+    """exp(x [+ extra_lo]) without NaN handling: at or below exp_lo, and for NaN,
+    it is `dead` (default +0; it must be +0 at or below exp_lo).
 
-    At or below exp_lo, and for NaN, the result is +0 (the scaling rounds to zero
-    there): it is selected, and those lanes compute exp(0) meanwhile, as a scaling
+    The scaling rounds to zero at or below exp_lo: the result is selected
+    there, and those lanes compute exp(0) meanwhile, as a scaling
     that underflows costs a microcode assist per lane (~8x slower on causally
     masked attention scores, half of them -inf). The input, not n, is replaced:
     LLVM would drop a select on n that the result's select makes redundant in
-    value. Both selects keep the lanes above exp_lo and give 0 elsewhere, so that
-    AVX-512 does them as zero-masking of the clamp to exp_hi and of the scaling
-    (no instruction of their own)."""
+    value. Both selects keep the lanes above exp_lo, so that AVX-512 does them as
+    masking (no instruction of their own): zero-masking of the clamp to exp_hi,
+    the scaling merged into `dead`."""
     C = em.C
     live = em.gt(x, C.exp_lo)
     xc = em.sel(live, em.sel(em.lt(x, C.exp_hi), x, C.exp_hi), 0.0)
@@ -761,12 +762,13 @@ def _exp_core(em: _Em, x, extra_lo=None):
         clamped = em.b.fcmp_unordered("!=", xc, x)
         c = em.add(c, em.sel(clamped, 0.0, extra_lo))
     p = _expm1_kernel(em, r, c)
-    return em.sel(live, em.scale2(em.add(p, 1.0), ni), 0.0)
+    return em.sel(live, em.scale2(em.add(p, 1.0), ni), dead)
 
 
 def _exp(em: _Em, x):
-    res = _exp_core(em, x)
-    return em.sel(em.isnan(x), x, res)
+    # x for NaN, +0 below exp_lo: one maxps (NaN gives its second operand), the
+    # scaling merge-masked into it
+    return _exp_core(em, x, dead=em.sel(em.gt(0.0, x), 0.0, x))
 
 
 def _expm1_core(em: _Em, x):
