@@ -63,6 +63,24 @@ def test_programs_call_the_vector_variants(cache):
     assert re.search(r"call <\d+ x float> @fgrad_sin_f32_v\d+", optimized)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_long_loop_inlines_its_variant_with_the_shared_bits(dtype, cache):
+    """A loop of INLINE_TRIG_ELEMENTS or more defines the variant of its width and
+    inlines it after vectorisation (no call per vector), with the bits of the
+    shared code a short loop calls, huge, inf and NaN lanes included."""
+    f = fgrad.jit(lambda x: fnp.sin(x) * 2.0 + fnp.cos(x))
+    x = np.resize(inputs(dtype), mathlib.INLINE_TRIG_ELEMENTS)
+    out = np.asarray(f(x))
+    text = f.lower(x).as_text()
+    assert re.search(r"^define .*@\"fgrad_sin_f.._v\d+\".*fgrad-late-inline", text, re.M)
+    optimized = engine.optimized_ir(text.split("; LLVM IR of the native kernels", 1)[1]
+                                    .split("\n", 1)[1])
+    assert not re.search(r"call <\d+ x (float|double)> @\"?fgrad_(sin|cos)_f.._v\d+", optimized)
+    short = np.concatenate([np.asarray(f(c)) for c in np.array_split(x, 64)])
+    assert not re.search(r"^define .*fgrad_sin", f.lower(x[:1000]).as_text(), re.M)
+    np.testing.assert_array_equal(out.view(np.uint8), short.view(np.uint8))
+
+
 def test_a_scan_polls_through_the_shared_function(cache):
     def f(x):
         return lax.scan(lambda h, _: (fnp.sin(h) * 0.5 + 0.25, None), x, None, length=10)[0]
@@ -83,7 +101,8 @@ def test_an_alias_needing_an_unknown_function_is_not_loaded(cache):
     functions: any other name and the record is ignored (the caller compiles)."""
     text = Runner(np.float32, ["sin"]).text
     cm = engine.compile_module(text, ["apply_sin"])
-    assert cm.stats.needs == mathlib_runtime.symbols("sin", "f32")
+    assert cm.stats.needs == ["fgrad_sin_f32"] + [
+        f"fgrad_sin_f32_v{n}" for n in mathlib_runtime.WIDTHS["f32"]]    # not its _ph
     key = "d" * 64
     engine.save_alias(key, cm, {})
     assert engine.load_alias(key, ["apply_sin"]) is not None

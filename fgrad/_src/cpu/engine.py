@@ -62,12 +62,18 @@ from .compiler_lock import lock
 __all__ = [
     "ENGINE_VERSION", "CompileError", "CompileStats", "CompiledModule",
     "initialize", "host_cpu", "host_target_machine", "host_has_feature", "host_triple",
+    "host_vector_bits",
     "compile_module", "optimized_ir", "optimized_asm", "add_symbol", "add_resolver",
     "default_cache_dir", "cache_key",
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
 ENGINE_VERSION = "7"
+
+#: A function attribute (string, "true"): with `alwaysinline`, calls to the
+#: function that optimisation made (the vectoriser's calls of a vector variant)
+#: are inlined after it.
+LATE_INLINE = "fgrad-late-inline"
 
 # LLVM's global context and the pass pipelines are not thread-safe: every use of
 # LLVM holds this lock (also held across fork(): see compiler_lock).
@@ -162,6 +168,14 @@ def host_triple() -> str:
 def host_has_feature(feature: str) -> bool:
     """Whether the host CPU has `feature` (LLVM spelling, e.g. 'avx2', 'fma')."""
     return ("+" + feature) in host_cpu()[1].split(",")
+
+
+def host_vector_bits() -> int:
+    """The widest vectors the loop vectoriser uses here (x86: 512 with AVX-512,
+    see `host_target_machine`, 256 with AVX; 128 elsewhere)."""
+    if not host_triple().startswith(("x86_64", "i386", "i686")):
+        return 128
+    return 512 if host_has_feature("avx512f") else 256 if host_has_feature("avx") else 128
 
 
 def host_target_machine(opt: int = 3) -> "llvmlite.binding.TargetMachine":
@@ -400,7 +414,11 @@ def _set_target(mod, tm) -> None:
     mod.data_layout = str(tm.target_data)
 
 
-def _optimize(mod, opt: int) -> None:
+def _inlines_late(text: str) -> bool:
+    return f'"{LATE_INLINE}"' in text
+
+
+def _optimize(mod, opt: int, late_inline: bool = False) -> None:
     llvm = _binding()
     tm = _kept_target_machine(opt)
     pto = llvm.create_pipeline_tuning_options(opt)
@@ -409,6 +427,12 @@ def _optimize(mod, opt: int) -> None:
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
+    if late_inline:             # see LATE_INLINE
+        pm = llvm.create_new_module_pass_manager()
+        pm.add_always_inliner_pass()
+        pm.add_instruction_combine_pass()
+        pm.add_simplify_cfg_pass()
+        pm.run(mod, pb)
 
 
 def _drop_unused(mod, entries) -> None:
@@ -432,7 +456,7 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
     with _lock:
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
-        _optimize(mod, opt)
+        _optimize(mod, opt, _inlines_late(llvm_ir_text))
         return str(mod)
 
 
@@ -443,7 +467,7 @@ def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
         mod = _parse(llvm_ir_text)
         tm = _kept_target_machine(opt)
         _set_target(mod, tm)
-        _optimize(mod, opt)
+        _optimize(mod, opt, _inlines_late(llvm_ir_text))
         return tm.emit_assembly(mod)
 
 
@@ -570,7 +594,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
         t1 = time.perf_counter()
-        _optimize(mod, opt)
+        _optimize(mod, opt, _inlines_late(llvm_ir_text))
         if entry_names:
             _drop_unused(mod, set(entry_names))
         t2 = time.perf_counter()

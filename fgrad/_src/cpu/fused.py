@@ -1202,10 +1202,7 @@ def _trig_width(group, reds, dims):
     suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(dt)
     if suffix is None or n not in mathlib_runtime.WIDTHS[suffix]:
         return None
-    from . import engine
-    bits = (512 if engine.host_has_feature("avx512f") else
-            256 if engine.host_has_feature("avx") else 128) if _x86() else 128
-    return n if n * dt.itemsize * 8 <= bits else None
+    return n if n * dt.itemsize * 8 <= engine.host_vector_bits() else None
 
 
 def _x86():
@@ -1446,6 +1443,8 @@ def emit_module(groups, name, segments=(), flush=False, loops=None):
                              _DATA_OFFSET, flush, plan)
     from . import mathlib
     mathlib.call_when_used_often(module)
+    if any(math.prod(getattr(g, "shape", ())) >= mathlib.INLINE_TRIG_ELEMENTS for g in groups):
+        mathlib.inline_trig_variants(module)
     return str(module), names, infos, segment_names
 
 

@@ -26,7 +26,9 @@ for calls to libm (``sinf``) or the ``llvm.sin`` intrinsics on this LLVM.
   and dtype and shared (`mathlib_runtime`); with the other choice it is
   emitted inline.  (Inlining the variants into a loop after vectorisation runs
   a float32 sin loop 12% faster, but every program then compiles sin again:
-  the shared code's first-call saving was judged worth more.)
+  the shared code's first-call saving was judged worth more, except for long
+  loops, which define and inline the variant of their width:
+  `inline_trig_variants`.)
 * exp's 2^n scaling is one `llvm.ldexp` on AVX-512 hosts (vscalef), two
   exact power-of-two factors elsewhere; both round once, so results agree.
 
@@ -1216,6 +1218,19 @@ def _keep(module: ir.Module, functions) -> None:
     used.initializer = ir.Constant(used.value_type, items)
 
 
+def _unkeep(module: ir.Module, functions) -> None:
+    """Take `functions` off the module's `llvm.compiler.used` list (weak_odr
+    definitions live until the vectoriser ran without it; unused, they are then
+    dropped instead of compiled)."""
+    used = module.globals["llvm.compiler.used"]
+    items = [f for f in used.initializer.constant if f not in functions]
+    if not items:                       # (LLVM rejects an empty list)
+        del module.globals["llvm.compiler.used"]
+        return
+    used.value_type = ir.ArrayType(ir.PointerType(), len(items))
+    used.initializer = ir.Constant(used.value_type, items)
+
+
 def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir.Function:
     """sin/cos as three pieces:
 
@@ -1263,51 +1278,60 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     b.ret(b.call(ph, [x]))
 
     for n in widths:
-        vty = ir.VectorType(ty, n)
-        # the lanes the fast path cannot do, one `_ph` call each, out of line:
-        # the variant's hot path then makes no call that would make it spill
-        # its constants (every vector register is caller-saved)
-        lanes = ir.Function(module, ir.FunctionType(vty, [vty, vty]), f"{fname}_v{n}_ph")
-        lanes.linkage = "internal"
-        for attr in ("noinline", "nounwind", "readonly"):
-            lanes.attributes.add(attr)
-        b = ir.IRBuilder(lanes.append_basic_block("entry"))
-        vx, fast = lanes.args
-        emv = _Em(b, vty, fma)
-        v = fast
-        for i in range(n):
-            lane = ir.Constant(_I32, i)
-            v = b.insert_element(v, b.call(ph, [b.extract_element(vx, lane)]), lane)
-        b.ret(b.select(_trig_huge_mask(emv, emv.abs(vx)), v, fast))
+        _emit_variant(module, fname, ir.VectorType(ty, n), fma, is_cos, ph)
+    return fn
 
+
+def _emit_variant(module, fname, vty, fma, is_cos, lane_fn, vf=None):
+    """Define the vector variant ``<fname>_v<N>`` (`vf`: its declaration, else a
+    new weak_odr function): the fast path, and `lane_fn` (scalar) on each lane
+    only if some lane needs the slow path."""
+    n = vty.count
+    # the lanes the fast path cannot do, one `lane_fn` call each, out of line:
+    # the variant's hot path then makes no call that would make it spill
+    # its constants (every vector register is caller-saved)
+    lanes = ir.Function(module, ir.FunctionType(vty, [vty, vty]), f"{fname}_v{n}_ph")
+    lanes.linkage = "internal"
+    for attr in ("noinline", "nounwind", "readonly"):
+        lanes.attributes.add(attr)
+    b = ir.IRBuilder(lanes.append_basic_block("entry"))
+    vx, fast = lanes.args
+    emv = _Em(b, vty, fma)
+    v = fast
+    for i in range(n):
+        lane = ir.Constant(_I32, i)
+        v = b.insert_element(v, b.call(lane_fn, [b.extract_element(vx, lane)]), lane)
+    b.ret(b.select(_trig_huge_mask(emv, emv.abs(vx)), v, fast))
+
+    if vf is None:
         vf = ir.Function(module, ir.FunctionType(vty, [vty]), f"{fname}_v{n}")
-        # weak_odr keeps the variant alive until the vectoriser has used it
-        # (an unused internal or linkonce function would be deleted first)
-        # and lets modules that each define it be linked together.
-        vf.linkage = "weak_odr"
         vf.attributes.add("nounwind")
         vf.attributes.add("readonly")
-        vx = vf.args[0]
-        vx.name = "x"
-        entry = vf.append_basic_block("entry")
-        slow_bb = vf.append_basic_block("slow")
-        done_bb = vf.append_basic_block("done")
-        b = ir.IRBuilder(entry)
-        emv = _Em(b, vty, fma)
-        res = _trig_fast(emv, vx, is_cos)
-        huge = _trig_huge_mask(emv, emv.abs(vx))
-        any_huge = b.icmp_unsigned("!=", b.bitcast(huge, ir.IntType(n)),
-                                   ir.Constant(ir.IntType(n), 0))
-        _unlikely(module, b.cbranch(any_huge, slow_bb, done_bb))
-        b.position_at_end(slow_bb)
-        v = b.call(lanes, [vx, res])
-        b.branch(done_bb)
-        b.position_at_end(done_bb)
-        phi = b.phi(vty)
-        phi.add_incoming(res, entry)
-        phi.add_incoming(v, slow_bb)
-        b.ret(phi)
-    return fn
+    # weak_odr keeps the variant alive until the vectoriser has used it
+    # (an unused internal or linkonce function would be deleted first)
+    # and lets modules that each define it be linked together.
+    vf.linkage = "weak_odr"
+    vx = vf.args[0]
+    vx.name = "x"
+    entry = vf.append_basic_block("entry")
+    slow_bb = vf.append_basic_block("slow")
+    done_bb = vf.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    emv = _Em(b, vty, fma)
+    res = _trig_fast(emv, vx, is_cos)
+    huge = _trig_huge_mask(emv, emv.abs(vx))
+    any_huge = b.icmp_unsigned("!=", b.bitcast(huge, ir.IntType(n)),
+                               ir.Constant(ir.IntType(n), 0))
+    _unlikely(module, b.cbranch(any_huge, slow_bb, done_bb))
+    b.position_at_end(slow_bb)
+    v = b.call(lanes, [vx, res])
+    b.branch(done_bb)
+    b.position_at_end(done_bb)
+    phi = b.phi(vty)
+    phi.add_incoming(res, entry)
+    phi.add_incoming(v, slow_bb)
+    b.ret(phi)
+    return vf
 
 
 def _unlikely(module: ir.Module, branch):
@@ -1577,6 +1601,47 @@ def call_when_used_often(module: ir.Module, uses: dict | None = None,
             vf.attributes.add("readnone")
             b = ir.IRBuilder(vf.append_basic_block("entry"))
             b.ret(_BODIES[name](_Em(b, vty, _host_fma()), *vf.args))
+
+
+INLINE_TRIG_ELEMENTS = 1 << 18
+
+
+def inline_trig_variants(module: ir.Module):
+    """Define here the vector variant, of the width long loops get on this host,
+    of each runtime sin and cos that `module` declares (unless called at
+    `CALL_AFTER_USES` or more sites), marked to be inlined once the vectoriser
+    called it (`engine.LATE_INLINE`). The loop then keeps the constants in
+    registers and makes no call per vector (the fused sin·y + exp(-x²) row about
+    10% faster); lanes beyond the fast path call the runtime's scalar slow path,
+    out of line, so the bits are the runtime's. Compiling the fast path into the
+    program costs about 25 ms, so `fused` asks for it for long loops only
+    (`INLINE_TRIG_ELEMENTS`)."""
+    from . import engine
+    inlined = []
+    for fname, count in getattr(module, "fgrad_math_uses", {}).items():
+        fn = module.globals.get(fname)
+        name = fname[len("fgrad_"):-len("_f32")]
+        if name not in ("sin", "cos") or count >= CALL_AFTER_USES or fn is None \
+                or not fn.is_declaration:
+            continue
+        ty = fn.function_type.return_type
+        lanes = engine.host_vector_bits() // (32 if ty == _F32 else 64)
+        vf = module.globals.get(f"{fname}_v{lanes}")
+        if vf is None or not vf.is_declaration:
+            continue
+        # the lanes beyond the fast path: the runtime's scalar slow path (calls
+        # of `fn`, which names the variants, could be vectorised back into one
+        # of the variant being defined)
+        ph = ir.Function(module, ir.FunctionType(ty, [ty]), f"{fname}_ph")
+        for attr in ("nounwind", "readonly"):
+            ph.attributes.add(attr)
+        vf.attributes = _PureAttributes({engine.LATE_INLINE: "true"})
+        vf.attributes.add("alwaysinline")
+        _emit_variant(module, fname, ir.VectorType(ty, lanes), _host_fma(), name == "cos",
+                      ph, vf)
+        inlined.append(vf)
+    if inlined:
+        _unkeep(module, inlined)
 
 
 def emit(module: ir.Module, name: str, dtype, *, fma: bool | None = None) -> ir.Function:

@@ -8,7 +8,10 @@ keeps its `vector-function-abi-variant` attribute, so the loop vectoriser
 still calls one variant per vector), and each function is compiled once per
 dtype by `engine.compile_runtime` (a new process finds it in the disk cache),
 from the same IR `mathlib` emitted inline before: the same code, so the same
-bits. Its library is loaded with its symbols global, so that a program's
+bits. (Long loops define the vector variant of their width themselves, for
+the loop to inline, and call the exported scalar slow path `_ph` for the lanes
+beyond its fast path: `mathlib.inline_trig_variants`.) Its library is loaded
+with its symbols global, so that a program's
 shared library resolves them when it is loaded (and MCJIT through
 `engine.add_symbol`).
 
@@ -33,7 +36,7 @@ __all__ = ["resolve", "to_compile", "prefetch"]
 
 FUNCTIONS = ("sin", "cos")
 WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}     # lanes of their vector variants
-_NAME = re.compile(r"fgrad_(sin|cos)_(f32|f64)(?:_v\d+)?\Z")
+_NAME = re.compile(r"fgrad_(sin|cos)_(f32|f64)(?:_v\d+|_ph)?\Z")
 _loaded = {}        # fgrad_<name>_<f32|f64> -> its CompiledModule (alive for the process)
 _prefetched = set()  # names a prefetch thread was started for
 # the real type whose sin and cos a primitive's dtype calls
@@ -97,9 +100,10 @@ def _calls(jaxpr):
 
 def symbols(name, suffix):
     """The functions the shared code of sin or cos exports: the scalar function,
-    then its vector variants."""
+    its vector variants, then the scalar slow path (what a variant that a
+    program defines itself calls for the lanes beyond its fast path)."""
     fname = f"fgrad_{name}_{suffix}"
-    return [fname] + [f"{fname}_v{n}" for n in WIDTHS[suffix]]
+    return [fname] + [f"{fname}_v{n}" for n in WIDTHS[suffix]] + [f"{fname}_ph"]
 
 
 def _tag(fname):
