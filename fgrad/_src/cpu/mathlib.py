@@ -715,7 +715,7 @@ class _Em:
 
 def _exp_reduce(em: _Em, x, lo_clamp=None):
     """xc = n ln2 + r + c for xc = x clamped to [lo_clamp, exp_hi] (NaN ->
-    lo_clamp); returns (n as int, r, c, xc), c the rounding error of r.
+    lo_clamp); returns (n as int, r, c), c the rounding error of r.
     Without `lo_clamp` x is taken as clamped already (xc = x)."""
     C = em.C
     xc = x if lo_clamp is None else em.clamp(x, lo_clamp, C.exp_hi)
@@ -724,7 +724,7 @@ def _exp_reduce(em: _Em, x, lo_clamp=None):
         hi = em.sub(xc, em.mul(nf, C.ln2hi))           # exact
         lo = em.mul(nf, C.ln2lo)
         r, c = em.fast_two_sum(hi, em.neg(lo))
-        return ni, r, c, xc
+        return ni, r, c
     # float32 with FMA: n rounded inside the FMA, xc - n ln2hi exact with a
     # 24-bit ln2hi (|n| <= 150), c = the rounding error of r (r - rr exact
     # unless |r| is so small that c does not matter).
@@ -735,7 +735,7 @@ def _exp_reduce(em: _Em, x, lo_clamp=None):
     hi = em.fma(nneg, C.ln2hi_fma, xc)
     r = em.fma(nneg, C.ln2lo_fma, hi)
     c = em.fma(nneg, C.ln2lo_fma, em.sub(hi, r))
-    return ni, r, c, xc
+    return ni, r, c
 
 
 def _expm1_kernel(em: _Em, r, c):
@@ -759,7 +759,7 @@ def _exp_core(em: _Em, x, extra_lo=None, dead=0.0):
     C = em.C
     live = em.gt(x, C.exp_lo)
     xc = em.sel(live, em.sel(em.lt(x, C.exp_hi), x, C.exp_hi), 0.0)
-    ni, r, c, _ = _exp_reduce(em, xc)
+    ni, r, c = _exp_reduce(em, xc)
     if extra_lo is not None:
         clamped = em.b.fcmp_unordered("!=", xc, x)
         c = em.add(c, em.sel(clamped, 0.0, extra_lo))
@@ -775,7 +775,7 @@ def _exp(em: _Em, x):
 
 def _expm1_core(em: _Em, x):
     C = em.C
-    ni, r, c, _ = _exp_reduce(em, x, C.expm1_lo)
+    ni, r, c = _exp_reduce(em, x, C.expm1_lo)
     p = _expm1_kernel(em, r, c)
     big = em.icmp(">", ni, C.expm1_mid)
     nm = em.sel(big, ir.Constant(em.ity, C.expm1_mid), ni)
