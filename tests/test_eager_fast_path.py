@@ -188,14 +188,14 @@ def test_lean_eager_path_matches_general_path(arity):
 
 
 def _lax_ops():
-    """fgrad.lax's element-wise functions that take the lean path (`_unary_op`,
-    `_binary_op`), with their arity."""
+    """fgrad.lax's element-wise functions that take the lean path (`_unary_op`, made
+    by core.lean_unary, and `_binary_op`), with their arity."""
     from fgrad._src.lax import elementwise
     ops = []
     for fn in vars(elementwise).values():
         kind = getattr(fn, "__qualname__", "").split(".")[0]
-        if kind in ("_unary_op", "_binary_op"):
-            ops.append((fn, 1 if kind == "_unary_op" else 2))
+        if kind in ("lean_unary", "_binary_op"):
+            ops.append((fn, 1 if kind == "lean_unary" else 2))
     return ops
 
 
@@ -204,3 +204,36 @@ def test_lax_functions_lean_path_matches_general_path():
     assert len(ops) > 30
     for fn, arity in ops:
         _check_lean_against_general(fn, arity, extra_pairs=(2.0,))
+
+
+def test_lean_paths_check_operand_values_not_a_loaded_backend(monkeypatch):
+    """Once a device library has loaded, host operands still take the lean paths
+    (EvalTrace is not called), while an Array holding a device value goes to the
+    general path, which hands it to its platform."""
+    from fgrad._src import placement
+
+    class DeviceValue:
+        dtype = np.dtype(np.float32)
+        shape = (2,)
+
+    class Platform:
+        def run_eager(self, prim, vals, params):
+            ran.append(prim.name)
+            return DeviceValue()
+
+    ran = []
+    monkeypatch.setattr(placement, "array_types", (DeviceValue,))
+    monkeypatch.setitem(placement._platform_of_type, DeviceValue, Platform())
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    with monkeypatch.context() as m:
+        def refuse(*args):
+            raise AssertionError("the general path ran")
+        m.setattr(core.EvalTrace, "process_primitive", refuse)
+        _same(fnp.sin(x), fnp.asarray(np.sin(x)))
+        a = fnp.asarray(x)
+        _same(-a * a + a / 2.0, fnp.asarray(-x * x + x / np.float32(2)))
+        _same(fgrad.lax.exp(a), fnp.asarray(np.exp(x)))
+    d = fgrad.Array(DeviceValue())
+    assert type(fnp.sin(d)._value) is DeviceValue
+    assert type((d * d)._value) is DeviceValue
+    assert ran == ["sin", "mul"]

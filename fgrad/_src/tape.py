@@ -112,7 +112,7 @@ class TapeTrace(core.Trace):
         return JVPTracer(self, out, len(primals) - 1)
 
     def lean_float(self, prim, x, y, swap):
-        """core.eager_float(_pair) on the tape: an element-wise primitive on our
+        """core.lean_unary and eager_float_pair on the tape: an element-wise primitive on our
         values and Arrays of one real floating-point dtype (a Python int or float
         lifted as promotion lifts it), recorded at once; None: promote and bind."""
         if prim.tape is not TAPE_DIAGONAL:
