@@ -36,6 +36,8 @@ from .lax.elementwise import add_p
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
+_HOST = core._NUMPY_OPERANDS   # the types of host values (a device value: the general path)
+_new = object.__new__   # Arrays and tracers made without __init__ on the lean paths
 _NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 
 
@@ -81,8 +83,9 @@ class TapeTrace(core.Trace):
         return vals, ids, traced
 
     def process_primitive(self, prim, args, params):
-        if prim.tape is TAPE_DIAGONAL and not params:
-            out = self._diagonal(prim, args)
+        if prim.tape is TAPE_DIAGONAL and not params and 0 < len(args) <= 2:
+            out = self._diagonal(prim, *args) if len(args) == 2 else self._diagonal(
+                prim, args[0], None)
             if out is not None:
                 return out
         vals, ids, traced = self._unpack(args)
@@ -112,51 +115,65 @@ class TapeTrace(core.Trace):
         return JVPTracer(self, out, len(primals) - 1)
 
     def lean_float(self, prim, x, y, swap):
-        """core.lean_unary and eager_float_pair on the tape: an element-wise primitive on our
-        values and Arrays of one real floating-point dtype (a Python int or float
+        """core.lean_unary and eager_float_pair on the tape: an element-wise primitive on
+        our values and Arrays of one real floating-point dtype (a Python int or float
         lifted as promotion lifts it), recorded at once; None: promote and bind."""
         if prim.tape is not TAPE_DIAGONAL:
             return None
         if y is None:
-            return self._diagonal(prim, (x,))
+            return self._diagonal(prim, x, None)
         t = type(y)
         if t is float or t is int:
             v = x.primal if type(x) is JVPTracer and x._trace is self else x
             if type(v) is not Array or v._value.dtype.kind != "f":
                 return None     # promotion has more to do (an integer x, say)
-            y = Array(v._value.dtype.type(y), True)   # the value promotion lifts y to
-        return self._diagonal(prim, (y, x) if swap else (x, y))
+            lifted = _new(Array)     # the value promotion lifts y to
+            lifted._value = v._value.dtype.type(y)
+            lifted.weak_type = True
+            y = lifted
+        return self._diagonal(prim, y, x) if swap else self._diagonal(prim, x, y)
 
-    def _diagonal(self, prim, args):
-        """The common case, lean: an element-wise primitive of one or two operands
-        without parameters on host Arrays of one real floating-point dtype. It
-        records what the general path would, without its dispatch; None where the
-        general path must run it."""
-        n = len(args)
-        if (n > 2 or prim.weak_args is not None or prim.multiple_results
-                or core.output_check is not None or placement.array_types):
+    def _diagonal(self, prim, x, y):
+        """The common case, lean: an element-wise primitive without parameters of one
+        operand `x` (y None) or two on host Arrays of one real floating-point dtype
+        (operands: this tape's tracers or Arrays). It records what the general path
+        would, without its dispatch; None where the general path must run it."""
+        if (prim.weak_args is not None or prim.multiple_results
+                or core.output_check is not None):
             return None
-        first = self._host_operand(args[0])
-        if first is None:
+        t = type(x)
+        if t is JVPTracer and x._trace is self:
+            v0, i0 = x.primal, x.tangent
+        elif t is Array:
+            v0, i0 = x, None
+        else:
             return None
-        v0, i0, x0 = first
+        if type(v0) is not Array:
+            return None
+        x0 = v0._value
         dtype = x0.dtype
-        if dtype.kind != "f":
+        if dtype.kind != "f" or type(x0) not in _HOST:
             return None
-        if n == 2:
-            second = self._host_operand(args[1])
-            if second is None:
+        if y is None:
+            vals, ids, values = (v0,), (i0,), (x0,)
+            weak = v0.weak_type
+            traced = i0 is not None
+        else:
+            t = type(y)
+            if t is JVPTracer and y._trace is self:
+                v1, i1 = y.primal, y.tangent
+            elif t is Array:
+                v1, i1 = y, None
+            else:
                 return None
-            v1, i1, x1 = second
-            if x1.dtype is not dtype and x1.dtype != dtype:
+            if type(v1) is not Array:
+                return None
+            x1 = v1._value
+            if (x1.dtype is not dtype and x1.dtype != dtype) or type(x1) not in _HOST:
                 return None
             vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
             weak = v0.weak_type and v1.weak_type
             traced = i0 is not None or i1 is not None
-        else:
-            vals, ids, values = (v0,), (i0,), (x0,)
-            weak = v0.weak_type
-            traced = i0 is not None
         state = core._state
         state.trace = self.parent
         try:
@@ -167,29 +184,20 @@ class TapeTrace(core.Trace):
             state.trace = self
         if out.dtype is not dtype and out.dtype != dtype:
             return None
-        out = Array(out, weak)
+        a = _new(Array)
+        a._value = out
+        a.weak_type = weak
         if not traced:
-            return out
+            return a
         primals = self.primals
         node = len(primals)
-        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, out, ids, node,
-                             values))
-        primals.append(out)
-        return JVPTracer(self, out, node)
-
-    def _host_operand(self, a):
-        """(Array, tape node or None, its NumPy value) of an operand of `_diagonal`:
-        this tape's tracer or an Array, holding a host Array; None otherwise."""
-        t = type(a)
-        if t is JVPTracer and a._trace is self:
-            v, i = a.primal, a.tangent
-        elif t is Array:
-            v, i = a, None
-        else:
-            return None
-        if type(v) is not Array:
-            return None
-        return v, i, v._value
+        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, a, ids, node, values))
+        primals.append(a)
+        tracer = _new(JVPTracer)
+        tracer._trace = self
+        tracer.primal = a
+        tracer.tangent = node
+        return tracer
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
@@ -251,8 +259,7 @@ class TapeTrace(core.Trace):
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
         # NumPy rules (prim.tape_rules) where the lax rules would run eagerly on Arrays
-        lean = (core._state.trace is core.eval_trace and core.output_check is None
-                and not placement.array_types)
+        lean = core._state.trace is core.eval_trace and core.output_check is None
         for i, c in zip(out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
@@ -269,7 +276,8 @@ class TapeTrace(core.Trace):
             if kind is TAPE_DIAGONAL:
                 rules = prim.jvp_rules
                 fast = prim.tape_rules
-                if fast is not None and lean and type(ct) is Array and not ct.weak_type:
+                if (fast is not None and lean and type(ct) is Array and not ct.weak_type
+                        and type(ct._value) in _HOST):
                     g, a = ct._value, ans._value
                     if values is None:
                         values = tuple(v._value for v in vals)
@@ -281,10 +289,14 @@ class TapeTrace(core.Trace):
                     i = ids[k]
                     if i is None or rules[k] is None:
                         continue
-                    if fast is not None and fast[k] is not None:
-                        c = fast[k](g, a, *values)
-                        c = (Array(c, False) if c.shape == values[k].shape else
-                             unbroadcast(Array(c, False), get_aval(vals[k])))
+                    rule = None if fast is None else fast[k]
+                    if rule is not None:
+                        v = rule(g, a, *values)
+                        c = _new(Array)
+                        c._value = v
+                        c.weak_type = False
+                        if v.shape != values[k].shape:
+                            c = unbroadcast(c, get_aval(vals[k]))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
                         x = vals[k]
@@ -347,7 +359,8 @@ def _add(a, b, lean):
     if (lean and type(a) is Array and type(b) is Array
             and not (a.weak_type or b.weak_type)):
         x, y = a._value, b._value
-        if x.dtype == y.dtype and x.dtype.kind == "f":
+        if (x.dtype == y.dtype and x.dtype.kind == "f" and type(x) in _HOST
+                and type(y) in _HOST):
             return Array(add_p.impl(x, y), False)
     return add(a, b)
 
@@ -375,7 +388,9 @@ def linearize_flat(fun, primals, description):
         if p.dtype.kind in "fc":
             in_ids.append(len(trace.primals))
             trace.primals.append(p)
-            args.append(JVPTracer(trace, p, in_ids[-1]))
+            tracer = _new(JVPTracer)
+            tracer._trace, tracer.primal, tracer.tangent = trace, p, in_ids[-1]
+            args.append(tracer)
         else:
             in_ids.append(None)
             args.append(p)
