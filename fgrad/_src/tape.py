@@ -84,8 +84,7 @@ class TapeTrace(core.Trace):
 
     def process_primitive(self, prim, args, params):
         if prim.tape is TAPE_DIAGONAL and not params and 0 < len(args) <= 2:
-            out = self._diagonal(prim, *args) if len(args) == 2 else self._diagonal(
-                prim, args[0], None)
+            out = self.lean_float(prim, args[0], args[1] if len(args) == 2 else None, False)
             if out is not None:
                 return out
         vals, ids, traced = self._unpack(args)
@@ -115,31 +114,14 @@ class TapeTrace(core.Trace):
         return JVPTracer(self, out, len(primals) - 1)
 
     def lean_float(self, prim, x, y, swap):
-        """core.lean_unary and eager_float_pair on the tape: an element-wise primitive on
-        our values and Arrays of one real floating-point dtype (a Python int or float
-        lifted as promotion lifts it), recorded at once; None: promote and bind."""
-        if prim.tape is not TAPE_DIAGONAL:
-            return None
-        if y is None:
-            return self._diagonal(prim, x, None)
-        t = type(y)
-        if t is float or t is int:
-            v = x.primal if type(x) is JVPTracer and x._trace is self else x
-            if type(v) is not Array or v._value.dtype.kind != "f":
-                return None     # promotion has more to do (an integer x, say)
-            lifted = _new(Array)     # the value promotion lifts y to
-            lifted._value = v._value.dtype.type(y)
-            lifted.weak_type = True
-            y = lifted
-        return self._diagonal(prim, y, x) if swap else self._diagonal(prim, x, y)
-
-    def _diagonal(self, prim, x, y):
-        """The common case, lean: an element-wise primitive without parameters of one
-        operand `x` (y None) or two on host Arrays of one real floating-point dtype
-        (operands: this tape's tracers or Arrays). It records what the general path
-        would, without its dispatch; None where the general path must run it."""
-        if (prim.weak_args is not None or prim.multiple_results
-                or core.output_check is not None):
+        """core.lean_unary and eager_float_pair on the tape, and the common case of
+        `process_primitive`, lean: an element-wise primitive without parameters of
+        one operand `x` (y None) or two (swapped with `swap`) on host Arrays of one
+        real floating-point dtype, or this tape's tracers of them, and a Python int
+        or float lifted as promotion lifts it. It runs and records what the general
+        path would, without its dispatch; None where the general path must run it."""
+        if (prim.tape is not TAPE_DIAGONAL or prim.weak_args is not None
+                or prim.multiple_results or core.output_check is not None):
             return None
         t = type(x)
         if t is JVPTracer and x._trace is self:
@@ -164,6 +146,10 @@ class TapeTrace(core.Trace):
                 v1, i1 = y.primal, y.tangent
             elif t is Array:
                 v1, i1 = y, None
+            elif t is float or t is int:
+                v1, i1 = _new(Array), None     # the value promotion lifts y to
+                v1._value = dtype.type(y)
+                v1.weak_type = True
             else:
                 return None
             if type(v1) is not Array:
@@ -171,7 +157,10 @@ class TapeTrace(core.Trace):
             x1 = v1._value
             if (x1.dtype is not dtype and x1.dtype != dtype) or type(x1) not in _HOST:
                 return None
-            vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
+            if swap:
+                vals, ids, values = (v1, v0), (i1, i0), (x1, x0)
+            else:
+                vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
             weak = v0.weak_type and v1.weak_type
             traced = i0 is not None or i1 is not None
         state = core._state
