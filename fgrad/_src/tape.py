@@ -244,10 +244,12 @@ class TapeTrace(core.Trace):
 
     def backward(self, in_ids, out_ids, out_cts):
         """Cotangents of the nodes `in_ids` (None: none, or no node) from those of the
-        nodes `out_ids`; run at the current trace, like ad.backward_pass."""
+        nodes `out_ids`; run at the current trace, like ad.backward_pass. Eager on the
+        host (`lean`), element-wise entries run their NumPy rules (prim.tape_rules) and
+        keep a cotangent as its raw NumPy value, standing for Array(value) (not weakly
+        typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
-        # NumPy rules (prim.tape_rules) where the lax rules would run eagerly on Arrays
         lean = core._state.trace is core.eval_trace and core.output_check is None
         for i, c in zip(out_ids, out_cts):
             if i is not None and c is not None:
@@ -265,13 +267,14 @@ class TapeTrace(core.Trace):
             if kind is TAPE_DIAGONAL:
                 rules = prim.jvp_rules
                 fast = prim.tape_rules
-                if (fast is not None and lean and type(ct) is Array and not ct.weak_type
-                        and type(ct._value) in _HOST):
-                    g, a = ct._value, ans._value
+                g = _raw(ct) if fast is not None and lean else None
+                if g is not None:
+                    a = ans._value
                     if values is None:
                         values = tuple(v._value for v in vals)
                 else:
                     fast = None
+                    ct = _boxed(ct)
                 k = len(ids)
                 while k:     # as the transposed jaxpr: last first
                     k -= 1
@@ -280,12 +283,9 @@ class TapeTrace(core.Trace):
                         continue
                     rule = None if fast is None else fast[k]
                     if rule is not None:
-                        v = rule(g, a, *values)
-                        c = _new(Array)
-                        c._value = v
-                        c.weak_type = False
-                        if v.shape != values[k].shape:
-                            c = unbroadcast(c, get_aval(vals[k]))
+                        c = rule(g, a, *values)
+                        if type(c) not in _HOST or c.shape != values[k].shape:
+                            c = unbroadcast(Array(c, False), get_aval(vals[k]))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
                         x = vals[k]
@@ -296,6 +296,7 @@ class TapeTrace(core.Trace):
                     prev = cts[i]
                     cts[i] = c if prev is None else _add(prev, c, lean)
                 continue
+            ct = _boxed(ct)
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
                                                *vals[1:], **params)[0])]
@@ -316,11 +317,11 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        return [None if i is None else cts[i] for i in in_ids]
+        return [None if i is None else _boxed(cts[i]) for i in in_ids]
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
-        out_cts = [None if o is None else cts[o] for o in outs]
+        out_cts = [None if o is None else _boxed(cts[o]) for o in outs]
         if all(c is None for c in out_cts):
             return
         for o in outs:
@@ -331,7 +332,7 @@ class TapeTrace(core.Trace):
             if i is not None and c is not None:
                 if accumulate is not None:
                     accumulate(cts, i, c)
-                cts[i] = c if cts[i] is None else add(cts[i], c)
+                cts[i] = c if cts[i] is None else add(_boxed(cts[i]), c)
 
     def _checked(self, cts, i, c):
         """config.check_jaxprs: a cotangent must have its value's shape."""
@@ -342,16 +343,30 @@ class TapeTrace(core.Trace):
 
 
 def _add(a, b, lean):
-    """add(a, b) of two cotangents; with `lean` (eager, unchecked, on the host) two
-    Arrays of one real floating-point dtype, not weakly typed, are added by add's
-    impl at once (the same bits)."""
-    if (lean and type(a) is Array and type(b) is Array
-            and not (a.weak_type or b.weak_type)):
-        x, y = a._value, b._value
-        if (x.dtype == y.dtype and x.dtype.kind == "f" and type(x) in _HOST
-                and type(y) in _HOST):
-            return Array(add_p.impl(x, y), False)
-    return add(a, b)
+    """add(a, b) of two cotangents of the backward pass (raw or Arrays); with `lean`
+    (eager, unchecked) two host values of one real floating-point dtype, not weakly
+    typed, are added by add's impl at once (the same bits), giving a raw value."""
+    if lean:
+        x, y = _raw(a), _raw(b)
+        if x is not None and y is not None and x.dtype == y.dtype and x.dtype.kind == "f":
+            return add_p.impl(x, y)
+    return add(_boxed(a), _boxed(b))
+
+
+def _raw(c):
+    """The host NumPy value of a cotangent that is raw or an Array not weakly typed;
+    None for anything else."""
+    t = type(c)
+    if t in _HOST:
+        return c
+    if t is Array and not c.weak_type and type(c._value) in _HOST:
+        return c._value
+    return None
+
+
+def _boxed(c):
+    """A cotangent as an fgrad value: a raw NumPy value becomes its Array."""
+    return Array(c, False) if type(c) in _HOST else c
 
 
 class TapeFunction:
