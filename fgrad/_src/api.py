@@ -103,14 +103,16 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
 
     lean = type(argnums) is int and argnums == 0 and not (has_aux or holomorphic)
 
-    def output(x):
-        _check_scalar_output(fname, x, holomorphic)
-        return [full_lower(x)]
+    def one_output(x):
+        """fun at one argument, its output checked (the lean path's flat function)."""
+        out = fun(x)
+        _check_scalar_output(fname, out, holomorphic)
+        return [full_lower(out)]
 
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         if lean and len(args) == 1 and not kwargs and tape.usable():
-            out = _lean_value_and_grad(fun, args[0], output, description)
+            out = _lean_value_and_grad(one_output, args[0], description)
             if out is not None:
                 return out
         single, nums = _check_argnums(description, argnums, len(args))
@@ -147,9 +149,10 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
     return value_and_grad_f
 
 
-def _lean_value_and_grad(fun, x, output, description):
-    """(value, grad) of fun at its one real floating-point argument x, on the tape
-    without the pytree and argument layers; None where the general path must run."""
+def _lean_value_and_grad(f, x, description):
+    """(value, grad) at the one real floating-point argument x of `f`, a flat function
+    of one argument and one output, on the tape without the pytree and argument
+    layers; None where the general path must run."""
     t = type(x)
     if t in _FLOAT_SCALARS:
         x = Array(x, False)     # immutable: full_lower's copy is not needed
@@ -161,7 +164,6 @@ def _lean_value_and_grad(fun, x, output, description):
             return None     # the general path checks it (or differentiates complex x)
     else:
         return None
-    f = lambda x: output(fun(x))   # noqa: E731
     try:
         (ans,), lin = tape.linearize_flat(f, [x], description)
     except tape.Unsupported:
