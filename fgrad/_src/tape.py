@@ -63,6 +63,7 @@ class TapeTrace(core.Trace):
         self.description = description
         self.entries = []
         self.primals = []   # per node: the inputs, then each traced output
+        self.in_ids = self.out_ids = None    # the nodes of the inputs and outputs
 
     def new_node(self, primal):
         self.primals.append(primal)
@@ -242,16 +243,18 @@ class TapeTrace(core.Trace):
         return self._linearized(lambda *xs: prim.bind_with(fun, rules, list(xs), params),
                                 vals, ids)
 
-    def backward(self, in_ids, out_ids, out_cts):
-        """Cotangents of the nodes `in_ids` (None: none, or no node) from those of the
-        nodes `out_ids`; run at the current trace, like ad.backward_pass. Eager on the
+    def transpose(self, out_cts):
+        """The backward pass, as ad.LinearFunction.transpose: cotangents of the nodes
+        `in_ids` (None: none, or no node) from `out_cts`, those of the nodes
+        `out_ids` (both set by `linearize_flat`); run at the current trace, like
+        ad.backward_pass. Eager on the
         host (`lean`), element-wise entries run their NumPy rules (prim.tape_rules) and
         keep a cotangent as its raw NumPy value, standing for Array(value) (not weakly
         typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
         lean = core._state.trace is core.eval_trace and core.output_check is None
-        for i, c in zip(out_ids, out_cts):
+        for i, c in zip(self.out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
         for entry in reversed(self.entries):
@@ -317,7 +320,7 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        return [None if i is None else _boxed(cts[i]) for i in in_ids]
+        return [None if i is None else _boxed(cts[i]) for i in self.in_ids]
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
@@ -369,21 +372,10 @@ def _boxed(c):
     return Array(c, False) if type(c) in _HOST else c
 
 
-class TapeFunction:
-    """The pullback `linearize_flat` finds, as a tape: `transpose` maps output
-    cotangents to input cotangents (None: zero), as ad.LinearFunction does."""
-
-    def __init__(self, trace, in_ids, out_ids):
-        self.trace, self.in_ids, self.out_ids = trace, in_ids, out_ids
-
-    def transpose(self, cts):
-        return self.trace.backward(self.in_ids, self.out_ids, cts)
-
-
 def linearize_flat(fun, primals, description):
-    """(primal outputs, TapeFunction) for a flat function at the top level; the
-    floating-point inputs are differentiated. Raises Unsupported (having run part of
-    `fun`) where only the jaxpr path is exact."""
+    """(primal outputs, the TapeTrace, whose `transpose` is the pullback) for a flat
+    function at the top level; the floating-point inputs are differentiated. Raises
+    Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
     parent = core._state.trace
     trace = TapeTrace(parent, description)
     trace.mark_origin(skip=3)   # this function and its two callers in api.py
@@ -414,4 +406,5 @@ def linearize_flat(fun, primals, description):
     finally:
         core._state.trace = parent
         trace.alive = False
-    return primal_outs, TapeFunction(trace, in_ids, out_ids)
+    trace.in_ids, trace.out_ids = in_ids, out_ids
+    return primal_outs, trace
