@@ -96,8 +96,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
     return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic))
 
 
-def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
-    """value_and_grad without its traceback boundary (grad adds its own)."""
+def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
+    """value_and_grad without its traceback boundary; with value=False, grad's
+    function (the gradient, or (gradient, aux) with has_aux)."""
     fname = _name(fun)
     description = f"grad of {fname}"
 
@@ -114,7 +115,7 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
         if lean and len(args) == 1 and not kwargs and tape.usable():
             out = _lean_value_and_grad(one_output, args[0], description)
             if out is not None:
-                return out
+                return out if value else out[1]
         single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
         flat, in_tree = _flatten(diff)
@@ -143,8 +144,8 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
         g = g[0] if single else g
         if has_aux:
             aux = tree_util.map(_strip_finished, aux_box[0])
-            return (ans, aux), g
-        return ans, g
+            return ((ans, aux), g) if value else (g, aux)
+        return (ans, g) if value else g
 
     return value_and_grad_f
 
@@ -214,15 +215,8 @@ def _one(dtype):
 def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """The gradient of a scalar function with respect to args[argnums] (for complex
     inputs and holomorphic=True see value_and_grad)."""
-    vg = _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
-
-    @api_boundary
-    @functools.wraps(fun)
-    def grad_f(*args, **kwargs):
-        value, g = vg(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
-
-    return grad_f
+    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic,
+                                        value=False))
 
 
 def _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic=False,
