@@ -391,6 +391,20 @@ def lean_unary(prim, general):
     return fn
 
 
+# (Python int or float, dtype) -> the NumPy scalar it is lifted to (converting an int
+# or float to a float32 scalar costs about four times the dictionary lookup).
+_LIFTED = {}
+
+
+def lift_number(y, dtype):
+    """dtype.type(y) for a Python int or float `y`, remembered in _LIFTED (but not for
+    zeros, whose sign equality ignores, NaNs, or beyond 1024 numbers)."""
+    v = dtype.type(y)
+    if y and y == y and len(_LIFTED) < 1024:
+        _LIFTED[y, dtype] = v
+    return v
+
+
 def eager_float_pair(prim, x, y, swap=False):
     """prim(x, y) (prim(y, x) with `swap`) run at once for an Array `x` of a
     floating-point or complex dtype and `y` an Array or NumPy value of the same
@@ -414,7 +428,9 @@ def eager_float_pair(prim, x, y, swap=False):
             return None
         weak = x.weak_type and y.weak_type
     elif t is float or t is int:
-        yv = dtype.type(y)      # the value np.asarray(y, dtype) holds, as a scalar
+        yv = _LIFTED.get((y, dtype))    # the value np.asarray(y, dtype) holds, as a scalar
+        if yv is None:
+            yv = lift_number(y, dtype)
         weak = x.weak_type
     elif t is dtype.type or (t is np.ndarray and y.dtype == dtype):
         yv = y

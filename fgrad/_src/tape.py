@@ -149,7 +149,8 @@ class TapeTrace(core.Trace):
                 v1, i1 = y, None
             elif t is float or t is int:
                 v1, i1 = _new(Array), None     # the value promotion lifts y to
-                v1._value = dtype.type(y)
+                lifted = core._LIFTED.get((y, dtype))
+                v1._value = core.lift_number(y, dtype) if lifted is None else lifted
                 v1.weak_type = True
             else:
                 return None
