@@ -370,13 +370,15 @@ def lean_unary(prim, general):
         t = type(x)
         if t is Array:
             v = x._value
+            if type(v) not in _NUMPY_OPERANDS:
+                return general(x)   # a device value
             weak = x.weak_type
         elif t in _NUMPY_OPERANDS:
             v = x
             weak = False
         else:
             return general(x)
-        if v.dtype not in _INEXACT or output_check is not None or type(v) not in _NUMPY_OPERANDS:
+        if v.dtype not in _INEXACT or output_check is not None:
             return general(x)
         try:
             out = impl(v)
