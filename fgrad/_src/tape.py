@@ -271,7 +271,10 @@ class TapeTrace(core.Trace):
             if kind is TAPE_DIAGONAL:
                 rules = prim.jvp_rules
                 fast = prim.tape_rules
-                g = _raw(ct) if fast is not None and lean else None
+                if fast is None or not lean:
+                    g = None
+                else:
+                    g = ct if type(ct) in _HOST else _raw(ct)
                 if g is not None:
                     a = ans._value
                     if values is None:
