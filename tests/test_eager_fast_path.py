@@ -109,6 +109,10 @@ def test_quiet_impls_warn_nothing_and_keep_numpy_error_state():
             out = fnp.sin(np.array([np.inf, 1.0], np.float32))
             assert np.isnan(np.asarray(out)[0])
             fnp.log(np.array([0.0], np.float32))
+            big = fnp.asarray(np.array([1e30], np.float32))
+            assert np.isinf(np.asarray(fgrad.lax.integer_pow(big, 2)))   # keyword impls
+            wide = fnp.asarray(np.array([1e300], np.float64))
+            assert np.isinf(np.asarray(fgrad.lax.convert_element_type(wide, np.float32)))
         with pytest.raises(FloatingPointError):
             np.log(np.array([0.0]))                  # NumPy's own state is untouched
     assert np.geterr() == before

@@ -294,7 +294,7 @@ def _repeated_squaring(x, y):
 
 
 integer_pow_p = Primitive("integer_pow")
-integer_pow_p.impl = _quiet(_integer_pow_impl)
+integer_pow_p.impl = _quiet(_integer_pow_impl, keywords=True)
 integer_pow_p.abstract_eval = nary_rule("integer_pow", FIELD)
 defvectorized(integer_pow_p)
 integer_pow_p.elementwise = True
@@ -605,7 +605,7 @@ def _convert_impl(x, *, new_dtype, weak_type):
 
 
 convert_element_type_p = Primitive("convert_element_type")
-convert_element_type_p.impl = _quiet(_convert_impl)
+convert_element_type_p.impl = _quiet(_convert_impl, keywords=True)
 convert_element_type_p.abstract_eval = _convert_abstract_eval
 defvectorized(convert_element_type_p)
 convert_element_type_p.elementwise = True
