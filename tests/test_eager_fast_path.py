@@ -109,6 +109,10 @@ def test_quiet_impls_warn_nothing_and_keep_numpy_error_state():
             out = fnp.sin(np.array([np.inf, 1.0], np.float32))
             assert np.isnan(np.asarray(out)[0])
             fnp.log(np.array([0.0], np.float32))
+            big = fnp.asarray(np.array([1e30], np.float32))
+            assert np.isinf(np.asarray(fgrad.lax.integer_pow(big, 2)))   # keyword impls
+            wide = fnp.asarray(np.array([1e300], np.float64))
+            assert np.isinf(np.asarray(fgrad.lax.convert_element_type(wide, np.float32)))
         with pytest.raises(FloatingPointError):
             np.log(np.array([0.0]))                  # NumPy's own state is untouched
     assert np.geterr() == before
@@ -188,14 +192,14 @@ def test_lean_eager_path_matches_general_path(arity):
 
 
 def _lax_ops():
-    """fgrad.lax's element-wise functions that take the lean path (`_unary_op`,
-    `_binary_op`), with their arity."""
+    """fgrad.lax's element-wise functions that take the lean path (`_unary_op`, made
+    by core.lean_unary, and `_binary_op`), with their arity."""
     from fgrad._src.lax import elementwise
     ops = []
     for fn in vars(elementwise).values():
         kind = getattr(fn, "__qualname__", "").split(".")[0]
-        if kind in ("_unary_op", "_binary_op"):
-            ops.append((fn, 1 if kind == "_unary_op" else 2))
+        if kind in ("lean_unary", "_binary_op"):
+            ops.append((fn, 1 if kind == "lean_unary" else 2))
     return ops
 
 
@@ -204,3 +208,60 @@ def test_lax_functions_lean_path_matches_general_path():
     assert len(ops) > 30
     for fn, arity in ops:
         _check_lean_against_general(fn, arity, extra_pairs=(2.0,))
+
+
+def test_lean_paths_check_operand_values_not_a_loaded_backend(monkeypatch):
+    """Once a device library has loaded, host operands still take the lean paths
+    (EvalTrace is not called), while an Array holding a device value goes to the
+    general path, which hands it to its platform."""
+    from fgrad._src import placement
+
+    class DeviceValue:
+        dtype = np.dtype(np.float32)
+        shape = (2,)
+
+    class Platform:
+        def run_eager(self, prim, vals, params):
+            ran.append(prim.name)
+            return DeviceValue()
+
+    ran = []
+    monkeypatch.setattr(placement, "array_types", (DeviceValue,))
+    monkeypatch.setitem(placement._platform_of_type, DeviceValue, Platform())
+    x = np.linspace(-1, 1, 4, dtype=np.float32)
+    with monkeypatch.context() as m:
+        def refuse(*args):
+            raise AssertionError("the general path ran")
+        m.setattr(core.EvalTrace, "process_primitive", refuse)
+        _same(fnp.sin(x), fnp.asarray(np.sin(x)))
+        a = fnp.asarray(x)
+        _same(-a * a + a / 2.0, fnp.asarray(-x * x + x / np.float32(2)))
+        _same(fgrad.lax.exp(a), fnp.asarray(np.exp(x)))
+    d = fgrad.Array(DeviceValue())
+    assert type(fnp.sin(d)._value) is DeviceValue
+    assert type((d * d)._value) is DeviceValue
+    assert ran == ["sin", "mul"]
+
+
+def _bits(a):
+    """An fgrad or NumPy float value's bytes, dtype and weak type (-0.0 and NaN exact)."""
+    v = np.asarray(a)
+    return v.tobytes(), v.dtype, getattr(a, "weak_type", False)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_python_numbers_lifted_exactly(dtype):
+    """A Python number meeting an Array is lifted to the Array's dtype exactly as the
+    general path lifts it (zeros keep their sign, NaN, overflow to inf), the second
+    time (a remembered lifted value) as the first, eagerly and on the tape."""
+    x = fgrad.Array(np.array([1.5, -2.0, 0.0], dtype))
+    numbers = [0.0, -0.0, 0, 1, 1.0, 3, -7.25, 1e300, float("nan"), float("inf"), 2 ** 60]
+    for y in numbers:
+        for _ in range(2):
+            for op in (lambda a, b: a * b, lambda a, b: b - a, lambda a, b: a + b):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")     # overflow in the cast, inf - inf
+                    general = _bind_general(op, (x, y))
+                    assert _bits(op(x, y)) == _bits(general), (y, dtype)
+                    taped = fgrad.value_and_grad(lambda a: fnp.sum(op(a, y)))(x)[0]
+                    assert _bits(taped) == _bits(fnp.sum(general)), (y, dtype)

@@ -96,23 +96,26 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
     return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic))
 
 
-def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
-    """value_and_grad without its traceback boundary (grad adds its own)."""
+def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
+    """value_and_grad without its traceback boundary; with value=False, grad's
+    function (the gradient, or (gradient, aux) with has_aux)."""
     fname = _name(fun)
     description = f"grad of {fname}"
 
     lean = type(argnums) is int and argnums == 0 and not (has_aux or holomorphic)
 
-    def output(x):
-        _check_scalar_output(fname, x, holomorphic)
-        return [full_lower(x)]
+    def one_output(x):
+        """fun at one argument, its output checked (the lean path's flat function)."""
+        out = fun(x)
+        _check_scalar_output(fname, out, holomorphic)
+        return [full_lower(out)]
 
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         if lean and len(args) == 1 and not kwargs and tape.usable():
-            out = _lean_value_and_grad(fun, args[0], output, description)
+            out = _lean_value_and_grad(one_output, args[0], description)
             if out is not None:
-                return out
+                return out if value else out[1]
         single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
         flat, in_tree = _flatten(diff)
@@ -141,15 +144,16 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic):
         g = g[0] if single else g
         if has_aux:
             aux = tree_util.map(_strip_finished, aux_box[0])
-            return (ans, aux), g
-        return ans, g
+            return ((ans, aux), g) if value else (g, aux)
+        return (ans, g) if value else g
 
     return value_and_grad_f
 
 
-def _lean_value_and_grad(fun, x, output, description):
-    """(value, grad) of fun at its one real floating-point argument x, on the tape
-    without the pytree and argument layers; None where the general path must run."""
+def _lean_value_and_grad(f, x, description):
+    """(value, grad) at the one real floating-point argument x of `f`, a flat function
+    of one argument and one output, on the tape without the pytree and argument
+    layers; None where the general path must run."""
     t = type(x)
     if t in _FLOAT_SCALARS:
         x = Array(x, False)     # immutable: full_lower's copy is not needed
@@ -161,7 +165,6 @@ def _lean_value_and_grad(fun, x, output, description):
             return None     # the general path checks it (or differentiates complex x)
     else:
         return None
-    f = lambda x: output(fun(x))   # noqa: E731
     try:
         (ans,), lin = tape.linearize_flat(f, [x], description)
     except tape.Unsupported:
@@ -212,15 +215,8 @@ def _one(dtype):
 def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """The gradient of a scalar function with respect to args[argnums] (for complex
     inputs and holomorphic=True see value_and_grad)."""
-    vg = _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
-
-    @api_boundary
-    @functools.wraps(fun)
-    def grad_f(*args, **kwargs):
-        value, g = vg(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
-
-    return grad_f
+    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic,
+                                        value=False))
 
 
 def _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic=False,

@@ -222,7 +222,7 @@ class Trace:
         raise TypeError(f"{type(self).__name__} cannot interpret custom_vjp functions")
 
     def lean_float(self, prim, x, y, swap):
-        """The lean path of `eager_float` and `eager_float_pair` for this trace (the
+        """The lean path of `lean_unary` and `eager_float_pair` for this trace (the
         same arguments; y is None for one operand): the primitive's result, or None
         where fgrad.numpy must promote the operands and bind. None here: no lean path."""
         return None
@@ -272,14 +272,15 @@ class EvalTrace(Trace):
     description = "eager evaluation"
 
     def process_primitive(self, prim, args, params):
-        if (not params and output_check is None and not placement.array_types
+        if (not params and output_check is None
                 and prim.weak_args is None and not prim.multiple_results):
             # The common case, lean: one or two host Arrays in, one result out; it
             # gives what the general path below would.
             n = len(args)
             if n == 2:
                 x, y = args
-                if type(x) is Array and type(y) is Array:
+                if (type(x) is Array and type(y) is Array and type(x._value) in _NUMPY_OPERANDS
+                        and type(y._value) in _NUMPY_OPERANDS):
                     try:
                         return Array(prim.impl(x._value, y._value), x.weak_type and y.weak_type)
                     except Exception as e:
@@ -287,7 +288,7 @@ class EvalTrace(Trace):
                         raise
             elif n == 1:
                 x = args[0]
-                if type(x) is Array:
+                if type(x) is Array and type(x._value) in _NUMPY_OPERANDS:
                     try:
                         return Array(prim.impl(x._value), x.weak_type)
                     except Exception as e:
@@ -346,38 +347,64 @@ class EvalTrace(Trace):
 # scalar types of fgrad's dtypes, and ndarray; subclasses of ndarray take the
 # general path).
 _NUMPY_OPERANDS = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
+# The floating-point and complex dtypes the lean paths take.
+_INEXACT = frozenset(d for d in dtypes.SUPPORTED if d.kind in "fc")
+# Array objects made without calling __init__ (the lean paths' hot spots): _new(Array),
+# then both slots set.
+_new = object.__new__
 
 
-def eager_float(prim, x):
-    """prim(x) run at once for a floating-point or complex Array or NumPy value `x`
-    with nothing tracing or checking (what EvalTrace would give, without its general
-    bookkeeping); None where the general path must run it. `prim`: an element-wise
-    primitive of one operand and no parameters. Under a transform, the current
-    trace's `lean_float` answers."""
-    trace = _state.trace
-    if trace is not eval_trace:
-        return trace.lean_float(prim, x, None, False)
-    if output_check is not None or placement.array_types:
-        return None
-    t = type(x)
-    if t is Array:
-        v = x._value
-        weak = x.weak_type
-    elif t in _NUMPY_OPERANDS:
-        v = x
-        weak = False
-    else:
-        return None
-    dtype = v.dtype
-    if dtype.kind not in "fc" or dtype not in dtypes.SUPPORTED:
-        return None
-    try:
-        out = prim.impl(v)
-    except Exception:
-        return None     # the general path raises the error the shape rule gives
-    if type(out) is np.ndarray and (out is v or out.base is not None):
-        out = _unshared(out, [v], False)
-    return Array(out, weak)
+def lean_unary(prim, general):
+    """The eager function of `prim`, an element-wise primitive of one operand and no
+    parameters: for a floating-point or complex host Array or NumPy value with
+    nothing tracing or checking it runs the impl at once (what EvalTrace would
+    give, without its general bookkeeping); under a transform the current trace's
+    `lean_float` answers; `general(x)` runs everything else."""
+    impl = prim.impl
+
+    def fn(x, /):
+        trace = _state.trace
+        if trace is not eval_trace:
+            out = trace.lean_float(prim, x, None, False)
+            return general(x) if out is None else out
+        t = type(x)
+        if t is Array:
+            v = x._value
+            if type(v) not in _NUMPY_OPERANDS:
+                return general(x)   # a device value
+            weak = x.weak_type
+        elif t in _NUMPY_OPERANDS:
+            v = x
+            weak = False
+        else:
+            return general(x)
+        if v.dtype not in _INEXACT or output_check is not None:
+            return general(x)
+        try:
+            out = impl(v)
+        except Exception:
+            return general(x)   # it raises the error the shape rule gives
+        if t is not Array and type(out) is np.ndarray and (out is v or out.base is not None):
+            out = _unshared(out, [v], False)
+        a = _new(Array)
+        a._value = out
+        a.weak_type = weak
+        return a
+    return fn
+
+
+# (Python int or float, dtype) -> the NumPy scalar it is lifted to (converting an int
+# or float to a float32 scalar costs about four times the dictionary lookup).
+_LIFTED = {}
+
+
+def lift_number(y, dtype):
+    """dtype.type(y) for a Python int or float `y`, remembered in _LIFTED (but not for
+    zeros, whose sign equality ignores, NaNs, or beyond 1024 numbers)."""
+    v = dtype.type(y)
+    if y and y == y and len(_LIFTED) < 1024:
+        _LIFTED[y, dtype] = v
+    return v
 
 
 def eager_float_pair(prim, x, y, swap=False):
@@ -390,20 +417,22 @@ def eager_float_pair(prim, x, y, swap=False):
     trace = _state.trace
     if trace is not eval_trace:
         return trace.lean_float(prim, x, y, swap)
-    if output_check is not None or placement.array_types or type(x) is not Array:
+    if type(x) is not Array or output_check is not None:
         return None
     xv = x._value
     dtype = xv.dtype
-    if dtype.kind not in "fc":
+    if dtype not in _INEXACT or type(xv) not in _NUMPY_OPERANDS:
         return None
     t = type(y)
     if t is Array:
         yv = y._value
-        if yv.dtype != dtype:
+        if yv.dtype != dtype or type(yv) not in _NUMPY_OPERANDS:
             return None
         weak = x.weak_type and y.weak_type
     elif t is float or t is int:
-        yv = dtype.type(y)      # the value np.asarray(y, dtype) holds, as a scalar
+        yv = _LIFTED.get((y, dtype))    # the value np.asarray(y, dtype) holds, as a scalar
+        if yv is None:
+            yv = lift_number(y, dtype)
         weak = x.weak_type
     elif t is dtype.type or (t is np.ndarray and y.dtype == dtype):
         yv = y
@@ -416,7 +445,10 @@ def eager_float_pair(prim, x, y, swap=False):
         return None     # the general path raises the error the shape rule gives
     if t is np.ndarray and type(out) is np.ndarray and (out is yv or out.base is not None):
         out = _unshared(out, [yv], False)
-    return Array(out, weak)
+    a = _new(Array)
+    a._value = out
+    a.weak_type = weak
+    return a
 
 
 def _unshared(out, vals, multiple):
@@ -504,7 +536,9 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
-            out = eager_float_pair(prim, self, other, reflected)
+            trace = _state.trace
+            out = (eager_float_pair(prim, self, other, reflected) if trace is eval_trace
+                   else trace.lean_float(prim, self, other, reflected))
             if out is not None:
                 return out
             pair = _operands(self, other)
@@ -632,13 +666,6 @@ class ArrayMethods:
     __gt__, __ge__ = _binop("greater"), _binop("greater_equal")
     __eq__, __ne__ = _binop("equal"), _binop("not_equal")
     def __neg__(self):
-        prim = OPERATOR_PRIMITIVES.get("negative")
-        if prim is not None:
-            out = eager_float(prim, self)
-            if out is not None:
-                return out
-            if self.dtype.kind in "fc":
-                return prim.bind(self)
         return _fnp().negative(self)
 
     __pos__ = _method("positive")

@@ -36,6 +36,8 @@ from .lax.elementwise import add_p
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
+_HOST = core._NUMPY_OPERANDS   # the types of host values (a device value: the general path)
+_new = object.__new__   # Arrays and tracers made without __init__ on the lean paths
 _NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 
 
@@ -61,6 +63,7 @@ class TapeTrace(core.Trace):
         self.description = description
         self.entries = []
         self.primals = []   # per node: the inputs, then each traced output
+        self.in_ids = self.out_ids = None    # the nodes of the inputs and outputs
 
     def new_node(self, primal):
         self.primals.append(primal)
@@ -81,8 +84,8 @@ class TapeTrace(core.Trace):
         return vals, ids, traced
 
     def process_primitive(self, prim, args, params):
-        if prim.tape is TAPE_DIAGONAL and not params:
-            out = self._diagonal(prim, args)
+        if prim.tape is TAPE_DIAGONAL and not params and 0 < len(args) <= 2:
+            out = self.lean_float(prim, args[0], args[1] if len(args) == 2 else None, False)
             if out is not None:
                 return out
         vals, ids, traced = self._unpack(args)
@@ -112,51 +115,56 @@ class TapeTrace(core.Trace):
         return JVPTracer(self, out, len(primals) - 1)
 
     def lean_float(self, prim, x, y, swap):
-        """core.eager_float(_pair) on the tape: an element-wise primitive on our
-        values and Arrays of one real floating-point dtype (a Python int or float
-        lifted as promotion lifts it), recorded at once; None: promote and bind."""
-        if prim.tape is not TAPE_DIAGONAL:
+        """core.lean_unary and eager_float_pair on the tape, and the common case of
+        `process_primitive`, lean: an element-wise primitive without parameters of
+        one operand `x` (y None) or two (swapped with `swap`) on host Arrays of one
+        real floating-point dtype, or this tape's tracers of them, and a Python int
+        or float lifted as promotion lifts it. It runs and records what the general
+        path would, without its dispatch; None where the general path must run it."""
+        if (prim.tape is not TAPE_DIAGONAL or prim.weak_args is not None
+                or prim.multiple_results or core.output_check is not None):
+            return None
+        t = type(x)
+        if t is JVPTracer and x._trace is self:
+            v0, i0 = x.primal, x.tangent
+        elif t is Array:
+            v0, i0 = x, None
+        else:
+            return None
+        if type(v0) is not Array:
+            return None
+        x0 = v0._value
+        dtype = x0.dtype
+        if dtype.kind != "f" or type(x0) not in _HOST:
             return None
         if y is None:
-            return self._diagonal(prim, (x,))
-        t = type(y)
-        if t is float or t is int:
-            v = x.primal if type(x) is JVPTracer and x._trace is self else x
-            if type(v) is not Array or v._value.dtype.kind != "f":
-                return None     # promotion has more to do (an integer x, say)
-            y = Array(v._value.dtype.type(y), True)   # the value promotion lifts y to
-        return self._diagonal(prim, (y, x) if swap else (x, y))
-
-    def _diagonal(self, prim, args):
-        """The common case, lean: an element-wise primitive of one or two operands
-        without parameters on host Arrays of one real floating-point dtype. It
-        records what the general path would, without its dispatch; None where the
-        general path must run it."""
-        n = len(args)
-        if (n > 2 or prim.weak_args is not None or prim.multiple_results
-                or core.output_check is not None or placement.array_types):
-            return None
-        first = self._host_operand(args[0])
-        if first is None:
-            return None
-        v0, i0, x0 = first
-        dtype = x0.dtype
-        if dtype.kind != "f":
-            return None
-        if n == 2:
-            second = self._host_operand(args[1])
-            if second is None:
-                return None
-            v1, i1, x1 = second
-            if x1.dtype is not dtype and x1.dtype != dtype:
-                return None
-            vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
-            weak = v0.weak_type and v1.weak_type
-            traced = i0 is not None or i1 is not None
-        else:
             vals, ids, values = (v0,), (i0,), (x0,)
             weak = v0.weak_type
             traced = i0 is not None
+        else:
+            t = type(y)
+            if t is JVPTracer and y._trace is self:
+                v1, i1 = y.primal, y.tangent
+            elif t is Array:
+                v1, i1 = y, None
+            elif t is float or t is int:
+                v1, i1 = _new(Array), None     # the value promotion lifts y to
+                lifted = core._LIFTED.get((y, dtype))
+                v1._value = core.lift_number(y, dtype) if lifted is None else lifted
+                v1.weak_type = True
+            else:
+                return None
+            if type(v1) is not Array:
+                return None
+            x1 = v1._value
+            if (x1.dtype is not dtype and x1.dtype != dtype) or type(x1) not in _HOST:
+                return None
+            if swap:
+                vals, ids, values = (v1, v0), (i1, i0), (x1, x0)
+            else:
+                vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
+            weak = v0.weak_type and v1.weak_type
+            traced = i0 is not None or i1 is not None
         state = core._state
         state.trace = self.parent
         try:
@@ -167,29 +175,20 @@ class TapeTrace(core.Trace):
             state.trace = self
         if out.dtype is not dtype and out.dtype != dtype:
             return None
-        out = Array(out, weak)
+        a = _new(Array)
+        a._value = out
+        a.weak_type = weak
         if not traced:
-            return out
+            return a
         primals = self.primals
         node = len(primals)
-        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, out, ids, node,
-                             values))
-        primals.append(out)
-        return JVPTracer(self, out, node)
-
-    def _host_operand(self, a):
-        """(Array, tape node or None, its NumPy value) of an operand of `_diagonal`:
-        this tape's tracer or an Array, holding a host Array; None otherwise."""
-        t = type(a)
-        if t is JVPTracer and a._trace is self:
-            v, i = a.primal, a.tangent
-        elif t is Array:
-            v, i = a, None
-        else:
-            return None
-        if type(v) is not Array:
-            return None
-        return v, i, v._value
+        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, a, ids, node, values))
+        primals.append(a)
+        tracer = _new(JVPTracer)
+        tracer._trace = self
+        tracer.primal = a
+        tracer.tangent = node
+        return tracer
 
     def _primitive_linearized(self, prim, vals, ids, params):
         outs = self._linearized(lambda *xs: prim.bind(*xs, **params), vals, ids)
@@ -245,15 +244,18 @@ class TapeTrace(core.Trace):
         return self._linearized(lambda *xs: prim.bind_with(fun, rules, list(xs), params),
                                 vals, ids)
 
-    def backward(self, in_ids, out_ids, out_cts):
-        """Cotangents of the nodes `in_ids` (None: none, or no node) from those of the
-        nodes `out_ids`; run at the current trace, like ad.backward_pass."""
+    def transpose(self, out_cts):
+        """The backward pass, as ad.LinearFunction.transpose: cotangents of the nodes
+        `in_ids` (None: none, or no node) from `out_cts`, those of the nodes
+        `out_ids` (both set by `linearize_flat`); run at the current trace, like
+        ad.backward_pass. Eager on the
+        host (`lean`), element-wise entries run their NumPy rules (prim.tape_rules) and
+        keep a cotangent as its raw NumPy value, standing for Array(value) (not weakly
+        typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
-        # NumPy rules (prim.tape_rules) where the lax rules would run eagerly on Arrays
-        lean = (core._state.trace is core.eval_trace and core.output_check is None
-                and not placement.array_types)
-        for i, c in zip(out_ids, out_cts):
+        lean = core._state.trace is core.eval_trace and core.output_check is None
+        for i, c in zip(self.out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
         for entry in reversed(self.entries):
@@ -269,22 +271,28 @@ class TapeTrace(core.Trace):
             if kind is TAPE_DIAGONAL:
                 rules = prim.jvp_rules
                 fast = prim.tape_rules
-                if fast is not None and lean and type(ct) is Array and not ct.weak_type:
-                    g, a = ct._value, ans._value
+                if fast is None or not lean:
+                    g = None
+                else:
+                    g = ct if type(ct) in _HOST else _raw(ct)
+                if g is not None:
+                    a = ans._value
                     if values is None:
                         values = tuple(v._value for v in vals)
                 else:
                     fast = None
+                    ct = _boxed(ct)
                 k = len(ids)
                 while k:     # as the transposed jaxpr: last first
                     k -= 1
                     i = ids[k]
                     if i is None or rules[k] is None:
                         continue
-                    if fast is not None and fast[k] is not None:
-                        c = fast[k](g, a, *values)
-                        c = (Array(c, False) if c.shape == values[k].shape else
-                             unbroadcast(Array(c, False), get_aval(vals[k])))
+                    rule = None if fast is None else fast[k]
+                    if rule is not None:
+                        c = rule(g, a, *values)
+                        if type(c) not in _HOST or c.shape != values[k].shape:
+                            c = unbroadcast(Array(c, False), get_aval(vals[k]))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
                         x = vals[k]
@@ -295,6 +303,7 @@ class TapeTrace(core.Trace):
                     prev = cts[i]
                     cts[i] = c if prev is None else _add(prev, c, lean)
                 continue
+            ct = _boxed(ct)
             if kind is TAPE_LINEAR:
                 got = [(ids[0], prim.transpose(ct, UndefinedPrimal(get_aval(vals[0])),
                                                *vals[1:], **params)[0])]
@@ -315,11 +324,11 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        return [None if i is None else cts[i] for i in in_ids]
+        return [None if i is None else _boxed(cts[i]) for i in self.in_ids]
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
-        out_cts = [None if o is None else cts[o] for o in outs]
+        out_cts = [None if o is None else _boxed(cts[o]) for o in outs]
         if all(c is None for c in out_cts):
             return
         for o in outs:
@@ -330,7 +339,7 @@ class TapeTrace(core.Trace):
             if i is not None and c is not None:
                 if accumulate is not None:
                     accumulate(cts, i, c)
-                cts[i] = c if cts[i] is None else add(cts[i], c)
+                cts[i] = c if cts[i] is None else add(_boxed(cts[i]), c)
 
     def _checked(self, cts, i, c):
         """config.check_jaxprs: a cotangent must have its value's shape."""
@@ -341,32 +350,36 @@ class TapeTrace(core.Trace):
 
 
 def _add(a, b, lean):
-    """add(a, b) of two cotangents; with `lean` (eager, unchecked, on the host) two
-    Arrays of one real floating-point dtype, not weakly typed, are added by add's
-    impl at once (the same bits)."""
-    if (lean and type(a) is Array and type(b) is Array
-            and not (a.weak_type or b.weak_type)):
-        x, y = a._value, b._value
-        if x.dtype == y.dtype and x.dtype.kind == "f":
-            return Array(add_p.impl(x, y), False)
-    return add(a, b)
+    """add(a, b) of two cotangents of the backward pass (raw or Arrays); with `lean`
+    (eager, unchecked) two host values of one real floating-point dtype, not weakly
+    typed, are added by add's impl at once (the same bits), giving a raw value."""
+    if lean:
+        x, y = _raw(a), _raw(b)
+        if x is not None and y is not None and x.dtype == y.dtype and x.dtype.kind == "f":
+            return add_p.impl(x, y)
+    return add(_boxed(a), _boxed(b))
 
 
-class TapeFunction:
-    """The pullback `linearize_flat` finds, as a tape: `transpose` maps output
-    cotangents to input cotangents (None: zero), as ad.LinearFunction does."""
+def _raw(c):
+    """The host NumPy value of a cotangent that is raw or an Array not weakly typed;
+    None for anything else."""
+    t = type(c)
+    if t in _HOST:
+        return c
+    if t is Array and not c.weak_type and type(c._value) in _HOST:
+        return c._value
+    return None
 
-    def __init__(self, trace, in_ids, out_ids):
-        self.trace, self.in_ids, self.out_ids = trace, in_ids, out_ids
 
-    def transpose(self, cts):
-        return self.trace.backward(self.in_ids, self.out_ids, cts)
+def _boxed(c):
+    """A cotangent as an fgrad value: a raw NumPy value becomes its Array."""
+    return Array(c, False) if type(c) in _HOST else c
 
 
 def linearize_flat(fun, primals, description):
-    """(primal outputs, TapeFunction) for a flat function at the top level; the
-    floating-point inputs are differentiated. Raises Unsupported (having run part of
-    `fun`) where only the jaxpr path is exact."""
+    """(primal outputs, the TapeTrace, whose `transpose` is the pullback) for a flat
+    function at the top level; the floating-point inputs are differentiated. Raises
+    Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
     parent = core._state.trace
     trace = TapeTrace(parent, description)
     trace.mark_origin(skip=3)   # this function and its two callers in api.py
@@ -375,7 +388,9 @@ def linearize_flat(fun, primals, description):
         if p.dtype.kind in "fc":
             in_ids.append(len(trace.primals))
             trace.primals.append(p)
-            args.append(JVPTracer(trace, p, in_ids[-1]))
+            tracer = _new(JVPTracer)
+            tracer._trace, tracer.primal, tracer.tangent = trace, p, in_ids[-1]
+            args.append(tracer)
         else:
             in_ids.append(None)
             args.append(p)
@@ -395,4 +410,5 @@ def linearize_flat(fun, primals, description):
     finally:
         core._state.trace = parent
         trace.alive = False
-    return primal_outs, TapeFunction(trace, in_ids, out_ids)
+    trace.in_ids, trace.out_ids = in_ids, out_ids
+    return primal_outs, trace

@@ -13,8 +13,8 @@ import numpy as np
 from .. import dtypes
 from ..ad import TAPE_JOINT, TAPE_LINEAR, defjvp, defjvp_zero, deftape, is_undefined
 from ..batching import defbroadcasting, defvectorized
-from ..core import (Array, Primitive, ShapedArray, eager_float, eager_float_pair, get_aval,
-                    is_weak)
+from ..core import (Array, Primitive, ShapedArray, eager_float_pair, get_aval,
+                    is_weak, lean_unary)
 from ..errors import FgradTypeError
 from .quiet import quiet as _quiet
 from ._util import (broadcast_shapes, lift_scalars, nary_rule, reject_complex, shapes_str,
@@ -49,10 +49,9 @@ def _prim(name, impl, kinds, out_dtype=None, quiet=False, refuse_complex=False):
 
 
 def _unary_op(p):
-    def op(x):
-        out = eager_float(p, x)      # the lean path, where it applies
-        return p.bind(x) if out is None else out
+    op = lean_unary(p, p.bind)
     op.__name__ = p.name
+    op.__module__ = __name__
     return op
 
 
@@ -295,7 +294,7 @@ def _repeated_squaring(x, y):
 
 
 integer_pow_p = Primitive("integer_pow")
-integer_pow_p.impl = _quiet(_integer_pow_impl)
+integer_pow_p.impl = _quiet(_integer_pow_impl, keywords=True)
 integer_pow_p.abstract_eval = nary_rule("integer_pow", FIELD)
 defvectorized(integer_pow_p)
 integer_pow_p.elementwise = True
@@ -606,7 +605,7 @@ def _convert_impl(x, *, new_dtype, weak_type):
 
 
 convert_element_type_p = Primitive("convert_element_type")
-convert_element_type_p.impl = _quiet(_convert_impl)
+convert_element_type_p.impl = _quiet(_convert_impl, keywords=True)
 convert_element_type_p.abstract_eval = _convert_abstract_eval
 defvectorized(convert_element_type_p)
 convert_element_type_p.elementwise = True

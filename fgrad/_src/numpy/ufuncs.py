@@ -67,12 +67,9 @@ def _binary(name, lax_fn, inexact=False):
 
 def _unary_inexact(name, prim):
     """The fgrad.numpy function of an element-wise primitive of one operand."""
-    def fn(x, /):
-        out = core.eager_float(prim, x)
-        if out is None:
-            out = prim.bind(_inexact1(x))
-        return out
+    fn = core.lean_unary(prim, lambda x: prim.bind(_inexact1(x)))
     fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __name__
     fn.__doc__ = f"Element-wise {name} (integer inputs become float32)."
     return fn
 
@@ -213,7 +210,7 @@ def float_power(x1, x2, /):
     return lax.pow(*promote_inexact(x1, x2))
 
 
-def negative(x, /):
+def _negative(x, /):
     x = _value1(x)
     k = _kind(x)
     if k == "u":
@@ -222,6 +219,12 @@ def negative(x, /):
         raise FgradTypeError("negative: the negative of a boolean array is not supported "
                              "(as in NumPy); use logical_not or ~")
     return lax.neg(x)
+
+
+negative = core.lean_unary(lax.neg_p, _negative)
+negative.__name__ = negative.__qualname__ = "negative"
+negative.__module__ = __name__
+negative.__doc__ = "Element-wise negation."
 
 
 def positive(x, /):
@@ -957,6 +960,6 @@ mod = remainder
 # Array operators on float operands bind these directly (core.OPERATOR_PRIMITIVES):
 # on such operands each function above only promotes a Python number and binds.
 core.OPERATOR_PRIMITIVES.update(add=lax.add_p, subtract=lax.sub_p, multiply=lax.mul_p,
-                                true_divide=lax.div_p, negative=lax.neg_p)
+                                true_divide=lax.div_p)
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 del _name
