@@ -112,7 +112,8 @@ def split_extent(eqn):
     p = eqn.params
     nb = _sizes(eqn)[2][0]
     if _lanes(eqn):
-        return nb // lane_product.LANES[np.dtype(eqn.outvars[0].aval.dtype)]
+        blocks = nb // lane_product.LANES[np.dtype(eqn.outvars[0].aval.dtype)]
+        return blocks if blocks >= LANE_BLOCKS else _sizes(eqn)[1][0]
     if _shifted(eqn):
         return nb
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
@@ -122,6 +123,13 @@ def _shifted(eqn):
     """Whether the kernel runs shifted gemms (lax.convolution.runs_shifted)."""
     _, rhs, (_, _, *ys) = _sizes(eqn)
     return runs_shifted(rhs, ys, eqn.params)
+
+
+# lane products split by vectors of examples when there are this many, else by
+# output features (each worker's tiles then keep all the examples' vectors: one
+# vector of them per tile, its broadcasts as many as its multiply-adds, ran at
+# two thirds of the speed of two or more)
+LANE_BLOCKS = 4
 
 
 def _lanes(eqn):
@@ -289,7 +297,8 @@ def _emit_shifted(ir, module, fname, eqn):
 
 def _emit_lanes(ir, module, fname, eqn):
     """The body of a convolution `_lanes` accepts: units [lo, hi) are vectors of
-    examples, which run together across the kernel's vectors (n = their lanes).
+    examples, which run together across the kernel's vectors (n = their lanes),
+    or with fewer than LANE_BLOCKS such vectors output features (all examples).
     Per input feature its plane is copied, padded, examples innermost; per output
     position one lane_product call adds W[:, feature] times the plane read from
     the position's window into acc[y, o, example]; then acc goes to the output."""
@@ -309,8 +318,12 @@ def _emit_lanes(ir, module, fname, eqn):
     lhs, rhs, out = fn.args[:3]
     const, at, real = t.const, t.at, t.real
     product = lane_product.declare(ir, module, dt)
-    first = b.mul(fn.args[3], const(lanes))
-    n = b.mul(b.sub(fn.args[4], fn.args[3]), const(lanes))     # examples in this call
+    lo, hi = fn.args[3:5]
+    if nb // lanes >= LANE_BLOCKS:      # examples [first, first + n), features [0, o)
+        first, n = b.mul(lo, const(lanes)), b.mul(b.sub(hi, lo), const(lanes))
+        o0, m = const(0), const(o)
+    else:                               # all examples, features [o0, o0 + m)
+        first, n, o0, m = const(0), const(nb), lo, b.sub(hi, lo)
     plane, acc = t.alloc(hp * wp * nb), t.alloc(len(offsets) * o * nb)
     _range_loop(ir, b, fn, const(0), b.mul(n, const(hp * wp)),
                 lambda j: b.store(t.zero, at(plane, j)))
@@ -327,25 +340,27 @@ def _emit_lanes(ir, module, fname, eqn):
                 b.store(v, at(plane, b.add(dst, e)))
             loops.nest(ir, b, fn, xs, element, "fill", unroll=False)
         _range_loop(ir, b, fn, const(0), n, fill)
-        a = at(rhs, b.mul(ci, const(w_st[1])))
+        a = at(rhs, b.add(b.mul(ci, const(w_st[1])), b.mul(o0, const(w_st[0]))))
         for y, offset in enumerate(offsets):
+            c_y = b.mul(n, b.add(o0, const(y * o)))
             b.call(product, [a, const(w_st[0]), const(w_st[2]), const(w_st[3]),
                              at(plane, b.mul(n, const(offset))), b.mul(n, const(sb_r)),
-                             b.mul(n, const(sb_t)), at(acc, b.mul(n, const(y * o))), n,
-                             const(o), n, const(kh), const(kw)])
+                             b.mul(n, const(sb_t)), at(acc, c_y), n, m, n, const(kh),
+                             const(kw)])
     loops.loop(ir, b, fn, 0, c, feature, "feature", unroll=False)
 
-    def put(idx):       # out[first + e, oi, y] = acc[y, oi, e]
-        oi, yh, yw = idx
-        y = b.add(b.mul(yh, const(ys[1])), yw)
-        src = b.mul(b.add(b.mul(y, const(o)), oi), n)
-        dst = loops.linear(ir, b, idx, o_st[1:])
+    def put(oi):        # out[first + e, oi, y] = acc[y, oi, e]
+        def position(idx):
+            y = b.add(b.mul(idx[0], const(ys[1])), idx[1])
+            src = b.mul(b.add(b.mul(y, const(o)), oi), n)
+            dst = b.add(b.mul(oi, const(o_st[1])), loops.linear(ir, b, idx, o_st[2:]))
 
-        def one(e):
-            b.store(b.load(at(acc, b.add(src, e)), typ=real),
-                    at(out, b.add(dst, b.mul(b.add(first, e), const(o_st[0])))))
-        _range_loop(ir, b, fn, const(0), n, one)
-    loops.nest(ir, b, fn, [o, *ys], put, "put", unroll=False)
+            def one(e):
+                b.store(b.load(at(acc, b.add(src, e)), typ=real),
+                        at(out, b.add(dst, b.mul(b.add(first, e), const(o_st[0])))))
+            _range_loop(ir, b, fn, const(0), n, one)
+        loops.nest(ir, b, fn, ys, position, "put", unroll=False)
+    _range_loop(ir, b, fn, o0, b.add(o0, m), put)
     b.call(t.free, [plane])
     b.call(t.free, [acc])
     b.ret(ir.Constant(ir.IntType(1), 0))
