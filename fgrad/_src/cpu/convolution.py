@@ -15,6 +15,16 @@ positions are copied out. lax.convolution.runs_shifted says when; the
 primitive's NumPy impl sums in the same order, so jit and eager agree bit for
 bit.
 
+A weight gradient's shape (a kernel far larger than the output) in 2-d with
+one group, no lhs dilation or cropping, and examples in whole vectors
+(lax.convolution.runs_lanes) runs lane products instead (`_emit_lanes`, the
+runtime kernel cpu.lane_product): the input's features copied one at a time
+into a padded plane with the examples innermost, and per output position one
+call adding W[:, feature] (broadcast) times the plane read from the position's
+window (examples across the vectors) into an accumulator kept per output
+position: no im2col, no packing, each output element one FMA chain, so jit and
+eager (which calls the same kernel) agree whatever the threads.
+
 Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
 writes patches into a column buffer col[chunk·k, block·P] (P output positions
