@@ -159,7 +159,7 @@ def _emit(dt):
         b.ret_void()
         return fn
 
-    kernels = {(nv, mr): tile(nv, mr) for nv, top in TILES for mr in range(1, top + 1)}
+    kernels = {(nv, mr): tile(nv, mr) for nv, top in TILES for mr in _rows(top)}
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), args), symbol(dt))
     attributes(fn)
     a, sa_m, sa_r, sa_t, bp, sb_r, sb_t, c, sc_m, m, n, rows, cols = fn.args
@@ -167,7 +167,7 @@ def _emit(dt):
 
     def at(base, index):
         return b.gep(base, [index], inbounds=True, source_etype=real)
-    # j from 0 in blocks of nv·lanes, widest first; i in tiles of mr, the last one shorter
+    # j from 0 in blocks of nv·lanes, widest first; i in tiles of mr, the last few shorter
     j = ir.Constant(i64, 0)
     for nv, top in TILES:
         step = nv * lanes
@@ -185,13 +185,20 @@ def _emit(dt):
             _range(ir, b, fn, full, lambda it: call(top, b.mul(it, ir.Constant(i64, top))))
             rest = b.srem(m, ir.Constant(i64, top))
             first = b.mul(full, ir.Constant(i64, top))
-            for mr in range(1, top):
-                with b.if_then(b.icmp_signed("==", rest, ir.Constant(i64, mr))):
-                    call(mr, first)
+            for mr in _rows(top)[1:]:    # the rest's binary digits, highest first
+                with b.if_then(b.icmp_signed("!=", b.and_(rest, ir.Constant(i64, mr)),
+                                             ir.Constant(i64, 0))):
+                    call(mr, b.add(first, b.and_(rest, ir.Constant(i64, -2 * mr))))
         _range(ir, b, fn, blocks, block)
         j = b.add(j0, b.mul(blocks, ir.Constant(i64, step)))
     b.ret_void()
     return str(module)
+
+
+def _rows(top):
+    """The tiles' row counts for a full tile of `top` rows: top, then powers of two
+    below it (the last rows, fewer than top, go as their binary digits)."""
+    return [top] + [1 << k for k in reversed(range(top.bit_length())) if 1 << k < top]
 
 
 def _range(ir, b, fn, count, body):
