@@ -71,7 +71,15 @@ CASES = {
     "1d_shifted": ((2, 16, 40), (8, 16, 3), (1,), ((1, 1),), (1,), (1,), 1, 1),
     "3d_shifted": ((1, 16, 3, 3, 60), (4, 16, 2, 2, 3), (1, 1, 1), ((0, 0), (0, 0), (1, 1)),
                    (1, 1, 1), (1, 1, 1), 1, 1),
+    # a weight gradient's shape with whole vectors of examples: lane products (the
+    # examples across the vectors), with window strides and rhs dilation
+    "2d_lanes": ((16, 3, 12, 11), (4, 3, 10, 10), (1, 1), ((1, 1), (1, 0)), (1, 1), (1, 1),
+                 1, 1),
+    "2d_lanes_strided": ((32, 2, 14, 13), (5, 2, 12, 5), (2, 1), ((0, 2), (1, 1)), (1, 1),
+                         (1, 3), 1, 1),
 }
+# the cases above that run lane products (in float32 and float64)
+LANES = {"2d_lanes", "2d_lanes_strided"}
 # the cases above that run shifted gemms, with the offsets along the kernel's last dim
 # that one gemm takes (shifted_stack)
 SHIFTED = {"2d_shifted": 3, "2d_shifted_dilated": 3, "2d_shifted_two_groups": 2,
@@ -108,7 +116,7 @@ def test_jitted_values_match_direct_loops(name):
 
 
 @pytest.mark.parametrize("name", ["1d_stride_pad", "2d_all", "2d_lhs_dil", "2d_batch_groups",
-                                  "2d_negative_pad", "3d"])
+                                  "2d_negative_pad", "3d", "2d_lanes"])
 def test_gradients_order_two(name):
     case = CASES[name]
     x, w = _draw(case, seed=1)
@@ -155,6 +163,34 @@ def test_cases_take_the_shifted_gemms_named(name):
     assert runs_shifted(ws, ys, params) == (name in SHIFTED)
     if name in SHIFTED:
         assert shifted_stack(ws[1], ws[-1]) == SHIFTED[name]
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cases_take_the_lane_products_named(name, dtype):
+    """LANES names exactly the cases the native kernel runs as lane products."""
+    from fgrad._src.lax.convolution import _out_size, runs_lanes
+    xs, ws, strides, pads, ld, rd, g, bg = CASES[name]
+    ys = [_out_size(*a) for a in zip(xs[2:], ws[2:], strides, pads, ld, rd)]
+    params = dict(window_strides=strides, padding=pads, lhs_dilation=ld, rhs_dilation=rd,
+                  feature_group_count=g, batch_group_count=bg)
+    assert runs_lanes(xs[0] // bg, ws, ys, params, dtype) == (name in LANES)
+
+
+def test_lane_products_in_any_layout():
+    """Lane products read and write every layout the dimension numbers give (a
+    weight gradient's, channels last), jit and eager alike."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((16, 11, 12, 3)).astype(np.float32)      # N H W C
+    w = rng.standard_normal((10, 3, 4, 10)).astype(np.float32)       # H I O W
+    f = lambda x, w: lax.conv_general_dilated(  # noqa: E731
+        x, w, (1, 1), ((1, 0), (0, 1)), dimension_numbers=("NHWC", "HIOW", "CHWN"))
+    got = np.asarray(f(x, w))
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(f)(x, w)), got)
+    want = reference(np.transpose(x, (0, 3, 1, 2)).astype(np.float64),
+                     np.transpose(w, (2, 1, 0, 3)).astype(np.float64), (1, 1),
+                     ((1, 0), (0, 1)), (1, 1), (1, 1))
+    np.testing.assert_allclose(np.transpose(got, (3, 0, 1, 2)), want, rtol=1e-4, atol=1e-4)
 
 
 def test_shifted_gemms_in_any_layout():

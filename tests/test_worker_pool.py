@@ -354,6 +354,14 @@ def test_a_lone_big_kernel_is_split_over_the_workers(monkeypatch):
     pool_in = rng.standard_normal((64, 64, 32, 32)).astype(np.float32)
     cases = [(lambda a, b: a @ b, (a, b)),
              (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), "SAME"), (x, w)),
+             # a weight gradient's shape: lane products, split by vectors of examples
+             # (4 of them), or by output features (2)
+             (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1))),
+              (rng.standard_normal((64, 3, 14, 14)).astype(np.float32),
+               rng.standard_normal((8, 3, 13, 13)).astype(np.float32))),
+             (lambda x, w: fgrad.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1))),
+              (rng.standard_normal((32, 3, 14, 14)).astype(np.float32),
+               rng.standard_normal((9, 3, 13, 13)).astype(np.float32))),
              (lambda p: fgrad.lax.reduce_window_max(p, (1, 1, 2, 2), (1, 1, 2, 2)), (pool_in,))]
     for f, args in cases:
         assert split_labels(fgrad.jit(f), *args)

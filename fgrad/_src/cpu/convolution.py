@@ -15,6 +15,16 @@ positions are copied out. lax.convolution.runs_shifted says when; the
 primitive's NumPy impl sums in the same order, so jit and eager agree bit for
 bit.
 
+A weight gradient's shape (a kernel far larger than the output) in 2-d with
+one group, no lhs dilation or cropping, and examples in whole vectors
+(lax.convolution.runs_lanes) runs lane products instead (`_emit_lanes`, the
+runtime kernel cpu.lane_product): the input's features copied one at a time
+into a padded plane with the examples innermost, and per output position one
+call adding W[:, feature] (broadcast) times the plane read from the position's
+window (examples across the vectors) into an accumulator kept per output
+position: no im2col, no packing, each output element one FMA chain, so jit and
+eager (which calls the same kernel) agree whatever the threads.
+
 Otherwise, im2col:
 For each group (feature or batch group) and each block of examples, the kernel
 writes patches into a column buffer col[chunk·k, block·P] (P output positions
@@ -51,9 +61,9 @@ import math
 import numpy as np
 
 from ..jaxpr import Var
-from ..lax.convolution import (im2col_plan, out_is_canonical, runs_shifted, shifted_copy_range,
-                               shifted_rows, shifted_stack)
-from . import blas, loops
+from ..lax.convolution import (im2col_plan, lane_layout, out_is_canonical, runs_lanes,
+                               runs_shifted, shifted_copy_range, shifted_rows, shifted_stack)
+from . import blas, lane_product, loops
 
 NAMES = frozenset({"conv_general_dilated"})
 
@@ -111,6 +121,9 @@ def split_extent(eqn):
     range, which threads may share (each with its own buffers)."""
     p = eqn.params
     nb = _sizes(eqn)[2][0]
+    if _lanes(eqn):
+        blocks = nb // lane_product.LANES[np.dtype(eqn.outvars[0].aval.dtype)]
+        return blocks if blocks >= LANE_BLOCKS else _sizes(eqn)[1][0]
     if _shifted(eqn):
         return nb
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
@@ -120,6 +133,19 @@ def _shifted(eqn):
     """Whether the kernel runs shifted gemms (lax.convolution.runs_shifted)."""
     _, rhs, (_, _, *ys) = _sizes(eqn)
     return runs_shifted(rhs, ys, eqn.params)
+
+
+# lane products split by vectors of examples when there are this many, else by
+# output features (each worker's tiles then keep all the examples' vectors: one
+# vector of them per tile, its broadcasts as many as its multiply-adds, ran at
+# two thirds of the speed of two or more)
+LANE_BLOCKS = 4
+
+
+def _lanes(eqn):
+    """Whether the kernel runs lane products (lax.convolution.runs_lanes)."""
+    _, rhs, (nb, _, *ys) = _sizes(eqn)
+    return runs_lanes(nb, rhs, ys, eqn.params, eqn.outvars[0].aval.dtype)
 
 
 def _range_loop(ir, b, fn, lo, hi, body):
@@ -279,8 +305,82 @@ def _emit_shifted(ir, module, fname, eqn):
     return fn
 
 
+def _emit_lanes(ir, module, fname, eqn):
+    """The body of a convolution `_lanes` accepts: units [lo, hi) are vectors of
+    examples, which run together across the kernel's vectors (n = their lanes),
+    or with fewer than LANE_BLOCKS such vectors output features (all examples).
+    Per input feature its plane is copied, padded, examples innermost; per output
+    position one lane_product call adds W[:, feature] times the plane read from
+    the position's window into acc[y, o, example]; then acc goes to the output."""
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    dt = np.dtype(eqn.outvars[0].aval.dtype)
+    (nb, c, *xs), (o, _, kh, kw), (_, _, *ys) = _sizes(eqn)
+    lanes = lane_product.LANES[dt]
+    (hp, wp), offsets, (sb_r, sb_t) = lane_layout(xs, ys, p["padding"], p["window_strides"],
+                                                  p["rhs_dilation"], 1)
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
+    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
+    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    (lo_h, _), (lo_w, _) = p["padding"]
+
+    fn, b, t = _start(ir, module, fname, dt)
+    lhs, rhs, out = fn.args[:3]
+    const, at, real = t.const, t.at, t.real
+    product = lane_product.declare(ir, module, dt)
+    lo, hi = fn.args[3:5]
+    if nb // lanes >= LANE_BLOCKS:      # examples [first, first + n), features [0, o)
+        first, n = b.mul(lo, const(lanes)), b.mul(b.sub(hi, lo), const(lanes))
+        o0, m = const(0), const(o)
+    else:                               # all examples, features [o0, o0 + m)
+        first, n, o0, m = const(0), const(nb), lo, b.sub(hi, lo)
+    plane, acc = t.alloc(hp * wp * nb), t.alloc(len(offsets) * o * nb)
+    _range_loop(ir, b, fn, const(0), b.mul(n, const(hp * wp)),
+                lambda j: b.store(t.zero, at(plane, j)))
+    _range_loop(ir, b, fn, const(0), b.mul(n, const(len(offsets) * o)),
+                lambda j: b.store(t.zero, at(acc, j)))
+
+    def feature(ci):
+        def fill(e):    # plane[h + lo_h, w + lo_w, e] = lhs[first + e, ci, h, w]
+            src = b.add(b.mul(b.add(first, e), const(x_st[0])), b.mul(ci, const(x_st[1])))
+
+            def element(idx):
+                dst = b.mul(loops.linear(ir, b, idx, [wp, 1], lo_h * wp + lo_w), n)
+                v = b.load(at(lhs, b.add(src, loops.linear(ir, b, idx, x_st[2:]))), typ=real)
+                b.store(v, at(plane, b.add(dst, e)))
+            loops.nest(ir, b, fn, xs, element, "fill", unroll=False)
+        _range_loop(ir, b, fn, const(0), n, fill)
+        a = at(rhs, b.add(b.mul(ci, const(w_st[1])), b.mul(o0, const(w_st[0]))))
+        for y, offset in enumerate(offsets):
+            c_y = b.mul(n, b.add(o0, const(y * o)))
+            b.call(product, [a, const(w_st[0]), const(w_st[2]), const(w_st[3]),
+                             at(plane, b.mul(n, const(offset))), b.mul(n, const(sb_r)),
+                             b.mul(n, const(sb_t)), at(acc, c_y), n, m, n, const(kh),
+                             const(kw)])
+    loops.loop(ir, b, fn, 0, c, feature, "feature", unroll=False)
+
+    def put(oi):        # out[first + e, oi, y] = acc[y, oi, e]
+        def position(idx):
+            y = b.add(b.mul(idx[0], const(ys[1])), idx[1])
+            src = b.mul(b.add(b.mul(y, const(o)), oi), n)
+            dst = b.add(b.mul(oi, const(o_st[1])), loops.linear(ir, b, idx, o_st[2:]))
+
+            def one(e):
+                b.store(b.load(at(acc, b.add(src, e)), typ=real),
+                        at(out, b.add(dst, b.mul(b.add(first, e), const(o_st[0])))))
+            _range_loop(ir, b, fn, const(0), n, one)
+        loops.nest(ir, b, fn, ys, position, "put", unroll=False)
+    _range_loop(ir, b, fn, o0, b.add(o0, m), put)
+    b.call(t.free, [plane])
+    b.call(t.free, [acc])
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return fn
+
+
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
+    if _lanes(eqn):
+        return _emit_lanes(ir, module, fname, eqn)
     if _shifted(eqn):
         return _emit_shifted(ir, module, fname, eqn)
     p = eqn.params

@@ -245,6 +245,60 @@ def shifted_copy_range(x_last, y_last, offset, rhs_dilation, lo):
     return first, max(first, end)
 
 
+def runs_lanes(nb, rhs_shape, ys, params, dtype):
+    """Whether a convolution sums as lane products (cpu.lane_product): a weight
+    gradient's shape (a kernel far larger than the output), 2-d, one group, no
+    lhs dilation or cropping, and nb examples in whole vectors of the kernel's
+    lanes (they run across the vectors). Each output element is then one FMA
+    chain over (input feature, kernel position) in C order, whatever the threads."""
+    from ..cpu import lane_product
+    p = params
+    _, _, *ks = rhs_shape
+    lanes = lane_product.LANES.get(np.dtype(dtype))
+    return (lanes is not None and len(ks) == 2 and nb % lanes == 0
+            and p["feature_group_count"] * p["batch_group_count"] == 1
+            and set(p["lhs_dilation"]) == {1} and min(min(pad) for pad in p["padding"]) >= 0
+            and math.prod(ks) > TRANSPOSED_RATIO * math.prod(ys))
+
+
+def lane_layout(xs, ys, padding, strides, rhs_dilation, lanes):
+    """For lane products over `lanes` examples: the padded plane (Hp, Wp) each
+    input feature is copied into, examples innermost, and per output position y
+    (C order) the offset of its window in that copy, and the copy's strides along
+    the kernel's rows and columns (the kernel call's b, sb_r, sb_t)."""
+    (h, w), ((lo_h, hi_h), (lo_w, hi_w)) = xs, padding
+    hp, wp = h + lo_h + hi_h, w + lo_w + hi_w
+    offsets = [(yh * strides[0] * wp + yw * strides[1]) * lanes
+               for yh, yw in itertools.product(range(ys[0]), range(ys[1]))]
+    return (hp, wp), offsets, (rhs_dilation[0] * wp * lanes, rhs_dilation[1] * lanes)
+
+
+def _lane_sums(x, w, padding, strides, rhs_dilation, out_sizes):
+    """Canonical x (N, C, H, W) and w (O, C, kh, kw) convolved as the native kernel
+    does it (`runs_lanes`): each input feature's plane, padded, examples innermost;
+    per feature and output position one kernel call adds w[:, feature] times the
+    plane read from the position's window, into acc[y, o, example]."""
+    from ..cpu import lane_product
+    n, c, *xs = x.shape
+    o, _, kh, kw = w.shape
+    (hp, wp), offsets, (sb_r, sb_t) = lane_layout(xs, out_sizes, padding, strides,
+                                                  rhs_dilation, n)
+    dt = np.result_type(x, w)
+    planes = np.zeros((c, hp, wp, n), dt)
+    planes[:, padding[0][0]:padding[0][0] + xs[0], padding[1][0]:padding[1][0] + xs[1]] = \
+        np.transpose(x, (1, 2, 3, 0))
+    acc = np.zeros((len(offsets), o, n), dt)
+    w = np.ascontiguousarray(w)
+    product, item = lane_product.function(dt), dt.itemsize
+    for ci in range(c):
+        a = w.ctypes.data + ci * kh * kw * item
+        plane = planes.ctypes.data + ci * hp * wp * n * item
+        for y, offset in enumerate(offsets):
+            product(a, c * kh * kw, kw, 1, plane + offset * item, sb_r, sb_t,
+                    acc.ctypes.data + y * o * n * item, n, o, n, kh, kw)
+    return np.transpose(acc, (2, 1, 0)).reshape((n, o, *out_sizes))
+
+
 def _shifted_sums(x, w, padding, rhs_dilation, out_sizes):
     """Canonical x (N, C, *xs) and w (O, C, *ks) convolved as the native kernel does
     it (cpu.convolution), with the same gemm shapes: BLAS's rounding depends on
@@ -340,6 +394,8 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
               and blas.available())     # else the jit runs this impl too
     if 0 in x.shape or 0 in w.shape or y == 0:
         out = np.zeros((nb, o, *out_sizes), np.result_type(x, w))
+    elif native and runs_lanes(nb, w.shape, out_sizes, params, x.dtype):
+        out = _lane_sums(x, w, padding, window_strides, rhs_dilation, out_sizes)
     elif native and runs_shifted(w.shape, out_sizes, params):
         out = _shifted_sums(x, w, padding, rhs_dilation, out_sizes)
     elif native:
