@@ -16,9 +16,11 @@ import re
 import numpy as np
 import pytest
 
+import fgrad
 import fgrad.numpy as fnp
 from fgrad import jit, lax
 from fgrad._src.cpu import fused
+from fgrad._src.jit import executable
 from fgrad._src.jit.primitive import compile_jaxpr
 
 # Inputs include NaN/Inf on purpose: the eager NumPy reference warns about them.
@@ -655,6 +657,23 @@ def test_softmax_is_at_most_three_kernels(dt):
     assert got.dtype == want.dtype == dt and got.shape == want.shape
     # the sums are ordered differently from NumPy's pairwise sum
     np.testing.assert_allclose(got, want, rtol=64 * np.finfo(dt).eps, atol=0)
+
+
+def test_softmax_recomputes_its_exponentials_with_the_same_bits(monkeypatch):
+    """The sum's kernel stores only the sums; the last kernel computes exp(x - m)
+    again (the sums keep their own kernels: no recomputed equation joins them)."""
+    x = np.random.default_rng(13).standard_normal((64, 1000)).astype(np.float32)
+    f = lambda x: fgrad.nn.softmax(x * 2.0 + 1.0, axis=-1)   # noqa: E731
+    kernels = _exe(f, x).kernels
+    labels = [k.label.split(" (split")[0] for k in kernels]
+    assert labels[-2:] == ["native:sub+exp+reduce_sum", "native:sub+exp+div"], labels
+    assert len(kernels[-2].outs) == 1, labels
+    got = np.asarray(jit(f)(x))
+    plan = executable.plan
+    monkeypatch.setattr(executable, "plan", lambda *a, **k: plan(*a, **{**k, "recompute": False}))
+    stored = _exe(f, x).kernels
+    assert [k.label.split(" (split")[0] for k in stored][-1] == "native:div"
+    assert np.array_equal(got, np.asarray(jit(lambda x: f(x))(x)))
 
 
 def _reduce_ref(name, x, axes):

@@ -67,7 +67,7 @@ __all__ = [
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 
 # LLVM's global context and the pass pipelines are not thread-safe: every use of
 # LLVM holds this lock (also held across fork(): see compiler_lock).
