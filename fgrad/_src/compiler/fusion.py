@@ -26,6 +26,7 @@ it indexes `inputs[k]`); it is `(input, None)` for a plain input.
 Values a group defines but later equations or the program's outputs need
 become the kernel's outputs. Everything else stays a single-equation step.
 """
+import math
 from typing import NamedTuple
 
 from ..jaxpr import Literal, Var
@@ -305,13 +306,6 @@ MAX_RECOMPUTED = 4
 ORDERED = frozenset({"reduce_sum", "reduce_prod"})
 
 
-def _size(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _chain(group, v):
     """The equations of `group` that compute its value `v` from the group's
     inputs, in the group's order, when they are few and cheap; else None."""
@@ -336,11 +330,12 @@ def recompute_chains(steps, jaxpr, readers, program_outs, resolved):
     same domain computes by a short chain of cheap element-wise equations
     (`_chain`), and that nothing else reads, computes it again from that
     group's inputs instead: the earlier group no longer stores it (masked
-    scores, a softmax's exponentials, a layer norm's centred values). Not into
-    a group with a sum or product (`ORDERED`). Only when
-    the chain reads at most one array of the domain's size the group does not
-    read already, so no more memory is read than the value's own bytes. The
-    same equations on the same inputs give the same bits."""
+    scores, a softmax's exponentials, a layer norm's centred values). Only
+    into a group without a sum or product (`ORDERED`) that reads none of the
+    chain's values through a view, and only when the chain reads at most one
+    array of the domain's size the group does not read already, so no more
+    memory is read than the value's own bytes. The same equations on the same
+    inputs give the same bits."""
     index = {id(e): i for i, e in enumerate(jaxpr.eqns)}
     readers = {v: set(r) for v, r in readers.items()}
     steps = list(steps)
@@ -365,10 +360,13 @@ def recompute_chains(steps, jaxpr, readers, program_outs, resolved):
             if chain is None:
                 continue
             made = {v for e in chain for v in e.outvars}
+            if any(x in made for x, (_, view) in zip(step.inputs, step.reads)
+                   if view is not None):
+                continue
             sources = {source(x) for x in step.inputs if type(x) is Var}
             leaves = {source(x) for e in chain for x in e.invars
                       if type(x) is Var and x not in made}
-            if sum(_size(x.aval.shape) == _size(step.shape)
+            if sum(math.prod(x.aval.shape) == math.prod(step.shape)
                    for x in leaves - sources) > 1:
                 continue
             readers[a] -= ours
