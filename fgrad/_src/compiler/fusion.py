@@ -294,9 +294,11 @@ def join_sibling_reductions(steps, jaxpr, readers, program_outs, resolved, same_
     return out
 
 
-# Element-wise primitives cheap enough to compute twice, and the most of them
-# (at most one exp) a group recomputes for one value it would otherwise read.
-RECOMPUTABLE = frozenset({"add", "sub", "mul", "neg", "max", "min", "select_n", "exp",
+# Element-wise primitives cheap enough to compute twice (not exp: recomputing a
+# softmax's exponentials cost more CPU time than storing them, one thread, 2 M
+# elements), and the most of them a group recomputes for one value it would
+# otherwise read.
+RECOMPUTABLE = frozenset({"add", "sub", "mul", "neg", "max", "min", "select_n",
                           "convert_element_type", "stop_gradient", "is_finite",
                           "eq", "ne", "lt", "le", "gt", "ge"})
 MAX_RECOMPUTED = 4
@@ -320,17 +322,15 @@ def _chain(group, v):
         chain.add(id(e))
         need += [a for a in e.invars if type(a) is Var]
     eqns = [e for e in group.eqns if id(e) in chain]
-    if len(eqns) > MAX_RECOMPUTED or sum(e.primitive.name == "exp" for e in eqns) > 1:
-        return None
-    return eqns
+    return eqns if len(eqns) <= MAX_RECOMPUTED else None
 
 
 def recompute_chains(steps, jaxpr, readers, program_outs, resolved):
     """`steps` where a Fused group reading a value that an earlier group over the
     same domain computes by a short chain of cheap element-wise equations
     (`_chain`), and that nothing else reads, computes it again from that
-    group's inputs instead: the earlier group no longer stores it (masked
-    scores, a softmax's exponentials, a layer norm's centred values). Only
+    group's inputs instead: the earlier group no longer stores it (a layer
+    norm's centred values, read only by its last kernel). Only
     into a group without a sum or product (`ORDERED`) that reads none of the
     chain's values through a view, and only when the chain reads at most one
     array of the domain's size the group does not read already, so no more
