@@ -8,8 +8,11 @@ convolution is one `fgrad.lax.conv_general_dilated` (a native kernel under
 jit). Everything is built from fgrad.numpy / fgrad.lax, so it differentiates
 to any order, vmaps and jits.
 """
+import functools
+
 import numpy as np
 
+import fgrad
 import fgrad.lax as lax
 import fgrad.numpy as fnp
 
@@ -152,15 +155,38 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     if tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ValueError(f"layer_norm: input of shape {tuple(x.shape)} does not end in "
                          f"normalized_shape {shape}")
-    axes = tuple(range(x.ndim - len(shape), x.ndim))
-    mean = fnp.mean(x, axis=axes, keepdims=True)
-    var = fnp.var(x, axis=axes, keepdims=True)     # float16: squares summed in float32
-    y = (x - mean) * lax.rsqrt(var + eps)
+    y = _normalized(x, tuple(range(x.ndim - len(shape), x.ndim)), eps)
     if weight is not None:
         y = y * weight
     if bias is not None:
         y = y + bias
     return y
+
+
+@functools.partial(fgrad.custom_jvp, nondiff_argnums=(1, 2))
+def _normalized(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes` (biased variance)."""
+    return _statistics(x, axes, eps)[0]
+
+
+def _statistics(x, axes, eps):
+    mean = fnp.mean(x, axis=axes, keepdims=True)
+    var = fnp.var(x, axis=axes, keepdims=True)     # float16: squares summed in float32
+    r = lax.rsqrt(var + eps)
+    return (x - mean) * r, r
+
+
+@_normalized.defjvp
+def _normalized_jvp(axes, eps, primals, tangents):
+    """y' = r (x' - mean(x') - y mean(y x')) with r = 1 / sqrt(var + eps): reverse
+    mode keeps y and r, and sums the two statistics of the cotangent in one pass
+    (not the chain rule through the mean, the variance and rsqrt)."""
+    (x,), (dx,) = primals, tangents
+    y, r = _statistics(x, axes, eps)
+    # both means first: transposed, both sums then precede their uses (one kernel)
+    along_y = fnp.mean(y * dx, axis=axes, keepdims=True)
+    mean = fnp.mean(dx, axis=axes, keepdims=True)
+    return y, r * (dx - mean - y * along_y)
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=True,

@@ -7,7 +7,7 @@ import pytest
 import scipy.special
 
 import fgrad
-from fgrad import lax
+from fgrad import lax, nn
 from fgrad._src.core import Primitive
 from fgrad._src.lax import elementwise as ew
 from fgrad.test_util import check_grads
@@ -607,6 +607,17 @@ def test_select_n_three_cases_with_broadcasting_gradients():
     np.testing.assert_array_equal(np.asarray(g[1]), [[1.0], [1.0]])
     assert float(g[2]) == 2.0
     check_grads(lambda *c: lax.select_n(which, *c), (c0, c1, c2), order=2)
+
+
+def test_select_n_transpose_holds_no_array_of_zeros():
+    """The cases not picked get a 0-d zero, not a constant of the cotangent's size
+    that a jitted step would read (a relu's backward in every layer)."""
+    x = np.linspace(-1.0, 1.0, 64).astype(np.float32).reshape(8, 8)
+    jaxpr = fgrad.make_jaxpr(fgrad.grad(lambda x: lax.reduce_sum(nn.relu(x), (0, 1))))(x)
+    zeros = [np.shape(c) for c in jaxpr.consts if np.size(c) > 1 and not np.any(np.asarray(c))]
+    assert not zeros, zeros
+    np.testing.assert_array_equal(np.asarray(fgrad.jit(fgrad.grad(
+        lambda x: lax.reduce_sum(nn.relu(x), (0, 1))))(x)), (x > 0).astype(np.float32))
 
 
 def test_select_n_selector_gets_no_gradient_and_tangents_pass_through():

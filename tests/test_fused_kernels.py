@@ -19,6 +19,7 @@ import pytest
 import fgrad.numpy as fnp
 from fgrad import jit, lax
 from fgrad._src.cpu import fused
+from fgrad._src.jit import executable
 from fgrad._src.jit.primitive import compile_jaxpr
 
 # Inputs include NaN/Inf on purpose: the eager NumPy reference warns about them.
@@ -655,6 +656,27 @@ def test_softmax_is_at_most_three_kernels(dt):
     assert got.dtype == want.dtype == dt and got.shape == want.shape
     # the sums are ordered differently from NumPy's pairwise sum
     np.testing.assert_allclose(got, want, rtol=64 * np.finfo(dt).eps, atol=0)
+
+
+def test_centred_values_are_recomputed_not_stored_with_the_same_bits(monkeypatch):
+    """x - mean is summed squared by the variance's kernel and read again by the
+    last one: that kernel computes it again, so the variance's kernel stores only
+    its sums (a sum's kernel itself never takes recomputed equations)."""
+    x = np.random.default_rng(13).standard_normal((64, 1000)).astype(np.float32)
+
+    def f(x):
+        centred = x - fnp.mean(x, -1, keepdims=True)
+        return centred / fnp.sqrt(fnp.mean(centred * centred, -1, keepdims=True) + 1e-5)
+    kernels = _exe(f, x).kernels
+    labels = [k.label.split(" (split")[0] for k in kernels]
+    assert labels[2] == "native:sub+mul+reduce_sum" and len(kernels[2].outs) == 1, labels
+    assert labels[-1] == "native:sub+div", labels
+    got = np.asarray(jit(f)(x))
+    plan = executable.plan
+    monkeypatch.setattr(executable, "plan", lambda *a, **k: plan(*a, **{**k, "recompute": False}))
+    stored = [k.label.split(" (split")[0] for k in _exe(f, x).kernels]
+    assert stored[-1] == "native:div", stored
+    assert np.array_equal(got, np.asarray(jit(lambda x: f(x))(x)))
 
 
 def _reduce_ref(name, x, axes):

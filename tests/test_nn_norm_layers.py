@@ -132,3 +132,24 @@ def test_stateful_instance_norm_in_sequential(rng):
     want, inner = model.layers[0](x, state[0])
     _close(y, np.maximum(np.asarray(want), 0))
     assert_trees_close(new[0], inner)
+
+
+def test_layer_norm_gradient_is_the_formula_and_one_pass_of_row_sums(rng):
+    """dx = r (g - mean(g) - y mean(g y)) with g = w dy, y the normalised input and
+    r = 1 / sqrt(var + eps); under jit both row means of the cotangent share one
+    kernel."""
+    x, dy = rng.standard_normal((2, 64, 32)), rng.standard_normal((2, 64, 32))
+    ln = _perturbed(L.LayerNorm(32, dtype=F64), rng)
+    loss = lambda m, v: fnp.sum(m(v) * dy)                   # noqa: E731
+    r = 1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    y = (x - x.mean(-1, keepdims=True)) * r
+    g = dy * np.asarray(ln.weight)
+    want = r * (g - g.mean(-1, keepdims=True) - y * (g * y).mean(-1, keepdims=True))
+    for grad in (fgrad.grad(loss, (0, 1)), fgrad.jit(fgrad.grad(loss, (0, 1)))):
+        gm, gx = grad(ln, x)
+        _close(gx, want)
+        _close(gm.weight, (dy * y).sum((0, 1)))
+        _close(gm.bias, dy.sum((0, 1)))
+    text = fgrad.jit(fgrad.grad(loss, 1)).lower(ln, x).as_text().split("\n{")[0]
+    sums = [line for line in text.splitlines() if "reduce_sum" in line]
+    assert len(sums) == 3 and sums[-1].count("reduce_sum") == 2, text   # mean, var; both

@@ -26,6 +26,7 @@ it indexes `inputs[k]`); it is `(input, None)` for a plain input.
 Values a group defines but later equations or the program's outputs need
 become the kernel's outputs. Everything else stays a single-equation step.
 """
+import math
 from typing import NamedTuple
 
 from ..jaxpr import Literal, Var
@@ -126,14 +127,15 @@ def view_map(eqn, m):
     return None
 
 
-def plan(jaxpr, can_fuse, same_sums=None):
+def plan(jaxpr, can_fuse, same_sums=None, recompute=False):
     """Steps for `jaxpr`: Fused groups and single equations, in a valid order.
 
     `can_fuse(eqn)` says whether the backend has a loop-body lowering for an
     element-wise equation or a reduction. With `same_sums(parts, joined)` (the
     backend says whether each reduction of the Fused groups `parts` adds its
     terms in the same order in the Fused group `joined`), sibling reduction
-    groups are joined (see join_sibling_reductions).
+    groups are joined (see join_sibling_reductions). With `recompute`, short
+    element-wise chains are recomputed rather than stored (see recompute_chains).
     """
     eqns = jaxpr.eqns
     n = len(eqns)
@@ -241,6 +243,8 @@ def plan(jaxpr, can_fuse, same_sums=None):
     if same_sums is not None:
         steps = join_sibling_reductions(steps, jaxpr, readers, program_outs, resolved,
                                         same_sums)
+    if recompute:
+        steps = recompute_chains(steps, jaxpr, readers, program_outs, resolved)
     return steps
 
 
@@ -288,6 +292,98 @@ def join_sibling_reductions(steps, jaxpr, readers, program_outs, resolved, same_
         for v in (out[target].outputs if type(out[target]) is Fused else step.outvars):
             where[v] = target
     return out
+
+
+# Element-wise primitives cheap enough to compute twice (not exp: recomputing a
+# softmax's exponentials cost more CPU time than storing them, one thread, 2 M
+# elements), and the most of them a group recomputes for one value it would
+# otherwise read.
+RECOMPUTABLE = frozenset({"add", "sub", "mul", "neg", "max", "min", "select_n",
+                          "convert_element_type", "stop_gradient", "is_finite",
+                          "eq", "ne", "lt", "le", "gt", "ge"})
+MAX_RECOMPUTED = 4
+# Reductions whose float results depend on the order of their terms: the loop
+# vectoriser may pick another one for a longer loop body, so a group summing
+# never takes recomputed equations.
+ORDERED = frozenset({"reduce_sum", "reduce_prod"})
+
+
+def _chain(group, v):
+    """The equations of `group` that compute its value `v` from the group's
+    inputs, in the group's order, when they are few and cheap; else None."""
+    defined = {out: e for e in group.eqns for out in e.outvars}
+    chain, need = set(), [v]
+    while need:
+        e = defined.get(need.pop())
+        if e is None or id(e) in chain:
+            continue
+        if e.primitive.name not in RECOMPUTABLE:
+            return None
+        chain.add(id(e))
+        need += [a for a in e.invars if type(a) is Var]
+    eqns = [e for e in group.eqns if id(e) in chain]
+    return eqns if len(eqns) <= MAX_RECOMPUTED else None
+
+
+def recompute_chains(steps, jaxpr, readers, program_outs, resolved):
+    """`steps` where a Fused group reading a value that an earlier group over the
+    same domain computes by a short chain of cheap element-wise equations
+    (`_chain`), and that nothing else reads, computes it again from that
+    group's inputs instead: the earlier group no longer stores it (a layer
+    norm's centred values, read only by its last kernel). Only
+    into a group without a sum or product (`ORDERED`) that reads none of the
+    chain's values through a view, and only when the chain reads at most one
+    array of the domain's size the group does not read already, so no more
+    memory is read than the value's own bytes. The same equations on the same
+    inputs give the same bits."""
+    index = {id(e): i for i, e in enumerate(jaxpr.eqns)}
+    readers = {v: set(r) for v, r in readers.items()}
+    steps = list(steps)
+    where = {v: pos for pos, s in enumerate(steps) if type(s) is Fused for v in s.outputs}
+
+    def source(a):
+        return resolved[a][0] if a in resolved else a
+
+    for pos, step in enumerate(steps):
+        if type(step) is not Fused or any(e.primitive.name in ORDERED for e in step.reductions):
+            continue
+        for a, (_, m) in zip(list(step.inputs), list(step.reads)):
+            if type(a) is not Var or m is not None or a in program_outs or a not in where:
+                continue
+            first = steps[where[a]]
+            if first is step or tuple(first.shape) != tuple(step.shape):
+                continue
+            ours = {index[id(e)] for e in step.eqns}
+            if readers.get(a, set()) - {index[id(e)] for e in first.eqns} - ours:
+                continue
+            chain = _chain(first, a)
+            if chain is None:
+                continue
+            made = {v for e in chain for v in e.outvars}
+            if any(x in made for x, (_, view) in zip(step.inputs, step.reads)
+                   if view is not None):
+                continue
+            sources = {source(x) for x in step.inputs if type(x) is Var}
+            leaves = {source(x) for e in chain for x in e.invars
+                      if type(x) is Var and x not in made}
+            if sum(math.prod(x.aval.shape) == math.prod(step.shape)
+                   for x in leaves - sources) > 1:
+                continue
+            readers[a] -= ours
+            joined = _make_group([(index[id(e)], e) for e in chain + step.eqns], readers,
+                                 program_outs, resolved)
+            joined.outputs = [v for v in joined.outputs if v not in made]
+            for v in made:      # the chain's reads from inside `first` are now ours too
+                readers.get(v, set()).difference_update(
+                    index[id(e)] for e in step.eqns if v in e.invars)
+            steps[pos] = step = joined
+            p = where[a]
+            steps[p] = _make_group([(index[id(e)], e) for e in first.eqns], readers,
+                                   program_outs, resolved)
+            if not steps[p].outputs:        # all it computed is recomputed where read
+                steps[p] = None
+            where = {v: q for q, s in enumerate(steps) if type(s) is Fused for v in s.outputs}
+    return [s for s in steps if s is not None]
 
 
 class _Pending:
@@ -344,5 +440,5 @@ def _make_group(indexed, readers, program_outs, resolved=None):
     return Fused(eqns, inputs, outputs, tuple(shape), reads)
 
 
-__all__ = ["Fused", "IndexMap", "plan", "join_sibling_reductions", "view_map", "VIEWS",
-           "REDUCTIONS"]
+__all__ = ["Fused", "IndexMap", "plan", "join_sibling_reductions", "recompute_chains",
+           "view_map", "VIEWS", "REDUCTIONS"]

@@ -318,7 +318,7 @@ def _native_steps(jaxpr, fused):
     turned into copies (see _native_copies)."""
     steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
              if type(s) is not Fused and fused.can_lower_alone(s) else s
-             for s in plan(jaxpr, fused.can_fuse, fused.same_sums)]
+             for s in plan(jaxpr, fused.can_fuse, fused.same_sums, recompute=True)]
     return _native_copies(steps, jaxpr, fused)
 
 

@@ -566,7 +566,8 @@ def _zeros_of(x):
 
 
 def _select_n_transpose(ct, which, *cases):
-    zeros = _zeros_of(ct)
+    # one 0-d zero (a literal under jit), not a constant array of ct's size to read
+    zeros = Array(np.zeros((), ct.dtype), False)
     out = [None]
     for i, c in enumerate(cases):
         if is_undefined(c):

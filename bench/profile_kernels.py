@@ -1,0 +1,105 @@
+"""Per-kernel times of the transformer benchmark's jitted training step.
+
+    bench/.venv-peers/bin/python bench/profile_kernels.py [--top 40] [--repeats 5]
+
+The step is compiled with every native kernel as a segment of its own (a big
+kernel still shares fgrad's worker threads; nothing else joins its call), run
+once so that every intermediate value exists, then each call is timed alone
+on those values (the min of --repeats). The slowest calls are listed with
+their operand and result shapes, then the totals by kernel label and the share
+of matrix products. A development tool: it reaches into fgrad's jit internals,
+and on a busy machine only the shares mean much.
+"""
+import argparse
+import collections
+import time
+
+import common  # noqa: F401  # (first: thread settings)
+import numpy as np
+
+import fgrad
+import transformer
+from fgrad._src.cpu import program
+from fgrad._src.jit import executable
+from fgrad._src.jit.primitive import compile_jaxpr
+from fgrad._src.jit.slots import run_steps
+from fgrad_nn import losses, optim
+
+
+def _one_kernel_segments(steps, fits, program_outs, min_kernels=2, alone=None):
+    """plan_segments with each native kernel a segment of its own."""
+    readers = {}
+    for i, step in enumerate(steps):
+        for a in program._arrays_read(step):
+            if type(a) is program.Var:
+                readers.setdefault(a, set()).add(i)
+    return [program._segment([i], steps, readers, program_outs)
+            for i, step in enumerate(steps) if fits(step) and not program.is_alias(step)]
+
+
+def kernel_times(jitted, args, repeats):
+    """[(seconds, label, result shapes)] per call of `jitted`'s program at `args`."""
+    planned = executable.plan_segments
+    executable.plan_segments = _one_kernel_segments
+    try:
+        exe = compile_jaxpr(jitted.lower(*args).jaxpr, "profiled")
+    finally:
+        executable.plan_segments = planned
+    env = exe.template.copy()
+    for slot, value in zip(exe.in_slots, fgrad.tree.leaves(args)):
+        env[slot] = np.asarray(value)
+    run_steps(exe.calls, env)
+    members = collections.defaultdict(list)
+    for k in exe.kernels:
+        if k.segment is not None:
+            members[k.segment].append(k.label)
+    rows = []
+    for call in exe.calls:
+        ins = [env[i] for i in call.ins]
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            call.fn(*ins, **call.params)
+            best = min(best, time.perf_counter() - start)
+        label = call.label
+        if label.startswith("native:segment "):
+            label = " | ".join(members[int(label.split()[-1])])
+        rows.append((best, label, [np.shape(env[i]) for i in call.outs]))
+    return rows
+
+
+def transformer_step():
+    """The benchmark's jitted step and its first arguments."""
+    model = transformer.CharTransformer(key=fgrad.random.key(0))
+    opt = optim.adam(transformer.LR)
+
+    @fgrad.jit
+    def step(model, opt_state, x, y):
+        def loss_fn(m):
+            return losses.softmax_cross_entropy_with_integer_labels(m(x), y)
+        loss, g = fgrad.value_and_grad(loss_fn)(model)
+        updates, opt_state = opt.update(g, opt_state, model)
+        return optim.apply_updates(model, updates), opt_state, loss
+    return step, (model, opt.init(model), *transformer.batches(1)[0])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--top", type=int, default=40, help="slowest calls listed")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per call")
+    opts = parser.parse_args()
+    rows = kernel_times(*transformer_step(), opts.repeats)
+    total = sum(t for t, _, _ in rows)
+    print(f"{len(rows)} calls, {total * 1e3:.1f} ms in all (each call alone)")
+    for t, label, shapes in sorted(rows, key=lambda r: -r[0])[:opts.top]:
+        print(f"{t * 1e3:8.3f} ms  {label[:100]}  -> {shapes}")
+    by_label = collections.Counter()
+    for t, label, _ in rows:
+        by_label[label.split(" (")[0]] += t
+    print("\nby kernel label:")
+    for label, t in by_label.most_common(opts.top):
+        print(f"{t * 1e3:8.3f} ms  {100 * t / total:5.1f}%  {label[:100]}")
+
+
+if __name__ == "__main__":
+    main()
