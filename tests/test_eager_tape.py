@@ -363,3 +363,26 @@ def test_lean_operators_leave_integer_constants_to_promotion(jaxpr_path):
         return fnp.sum(x * (c * 1e40 > 0) + c * 2.5 + 2.5 * c - c * 3)
     on, off = _both(jaxpr_path, lambda: fgrad.value_and_grad(f)(np.float32([1.0, 2.0])))
     _same_bits(on, off)
+
+
+@pytest.mark.parametrize("name", ["mul", "add", "sub", "div", "atan2", "pow"])
+def test_tape_entry_with_a_raw_numpy_operand(name):
+    """An element-wise primitive bound to a raw NumPy operand (a closed jaxpr
+    evaluated on the tape, given a plain ndarray) is recorded by the general path;
+    its backward must run the rule on the operands as given, whether or not the
+    lean NumPy rules are on (they used to read `._value` of the raw operand)."""
+    from fgrad._src.jaxpr import eval_closed
+    x = np.array([0.5, 1.25, 2.0], np.float32)
+    op = getattr(lax, name)
+
+    def f(y):
+        closed = fgrad.make_jaxpr(lambda x: op(fnp.sin(y) + 2.0, x))(x)
+        return fnp.sum(eval_closed(closed, x)[0])
+
+    def reference(y):
+        return fnp.sum(op(fnp.sin(y) + 2.0, fnp.asarray(x)))
+
+    y = np.array([0.3, -0.7, 1.1], np.float32)
+    got = fgrad.grad(f)(y)
+    want = fgrad.grad(reference)(y)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

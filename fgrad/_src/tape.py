@@ -275,10 +275,10 @@ class TapeTrace(core.Trace):
                     g = None
                 else:
                     g = ct if type(ct) in _HOST else _raw(ct)
-                if g is not None:
+                if g is not None and values is None:
+                    values = _host_values(vals)   # None: an operand was not an Array
+                if g is not None and values is not None:
                     a = ans._value
-                    if values is None:
-                        values = tuple(v._value for v in vals)
                 else:
                     fast = None
                     ct = _boxed(ct)
@@ -369,6 +369,18 @@ def _raw(c):
     if t is Array and not c.weak_type and type(c._value) in _HOST:
         return c._value
     return None
+
+
+def _host_values(vals):
+    """The NumPy values of operands that are all host Arrays, else None (an entry
+    recorded by the general path may hold a raw operand, e.g. a jaxpr's literal
+    evaluated on the tape: its rule then runs on the operands as given)."""
+    values = []
+    for v in vals:
+        if type(v) is not Array or type(v._value) not in _HOST:
+            return None
+        values.append(v._value)
+    return tuple(values)
 
 
 def _boxed(c):
