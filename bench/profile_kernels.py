@@ -23,7 +23,6 @@ from fgrad._src.cpu import program
 from fgrad._src.jit import executable
 from fgrad._src.jit.primitive import compile_jaxpr
 from fgrad._src.jit.slots import run_steps
-from fgrad_nn import losses, optim
 
 
 def _one_kernel_segments(steps, fits, program_outs, min_kernels=2, alone=None):
@@ -70,17 +69,8 @@ def kernel_times(jitted, args, repeats):
 
 def transformer_step():
     """The benchmark's jitted step and its first arguments."""
-    model = transformer.CharTransformer(key=fgrad.random.key(0))
-    opt = optim.adam(transformer.LR)
-
-    @fgrad.jit
-    def step(model, opt_state, x, y):
-        def loss_fn(m):
-            return losses.softmax_cross_entropy_with_integer_labels(m(x), y)
-        loss, g = fgrad.value_and_grad(loss_fn)(model)
-        updates, opt_state = opt.update(g, opt_state, model)
-        return optim.apply_updates(model, updates), opt_state, loss
-    return step, (model, opt.init(model), *transformer.batches(1)[0])
+    step, model, opt_state = transformer.fgrad_train_step()
+    return step, (model, opt_state, *transformer.batches(1)[0])
 
 
 def main():

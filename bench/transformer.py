@@ -97,7 +97,9 @@ def _train(step, state, data, ready):
     return Timing(statistics.median(times), min(times), ROUNDS, per_round), first
 
 
-def run_fgrad(data):
+def fgrad_train_step():
+    """fgrad's jitted training step (model, opt_state, x, y) -> (model, opt_state,
+    loss), with the first model and optimizer state."""
     model = CharTransformer(key=fgrad.random.key(0))
     opt = optim.adam(LR)
 
@@ -108,11 +110,16 @@ def run_fgrad(data):
         loss, g = fgrad.value_and_grad(loss_fn)(model)
         updates, opt_state = opt.update(g, opt_state, model)
         return optim.apply_updates(model, updates), opt_state, loss
+    return train_step, model, opt.init(model)
+
+
+def run_fgrad(data):
+    train_step, model, opt_state = fgrad_train_step()
 
     def step(state, x, y):
         model, opt_state, loss = train_step(*state, x, y)
         return (model, opt_state), loss
-    return _train(step, (model, opt.init(model)), data, np.asarray)
+    return _train(step, (model, opt_state), data, np.asarray)
 
 
 def run_torch(data, w, compiled):

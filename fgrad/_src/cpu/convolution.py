@@ -148,23 +148,6 @@ def _lanes(eqn):
     return runs_lanes(nb, rhs, ys, eqn.params, eqn.outvars[0].aval.dtype)
 
 
-def _range_loop(ir, b, fn, lo, hi, body):
-    """for u in [lo, hi): body(u), with run-time bounds."""
-    i64 = ir.IntType(64)
-    pre = b.block
-    head, step, done = (fn.append_basic_block(n) for n in ("unit", "unit_body", "unit_done"))
-    b.branch(head)
-    b.position_at_end(head)
-    u = b.phi(i64, name="u")
-    u.add_incoming(lo, pre)
-    b.cbranch(b.icmp_signed("<", u, hi), step, done)
-    b.position_at_end(step)
-    body(u)
-    u.add_incoming(b.add(u, ir.Constant(i64, 1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
-
-
 def _max(b, x, y):
     return b.select(b.icmp_signed(">", x, y), x, y)
 
@@ -296,7 +279,7 @@ def _emit_shifted(ir, module, fname, eqn):
             dst = b.add(b.mul(n, const(o_st[0])), loops.linear(ir, b, idx, o_st[1:]))
             b.store(b.load(at(result, src), typ=real), at(out, dst))
         loops.nest(ir, b, fn, [o, *ys], put, "put")
-    _range_loop(ir, b, fn, fn.args[3], fn.args[4], example)
+    loops.upto(ir, b, fn, fn.args[3], fn.args[4], example)
     for allocated in (weights, copies, result):
         if allocated is not None:
             b.call(t.free, [allocated])
@@ -335,9 +318,9 @@ def _emit_lanes(ir, module, fname, eqn):
     else:                               # all examples, features [o0, o0 + m)
         first, n, o0, m = const(0), const(nb), lo, b.sub(hi, lo)
     plane, acc = t.alloc(hp * wp * nb), t.alloc(len(offsets) * o * nb)
-    _range_loop(ir, b, fn, const(0), b.mul(n, const(hp * wp)),
+    loops.upto(ir, b, fn, const(0), b.mul(n, const(hp * wp)),
                 lambda j: b.store(t.zero, at(plane, j)))
-    _range_loop(ir, b, fn, const(0), b.mul(n, const(len(offsets) * o)),
+    loops.upto(ir, b, fn, const(0), b.mul(n, const(len(offsets) * o)),
                 lambda j: b.store(t.zero, at(acc, j)))
 
     def feature(ci):
@@ -349,7 +332,7 @@ def _emit_lanes(ir, module, fname, eqn):
                 v = b.load(at(lhs, b.add(src, loops.linear(ir, b, idx, x_st[2:]))), typ=real)
                 b.store(v, at(plane, b.add(dst, e)))
             loops.nest(ir, b, fn, xs, element, "fill", unroll=False)
-        _range_loop(ir, b, fn, const(0), n, fill)
+        loops.upto(ir, b, fn, const(0), n, fill)
         a = at(rhs, b.add(b.mul(ci, const(w_st[1])), b.mul(o0, const(w_st[0]))))
         for y, offset in enumerate(offsets):
             c_y = b.mul(n, b.add(o0, const(y * o)))
@@ -368,9 +351,9 @@ def _emit_lanes(ir, module, fname, eqn):
             def one(e):
                 b.store(b.load(at(acc, b.add(src, e)), typ=real),
                         at(out, b.add(dst, b.mul(b.add(first, e), const(o_st[0])))))
-            _range_loop(ir, b, fn, const(0), n, one)
+            loops.upto(ir, b, fn, const(0), n, one)
         loops.nest(ir, b, fn, ys, position, "put", unroll=False)
-    _range_loop(ir, b, fn, o0, b.add(o0, m), put)
+    loops.upto(ir, b, fn, o0, b.add(o0, m), put)
     b.call(t.free, [plane])
     b.call(t.free, [acc])
     b.ret(ir.Constant(ir.IntType(1), 0))
@@ -491,9 +474,9 @@ def emit(ir, module, fname, eqn):
                     pos = b.add(pos0, b.mul(t, const(step)))
                     put(t, b.load(at(lhs, b.add(offset, b.mul(pos, const(x_st[-1])))),
                                   typ=real))
-                _range_loop(ir, b, fn, const(0), begin, lambda t: put(t, zero))
-                _range_loop(ir, b, fn, begin, end, copy)
-                _range_loop(ir, b, fn, end, const(count), lambda t: put(t, zero))
+                loops.upto(ir, b, fn, const(0), begin, lambda t: put(t, zero))
+                loops.upto(ir, b, fn, begin, end, copy)
+                loops.upto(ir, b, fn, end, const(count), lambda t: put(t, zero))
             # runs along the last spatial dim when it has no lhs dilation (their bounds
             # are computed once, so the copies are plain loops), else element by element
             by_row = nsp > 0 and p["lhs_dilation"][-1] == 1
@@ -551,7 +534,7 @@ def emit(ir, module, fname, eqn):
                 b.mul(b.add(first, e), const(o_st[0])), loops.linear(ir, b, yidx, o_st[2:])))
             b.store(b.load(at(buf, src), typ=real), at(out, dst))
         loops.nest(ir, b, fn, [og, block, *ys], scatter, "scatter")
-    _range_loop(ir, b, fn, fn.args[3], fn.args[4], unit)
+    loops.upto(ir, b, fn, fn.args[3], fn.args[4], unit)
 
     for allocated in (col, buf, part, None if w_packed else weights):
         if allocated is not None:

@@ -19,7 +19,7 @@ import ctypes
 
 import numpy as np
 
-from . import engine
+from . import engine, loops
 from .compiler_lock import lock
 
 LANES = {np.dtype(np.float32): 16, np.dtype(np.float64): 8}
@@ -63,7 +63,6 @@ def function(dtype):
 
 def declare(ir, module, dtype):
     """The kernel's declaration in a program's module."""
-    from . import loops
     ptr, i64 = ir.PointerType(), ir.IntType(64)
     return loops.declare(ir, module, symbol(dtype), ir.VoidType(),
                          [ptr, i64, i64, i64, ptr, i64, i64, ptr, i64, i64, i64, i64, i64])
@@ -168,7 +167,7 @@ def _emit(dt):
     def at(base, index):
         return b.gep(base, [index], inbounds=True, source_etype=real)
     # j from 0 in blocks of nv·lanes, widest first; i in tiles of mr, the last few shorter
-    j = ir.Constant(i64, 0)
+    zero = j = ir.Constant(i64, 0)
     for nv, top in TILES:
         step = nv * lanes
         blocks = b.sdiv(b.sub(n, j), ir.Constant(i64, step))
@@ -182,14 +181,15 @@ def _emit(dt):
                 b.call(kernels[(nv, mr)], [at(a, b.mul(i, sa_m)), sa_m, sa_r, sa_t,
                                            at(bp, jj), sb_r, sb_t,
                                            at(c, b.add(b.mul(i, sc_m), jj)), sc_m, rows, cols])
-            _range(ir, b, fn, full, lambda it: call(top, b.mul(it, ir.Constant(i64, top))))
+            loops.upto(ir, b, fn, zero, full,
+                       lambda it: call(top, b.mul(it, ir.Constant(i64, top))))
             rest = b.srem(m, ir.Constant(i64, top))
             first = b.mul(full, ir.Constant(i64, top))
             for mr in _rows(top)[1:]:    # the rest's binary digits, highest first
                 with b.if_then(b.icmp_signed("!=", b.and_(rest, ir.Constant(i64, mr)),
                                              ir.Constant(i64, 0))):
                     call(mr, b.add(first, b.and_(rest, ir.Constant(i64, -2 * mr))))
-        _range(ir, b, fn, blocks, block)
+        loops.upto(ir, b, fn, zero, blocks, block)
         j = b.add(j0, b.mul(blocks, ir.Constant(i64, step)))
     b.ret_void()
     return str(module)
@@ -199,23 +199,6 @@ def _rows(top):
     """The tiles' row counts for a full tile of `top` rows: top, then powers of two
     below it (the last rows, fewer than top, go as their binary digits)."""
     return [top] + [1 << k for k in reversed(range(top.bit_length())) if 1 << k < top]
-
-
-def _range(ir, b, fn, count, body):
-    """for x in range(count): body(x), count an i64 value (>= 0)."""
-    i64 = ir.IntType(64)
-    pre = b.block
-    head, step, done = (fn.append_basic_block(s) for s in ("n", "n_body", "n_done"))
-    b.branch(head)
-    b.position_at_end(head)
-    x = b.phi(i64)
-    x.add_incoming(ir.Constant(i64, 0), pre)
-    b.cbranch(b.icmp_signed("<", x, count), step, done)
-    b.position_at_end(step)
-    body(x)
-    x.add_incoming(b.add(x, ir.Constant(i64, 1)), b.block)
-    b.branch(head)
-    b.position_at_end(done)
 
 
 engine.add_resolver(resolve)

@@ -23,6 +23,24 @@ def span(ir, b, fn, start, stop, body, name="i"):
     _counted(ir, b, fn, start, stop, lambda i, _: body(i), None, name, True)
 
 
+def upto(ir, b, fn, start, stop, body, name="i"):
+    """for i in range(start, stop): body(i), over i64 values known at run time
+    only (the range may be empty: the loop tests before its body)."""
+    i64 = ir.IntType(64)
+    pre = b.block
+    head, step, done = (fn.append_basic_block(name + s) for s in ("", "_body", "_done"))
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(i64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), step, done)
+    b.position_at_end(step)
+    body(i)
+    i.add_incoming(b.add(i, ir.Constant(i64, 1)), b.block)
+    b.branch(head)
+    b.position_at_end(done)
+
+
 def nest(ir, b, fn, extents, body, name="d", unroll=True):
     """Nested loops over `extents` (outermost first): body(indices); nothing when
     an extent is 0, body([]) once when there are none."""
