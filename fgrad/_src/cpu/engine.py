@@ -1,7 +1,8 @@
 """The LLVM side of the CPU backend, independent of fgrad's own IR.
 
 `compile_module(text, entries)` parses LLVM IR text, optimises it for the
-host CPU (O3 with loop and SLP vectorisation), compiles it and returns a
+host CPU (O3 with loop and SLP vectorisation; none where a function asks
+`CODEGEN_ONLY`), compiles it and returns a
 `CompiledModule` exposing function addresses and ctypes callables for entry
 points of the form ``void entry(int64_t* argtable)``.
 
