@@ -205,6 +205,27 @@ def test_optimized_ir_and_asm():
     assert "scale" in asm
 
 
+FOLDABLE_IR = r"""
+define i64 @f(i64 %x) #0 {
+entry:
+  %y = add i64 %x, 0
+  ret i64 %y
+}
+attributes #0 = { nounwind ATTRIBUTES }
+"""
+
+
+@pytest.mark.parametrize("codegen_only", [False, True])
+def test_codegen_only_modules_skip_the_ir_pipeline(cache_dir, codegen_only):
+    """A function attribute CODEGEN_ONLY keeps the IR as written (the add of 0
+    that the pipeline folds), and the code still runs."""
+    text = FOLDABLE_IR.replace("ATTRIBUTES", f'"{engine.CODEGEN_ONLY}"="true"'
+                               if codegen_only else "")
+    assert ("add i64 %x, 0" in engine.optimized_ir(text)) == codegen_only
+    module = engine.compile_module(text, ["f"])
+    assert ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(module.address("f"))(41) == 41
+
+
 CALLBACK_IR = r"""
 declare void @fgrad_test_callback(i64)
 

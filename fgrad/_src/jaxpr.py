@@ -226,6 +226,18 @@ def check_jaxpr(jaxpr):
         check_atom(a, "outputs")
 
 
+def all_eqns(jaxpr):
+    """The equations of `jaxpr` and of the jaxprs in their parameters (closed or
+    not, alone or in tuples and lists: cond's branches), depth first."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for p in eqn.params.values():
+            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    yield from all_eqns(sub)
+
+
 def _sub_jaxprs(params):
     for p in params.values():
         if isinstance(p, ClosedJaxpr):

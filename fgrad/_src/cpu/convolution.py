@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 
-from ..jaxpr import Var
+from ..jaxpr import Var, all_eqns
 from ..lax.convolution import (im2col_plan, lane_layout, out_is_canonical, runs_lanes,
                                runs_shifted, shifted_copy_range, shifted_rows, shifted_stack)
 from . import blas, lane_product, loops
@@ -140,6 +140,12 @@ def _shifted(eqn):
 # vector of them per tile, its broadcasts as many as its multiply-adds, ran at
 # two thirds of the speed of two or more)
 LANE_BLOCKS = 4
+
+
+def lane_dtypes(jaxpr):
+    """The dtypes of the lane-product convolutions in `jaxpr`, nested ones too."""
+    return {eqn.outvars[0].aval.dtype for eqn in all_eqns(jaxpr)
+            if eqn.primitive.name in NAMES and can_lower(eqn) and _lanes(eqn)}
 
 
 def _lanes(eqn):

@@ -1,7 +1,8 @@
 """The LLVM side of the CPU backend, independent of fgrad's own IR.
 
 `compile_module(text, entries)` parses LLVM IR text, optimises it for the
-host CPU (O3 with loop and SLP vectorisation), compiles it and returns a
+host CPU (O3 with loop and SLP vectorisation; none where a function asks
+`CODEGEN_ONLY`), compiles it and returns a
 `CompiledModule` exposing function addresses and ctypes callables for entry
 points of the form ``void entry(int64_t* argtable)``.
 
@@ -68,12 +69,17 @@ __all__ = [
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
-ENGINE_VERSION = "8"
+ENGINE_VERSION = "9"
 
 #: A function attribute (string, "true"): with `alwaysinline`, calls to the
 #: function that optimisation made (the vectoriser's calls of a vector variant)
 #: are inlined after it.
 LATE_INLINE = "fgrad-late-inline"
+
+#: A function attribute (string, "true"): a module with such a function skips
+#: the IR optimisation pipeline and goes straight to code generation (its IR is
+#: already what the code should be: a hand-blocked kernel, `lane_product`).
+CODEGEN_ONLY = "fgrad-codegen-only"
 
 # LLVM's global context and the pass pipelines are not thread-safe: every use of
 # LLVM holds this lock (also held across fork(): see compiler_lock).
@@ -414,11 +420,11 @@ def _set_target(mod, tm) -> None:
     mod.data_layout = str(tm.target_data)
 
 
-def _inlines_late(text: str) -> bool:
-    return f'"{LATE_INLINE}"' in text
-
-
-def _optimize(mod, opt: int, late_inline: bool = False) -> None:
+def _optimize(mod, opt: int, text: str) -> None:
+    """The IR pipeline for `opt` on `mod` (parsed from `text`), as its attributes
+    ask (LATE_INLINE, CODEGEN_ONLY)."""
+    if f'"{CODEGEN_ONLY}"' in text:
+        return
     llvm = _binding()
     tm = _kept_target_machine(opt)
     pto = llvm.create_pipeline_tuning_options(opt)
@@ -427,7 +433,7 @@ def _optimize(mod, opt: int, late_inline: bool = False) -> None:
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
-    if late_inline:             # see LATE_INLINE
+    if f'"{LATE_INLINE}"' in text:
         pm = llvm.create_new_module_pass_manager()
         pm.add_always_inliner_pass()
         pm.add_instruction_combine_pass()
@@ -456,7 +462,7 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
     with _lock:
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
-        _optimize(mod, opt, _inlines_late(llvm_ir_text))
+        _optimize(mod, opt, llvm_ir_text)
         return str(mod)
 
 
@@ -467,7 +473,7 @@ def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
         mod = _parse(llvm_ir_text)
         tm = _kept_target_machine(opt)
         _set_target(mod, tm)
-        _optimize(mod, opt, _inlines_late(llvm_ir_text))
+        _optimize(mod, opt, llvm_ir_text)
         return tm.emit_assembly(mod)
 
 
@@ -594,7 +600,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
         t1 = time.perf_counter()
-        _optimize(mod, opt, _inlines_late(llvm_ir_text))
+        _optimize(mod, opt, llvm_ir_text)
         if entry_names:
             _drop_unused(mod, set(entry_names))
         t2 = time.perf_counter()

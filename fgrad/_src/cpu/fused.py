@@ -101,8 +101,8 @@ from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
-               lapack, outputs, pool, program, sorting, structural, summation, threads,
-               windows)
+               lane_product, lapack, outputs, pool, program, sorting, structural, summation,
+               threads, windows)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
@@ -1652,13 +1652,15 @@ def _prepare_emit():
 
 
 def prefetch_runtime(jaxpr):
-    """Start compiling the sin and cos code `jaxpr` will call and the disk cache
-    lacks on a background thread (`mathlib_runtime.prefetch`), emitting's set-up
-    done first: the thread then holds the lock while this thread emits."""
-    names = mathlib_runtime.to_compile(jaxpr)
-    if names:
+    """Start compiling the sin and cos code and the lane-product kernels `jaxpr`
+    will call and the disk cache lacks on background threads
+    (`mathlib_runtime.prefetch`, `lane_product.prefetch`), emitting's set-up
+    done first: a thread then holds the lock while this thread emits."""
+    names, lanes = mathlib_runtime.to_compile(jaxpr), convolution.lane_dtypes(jaxpr)
+    if names or lanes:
         _prepare_emit()
         mathlib_runtime.prefetch(names)
+        lane_product.prefetch(lanes)
 
 
 _emit_ready = []    # [True] once _emit_locked's imports are done

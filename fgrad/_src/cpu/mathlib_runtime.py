@@ -29,6 +29,7 @@ import threading
 
 import numpy as np
 
+from ..jaxpr import all_eqns
 from . import engine, switch_interval
 from .compiler_lock import lock
 
@@ -87,15 +88,10 @@ def _resolve_all(texts):
 
 def _calls(jaxpr):
     """(sin or cos, f32 or f64) of each such equation in `jaxpr`, nested ones too."""
-    for eqn in jaxpr.eqns:
+    for eqn in all_eqns(jaxpr):
         name = eqn.primitive.name
         if name in FUNCTIONS and eqn.outvars[0].aval.dtype in _SUFFIX:
             yield name, _SUFFIX[eqn.outvars[0].aval.dtype]
-        for p in eqn.params.values():
-            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
-                sub = getattr(sub, "jaxpr", sub)
-                if hasattr(sub, "eqns"):
-                    yield from _calls(sub)
 
 
 def symbols(name, suffix):
