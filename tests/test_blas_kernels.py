@@ -283,3 +283,26 @@ def test_operands_are_copied_for_gemm_only_as_needed_and_by_rows():
     assert _transposes(pv, p, q) == []
     for f, args in ((scores, (q, k)), (pv, (p, q))):
         np.testing.assert_array_equal(jit(f)(*args), f(*args))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32])
+def test_products_write_a_transposed_result_in_place(dt):
+    """A product whose result only a transpose reads writes it transposed (attention's
+    heads merged back: one kernel, no copy) where gemm can, with eager's values;
+    a transpose that moves the rhs's free dim, or a result read twice, is a copy."""
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((2, 3, 5, 6)) * 4).astype(dt)
+    v = (rng.standard_normal((2, 3, 6, 4)) * 4).astype(dt)
+    merged = lambda w, v: fnp.reshape(fnp.swapaxes(fnp.matmul(w, v), 1, 2), (2, 5, 12))  # noqa
+    moved = lambda w, v: fnp.transpose(fnp.matmul(w, v), (0, 3, 2, 1))  # noqa: E731
+
+    def twice(w, v):
+        y = fnp.matmul(w, v)
+        return fnp.swapaxes(y, 1, 2), y * 2
+
+    assert _labels(merged, w, v)[0] == "native:dot_general+transpose"
+    assert _labels(moved, w, v) == ["native:dot_general", "native:transpose"]
+    assert "native:dot_general+transpose" not in _labels(twice, w, v)
+    for f in (merged, moved, twice):
+        for got, want in zip(fgrad.tree.leaves(jit(f)(w, v)), fgrad.tree.leaves(f(w, v))):
+            np.testing.assert_array_equal(got, want)

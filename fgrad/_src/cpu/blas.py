@@ -273,7 +273,8 @@ def complex_available():
 
 class GemmSpec(NamedTuple):
     """One gemm per batch element: C[M,N] = op(A)[M,K] @ op(B)[K,N], row-major, A's
-    rows lda elements apart and B's ldb."""
+    rows lda elements apart, B's ldb and C's ldc (out_batch_strides: C's per batch
+    dim; see transposed_output)."""
     batch: tuple          # batch extents
     lhs_batch_strides: tuple   # element strides per batch dim (0 where broadcast)
     rhs_batch_strides: tuple
@@ -284,6 +285,8 @@ class GemmSpec(NamedTuple):
     trans_b: bool
     lda: int
     ldb: int
+    ldc: int
+    out_batch_strides: tuple
 
 
 class _Layout(NamedTuple):
@@ -349,9 +352,34 @@ def gemm_spec(eqn):
         # one rhs matrix for every batch element (x @ w for x of shape (..., M, K)):
         # the lhs matrices stored one after another are one matrix of batch * M rows
         return GemmSpec((), (), (), math.prod(batch) * m, n, k, False, not rhs_k_first,
-                        left.ld, right.ld)
+                        left.ld, right.ld, n, ())
+    out_strides = tuple(math.prod(batch[d + 1:]) * m * n for d in range(nb))
     return GemmSpec(batch, left.batch_strides, right.batch_strides, m, n, k, trans_a,
-                    not rhs_k_first, left.ld, right.ld)
+                    not rhs_k_first, left.ld, right.ld, n, out_strides)
+
+
+def transposed_output(eqn, permutation):
+    """The GemmSpec of a batched dot_general that writes its result transposed by
+    `permutation` in place (attention's heads merged back: (batch, heads, length,
+    features) stored as (batch, length, heads, features)), or None: the output's
+    rhs free dims must stay last and in order, its lhs free dims adjacent and in
+    order, each group of extent 2 or more."""
+    spec = gemm_spec(eqn)
+    if spec is None or not spec.batch or min(spec.m, spec.n) < 2:
+        return None
+    (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
+    shape = eqn.outvars[0].aval.shape
+    nb, ndim = len(lb), len(shape)
+    n_free = len(eqn.invars[1].aval.shape) - nb - len(rc)
+    where = [list(permutation).index(d) for d in range(ndim)]   # axis of each dim in the result
+    rows, cols = where[nb:ndim - n_free], where[ndim - n_free:]
+    if cols != list(range(ndim - n_free, ndim)) or \
+            any(b - a != 1 for a, b in zip(rows, rows[1:])):
+        return None
+    moved = [shape[d] for d in permutation]
+    strides = [math.prod(moved[a + 1:]) for a in range(ndim)]
+    return spec._replace(ldc=strides[rows[-1]],
+                         out_batch_strides=tuple(strides[where[d]] for d in range(nb)))
 
 
 def emit_dot(ir, module, fname, eqn, spec):
@@ -442,7 +470,7 @@ def emit_dot(ir, module, fname, eqn, spec):
                           const(rows), const(n), const(k),
                           one, shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
                           const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
-                          shift(c, b.mul(start, const(n))), const(max(n, 1))])
+                          shift(c, b.mul(start, const(spec.ldc))), const(max(spec.ldc, 1))])
 
         if not (parts and by_rows):
             gemm_rows(first, count or m)
@@ -547,7 +575,7 @@ def _emit_integer_dot(ir, module, fname, dt, spec):
                                            else b.add(b.mul(p, const(ldb)), j)))
                     return b.add(acc, b.mul(a, c))
                 total = loops.fold(ir, b, body, k, term, ir.Constant(t, 0), "p")
-                b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(n)), j))],
+                b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(spec.ldc)), j))],
                                      inbounds=True, source_etype=t))
             loops.loop(ir, b, body, 0, n, column, "j")
         loops.loop(ir, b, body, 0, m, row, "i")
@@ -588,8 +616,4 @@ def _batches(ir, b, fn, spec, call):
 
 def _offset_strides(spec):
     """Element strides per batch dim of the lhs, rhs and output matrices."""
-    out_strides, acc = [], spec.m * spec.n
-    for extent in reversed(spec.batch):
-        out_strides.append(acc)
-        acc *= extent
-    return spec.lhs_batch_strides, spec.rhs_batch_strides, out_strides[::-1]
+    return spec.lhs_batch_strides, spec.rhs_batch_strides, spec.out_batch_strides
