@@ -10,7 +10,8 @@ only feeds a native kernel compiles to a copy loop, so the product runs
 natively instead of as a NumPy step. An operand already in one of those
 layouts, or read in place, is not copied (except attention's k, see _layout),
 and a copy keeps the operand's last axis last where it can (rows of d move
-whole, not single elements with a stride of h*d). The output layout (batch, lhs free, rhs free) does not change.
+whole, not single elements with a stride of h*d). The output layout (batch,
+lhs free, rhs free) does not change.
 
 This runs after `simplify` (whose `fold_transposes_into_dots` would fold the
 transposes back) and only where the backend says the dot's layout is all that

@@ -33,8 +33,10 @@ copies: each operand's non-batch dims either (free, contracting) or
 its batch dims leading or else between adjacent groups of those, before its
 last dim (a matrix per batch element whose rows are lda apart: attention's
 heads read in place from (batch, length, heads, features)), no
-preferred_element_type, no zero-size dims. One rhs matrix broadcast over the batch (x @ w for x of shape
-(..., M, K)) makes one gemm of all the lhs rows. `emit_dot` writes
+preferred_element_type, no zero-size dims. One rhs matrix broadcast over the
+batch (x @ w for x of shape (..., M, K)) makes one gemm of all the lhs rows.
+`transposed_output` writes a batched product's result transposed in place (C's
+rows ldc apart). `emit_dot` writes
 
     i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)
 
