@@ -55,7 +55,10 @@ def attention_weights(q, k, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                          f"{dropout_p}")
     length, source = q.shape[-2], k.shape[-2]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = fnp.matmul(q * scale, fnp.swapaxes(k, -1, -2))
+    # scaled after the product (as PyTorch's reference): the multiply joins the
+    # softmax's kernels, and q and its gradient stay a product's plain operand and
+    # result (read and written in place through the heads' strides under jit)
+    scores = fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * scale
     if is_causal:
         attn_mask = causal_mask(length, source)
     if attn_mask is not None:

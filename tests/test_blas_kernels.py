@@ -30,7 +30,9 @@ CASES = [
     ((4, 5, 7), (4, 7, 3), (((2,), (1,)), ((0,), (0,))), True),       # batched
     ((4, 5, 7), (1, 7, 3), (((2,), (1,)), ((0,), (0,))), True),       # broadcast batch
     ((2, 3, 5, 7), (2, 1, 3, 7), (((3,), (3,)), ((0, 1), (0, 1))), True),
-    ((4, 5, 7), (7, 4, 3), (((2,), (0,)), ((0,), (1,))), False),      # batch not leading
+    ((4, 5, 7), (7, 4, 3), (((2,), (0,)), ((0,), (1,))), True),       # batch not leading
+    ((2, 5, 3, 4), (2, 5, 3, 6), (((1,), (1,)), ((0, 2), (0, 2))), True),  # heads in place
+    ((5, 4, 2), (2, 4, 3), (((1,), (1,)), ((2,), (0,))), False),      # batch dim last
     ((5, 7, 2), (7, 3), (((1,), (0,)), ((), ())), False),             # contracting in middle
     ((2, 3, 4), (3, 2, 5), (((0, 1), (1, 0)), ((), ())), False),      # pairs cross over
 ]
@@ -263,21 +265,44 @@ def _transposes(f, *args):
 
 
 def test_operands_are_copied_for_gemm_only_as_needed_and_by_rows():
-    """An operand whose layout gemm takes is not copied; one that needs a copy keeps
-    its last axis last where gemm allows (heads in the middle: rows of d move
-    whole, not single elements), except a batched rhs with a short sum (attention's
-    q·kᵀ): it is copied contracting dims first, so gemm needs no transposed rhs."""
+    """An operand whose layout gemm takes is not copied, heads in the middle
+    included (gemm reads rows of d a stride of h*d apart), except a batched rhs
+    with a short sum read transposed (attention's q·kᵀ): it is copied
+    contracting dims first, so gemm needs no transposed rhs."""
     rng = np.random.default_rng(7)
     q = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
     k = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
     p = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
     scores = lambda q, k: fnp.einsum("bqhd,bkhd->bhqk", q, k)  # noqa: E731
-    assert _transposes(scores, q, k) == [(0, 2, 1, 3), (0, 2, 3, 1)]
+    assert _transposes(scores, q, k) == [(0, 2, 3, 1)]
     long_q, long_k = (rng.standard_normal((2, n, 3, 80)).astype(np.float32) for n in (5, 6))
-    assert _transposes(scores, long_q, long_k) == [(0, 2, 1, 3), (0, 2, 1, 3)]
+    assert _transposes(scores, long_q, long_k) == []
     np.testing.assert_array_equal(jit(scores)(long_q, long_k), scores(long_q, long_k))
-    # p^T @ v per (batch, head): p as stored (contracting first), v's rows moved
+    # p^T @ v per (batch, head): p as stored (contracting first), v's rows in place
     pv = lambda p, v: lax.dot_general(p, v, (((2,), (1,)), ((0, 1), (0, 2))))  # noqa: E731
-    assert _transposes(pv, p, q) == [(0, 2, 1, 3)]
+    assert _transposes(pv, p, q) == []
     for f, args in ((scores, (q, k)), (pv, (p, q))):
         np.testing.assert_array_equal(jit(f)(*args), f(*args))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32])
+def test_products_write_a_transposed_result_in_place(dt):
+    """A product whose result only a transpose reads writes it transposed (attention's
+    heads merged back: one kernel, no copy) where gemm can, with eager's values;
+    a transpose that moves the rhs's free dim, or a result read twice, is a copy."""
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((2, 3, 5, 6)) * 4).astype(dt)
+    v = (rng.standard_normal((2, 3, 6, 4)) * 4).astype(dt)
+    merged = lambda w, v: fnp.reshape(fnp.swapaxes(fnp.matmul(w, v), 1, 2), (2, 5, 12))  # noqa
+    moved = lambda w, v: fnp.transpose(fnp.matmul(w, v), (0, 3, 2, 1))  # noqa: E731
+
+    def twice(w, v):
+        y = fnp.matmul(w, v)
+        return fnp.swapaxes(y, 1, 2), y * 2
+
+    assert _labels(merged, w, v)[0] == "native:dot_general+transpose"
+    assert _labels(moved, w, v) == ["native:dot_general", "native:transpose"]
+    assert "native:dot_general+transpose" not in _labels(twice, w, v)
+    for f in (merged, moved, twice):
+        for got, want in zip(fgrad.tree.leaves(jit(f)(w, v)), fgrad.tree.leaves(f(w, v))):
+            np.testing.assert_array_equal(got, want)

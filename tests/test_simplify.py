@@ -281,6 +281,33 @@ def test_forward_trivial_ops(rng):
     assert_idempotent(closed)
 
 
+def test_transposes_of_transposes_compose(rng):
+    """A chain of transposes becomes one with the composed permutation (none when
+    it is the identity); a middle result read elsewhere is kept."""
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+
+    def chain(x):
+        a = fnp.transpose(x, (0, 1, 3, 2))
+        b = fnp.transpose(a, (0, 2, 1, 3))
+        return fnp.transpose(b, (3, 0, 2, 1)), fnp.transpose(fnp.swapaxes(x, 1, 2), (0, 2, 1, 3))
+
+    closed = fgrad.make_jaxpr(chain)(x)
+    s = simplify(closed)
+    perms = [e.params["permutation"] for e in s.jaxpr.eqns]
+    assert perms == [(2, 0, 1, 3)]
+    assert s.jaxpr.outvars[1] is s.jaxpr.invars[0]
+    assert_same(closed, s, x)
+    assert_idempotent(closed)
+
+    def shared(x):
+        a = fnp.swapaxes(x, 1, 2)
+        return fnp.swapaxes(a, 0, 3), a * 2
+
+    s = simplify(fgrad.make_jaxpr(shared)(x))
+    assert [e.params["permutation"] for e in s.jaxpr.eqns if "permutation" in e.params] \
+        == [(0, 2, 1, 3), (3, 2, 1, 0)]
+
+
 def test_forward_to_output_and_literal(x3):
     def f(x):
         return reshape_p.bind(x, new_sizes=(3,)), transpose_p.bind(2.0, permutation=())

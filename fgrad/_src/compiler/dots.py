@@ -1,19 +1,21 @@
 """Matrix products in a layout BLAS takes: transpose the operands first.
 
-gemm multiplies row-major matrices, possibly transposed, batched over leading
-dimensions. A dot_general whose batch dimensions are not the operands' leading
-ones, or whose contracting dimensions sit between free ones (an einsum such as
-'bqhd,bkhd->bhqk'), does not fit. Transposing an operand to (batch, free,
+gemm multiplies row-major matrices, possibly transposed, whose rows may be
+any number of elements apart (so batch dimensions before an operand's last
+one, as attention's heads in 'bqhd,bkhd->bhqk', are read in place; see
+cpu/blas.py). A dot_general whose contracting dimensions sit between free ones,
+or whose last dimension is a batch one, does not fit. Transposing an operand to (batch, free,
 contracting) or (batch, contracting, free) makes it fit, and a transpose that
 only feeds a native kernel compiles to a copy loop, so the product runs
 natively instead of as a NumPy step. An operand already in one of those
-layouts is not copied, and a copy keeps the operand's last axis last where it
-can (attention's 'bqhd,bkhd->bhqk' moves rows of d, not single elements with
-a stride of h*d). The output layout (batch, lhs free, rhs free) does not change.
+layouts, or read in place, is not copied (except attention's k, see _layout),
+and a copy keeps the operand's last axis last where it can (rows of d move
+whole, not single elements with a stride of h*d). The output layout (batch,
+lhs free, rhs free) does not change.
 
 This runs after `simplify` (whose `fold_transposes_into_dots` would fold the
 transposes back) and only where the backend says the dot's layout is all that
-stops it.
+stops it, or for attention's k.
 """
 import math
 
@@ -27,13 +29,15 @@ SHORT_SUM = 64        # contracting sizes for which a batched rhs is copied untr
 
 def blas_layout_dots(closed, takes):
     """`closed` with each dot_general that `takes(eqn)` rejects, but accepts once
-    its operands are transposed, rewritten that way (the same object when none)."""
+    its operands are transposed, rewritten that way (the same object when none),
+    and so is one whose batched rhs with a short sum is read in place transposed
+    (see _layout)."""
     jaxpr = closed.jaxpr
     eqns, changed = [], False
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general" and not takes(eqn):
-            rewritten = _with_transposed_operands(eqn)
-            if rewritten is not None and takes(rewritten[-1]):
+        if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)):
+            rewritten = _with_transposed_operands(eqn, takes)
+            if rewritten is not None:
                 eqns.extend(rewritten)
                 changed = True
                 continue
@@ -43,28 +47,57 @@ def blas_layout_dots(closed, takes):
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars), closed.consts)
 
 
-def _with_transposed_operands(eqn):
-    """[transposes of the operands that need one..., the dot on them], or None."""
+def _short_rhs_in_place(eqn):
+    """Whether the rhs has batch dims, not leading, and a short sum over its last
+    dim: gemm would read it in place as a transposed matrix (see _layout)."""
+    (_, rc), (_, rb) = eqn.params["dimension_numbers"]
+    shape = eqn.invars[1].aval.shape
+    return bool(rb) and tuple(rb) != tuple(range(len(rb))) and len(shape) - 1 in rc \
+        and math.prod(shape[d] for d in rc) <= SHORT_SUM
+
+
+def _with_transposed_operands(eqn, takes):
+    """[transposes of the operands that need one..., the dot on them] that `takes`
+    accepts, or None. An operand whose batch dims are not leading but whose other
+    dims are in the order a copy would give them stays in place where `takes`
+    accepts that (gemm reads its rows with a stride)."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lhs, rhs = eqn.invars
     if type(lhs) is Literal or type(rhs) is Literal:
         return None
-    eqns, operands, contracting = [], [], []
-    for a, batch, contract, side in ((lhs, lb, lc, "lhs"), (rhs, rb, rc, "rhs")):
-        perm, first = _layout(a.aval.shape, batch, contract, side)
+    layouts = [_layout(a.aval.shape, batch, contract, side)
+               for a, batch, contract, side in ((lhs, lb, lc, "lhs"), (rhs, rb, rc, "rhs"))]
+    in_order = [[d for d in perm if d not in batch] == [d for d in range(len(perm))
+                                                         if d not in batch]
+                for (perm, _), batch in zip(layouts, (lb, rb))]
+    for keep in (in_order, [False, False]):
+        rewritten = _rewrite(eqn, layouts, keep)
+        if takes(rewritten[-1]):
+            return rewritten
+    return None
+
+
+def _rewrite(eqn, layouts, keep):
+    """The dot with each operand not kept transposed to its layout first."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    eqns, operands, contracting, batches = [], [], [], []
+    for a, batch, contract, (perm, first), kept in zip(eqn.invars, (lb, rb), (lc, rc), layouts,
+                                                       keep):
         nb, nc = len(batch), len(contract)
+        if kept or perm == list(range(len(perm))):
+            operands.append(a)
+            contracting.append(tuple(contract))
+            batches.append(tuple(batch))
+            continue
         contracting.append(tuple(range(nb, nb + nc)) if first
                            else tuple(range(len(perm) - nc, len(perm))))
-        if perm == list(range(len(perm))):
-            operands.append(a)
-            continue
+        batches.append(tuple(range(nb)))
         aval = ShapedArray(tuple(a.aval.shape[d] for d in perm), a.aval.dtype, a.aval.weak_type)
         moved = Var(aval)
         eqns.append(Eqn(transpose_p, [a], [moved], {"permutation": tuple(perm)},
                         eqn.source_info))
         operands.append(moved)
-    batch = tuple(range(len(lb)))
-    dims = (tuple(contracting), (batch, batch))
+    dims = (tuple(contracting), tuple(batches))
     eqns.append(Eqn(eqn.primitive, operands, eqn.outvars,
                     dict(eqn.params, dimension_numbers=dims), eqn.source_info))
     return eqns

@@ -9,6 +9,8 @@
   preferred_element_type becomes a dot of converted operands;
 - `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
   replaced by their operand;
+- `compose_transposes`: a transpose of a transpose reads the inner one's
+  operand with the composed permutation (one copy, not two);
 - `fold_transposes_into_dots`: a dot_general reading a transposed operand reads
   the untransposed one with renumbered dimensions (BLAS takes the transpose as
   a flag; no copy is made);
@@ -54,7 +56,8 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     closed = widen_half_reductions(expand_dots(inline_calls(closed)))
     for _ in range(max_rounds):
         start = closed
-        for p in (forward_trivial, fold_transposes_into_dots, fold_constants, cse, dce):
+        for p in (forward_trivial, compose_transposes, fold_transposes_into_dots,
+                  fold_constants, cse, dce):
             closed = p(closed)
         if closed is start:
             break
@@ -282,6 +285,32 @@ def widen_half_reductions(closed):
                  Eqn(convert_element_type_p, [wide_out], [out],
                      {"new_dtype": np.dtype(np.float16), "weak_type": out.aval.weak_type},
                      eqn.source_info)]
+    return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns, jaxpr.outvars)
+
+
+# ----------------------------------------------------------------------------
+# compose_transposes
+
+def compose_transposes(closed):
+    """Let each transpose of a transpose's result read the inner one's operand
+    with the composed permutation (the inner one is dropped by dce when nothing
+    else reads it)."""
+    jaxpr = closed.jaxpr
+    transposes = {e.outvars[0]: e for e in jaxpr.eqns if e.primitive.name == "transpose"}
+    eqns, changed = [], False
+    for eqn in jaxpr.eqns:
+        inner = transposes.get(eqn.invars[0]) if eqn.primitive.name == "transpose" \
+            and type(eqn.invars[0]) is Var else None
+        if inner is not None:
+            first, then = inner.params["permutation"], eqn.params["permutation"]
+            eqn = Eqn(eqn.primitive, [inner.invars[0]], eqn.outvars,
+                      dict(eqn.params, permutation=tuple(first[d] for d in then)),
+                      eqn.source_info)
+            transposes[eqn.outvars[0]] = eqn
+            changed = True
+        eqns.append(eqn)
+    if not changed:
+        return closed
     return _rebuilt(closed, jaxpr.constvars, closed.consts, eqns, jaxpr.outvars)
 
 

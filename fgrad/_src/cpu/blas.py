@@ -28,11 +28,15 @@ thread runs them in turn.
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
 one side is a vector) per batch element when its layout allows it without
-copies: batch dims leading on both operands, each operand's other dims
-either (free, contracting) or (contracting, free) in order (a transposed
-operand is a gemm transpose flag), no preferred_element_type, no zero-size
-dims. One rhs matrix broadcast over the batch (x @ w for x of shape
-(..., M, K)) makes one gemm of all the lhs rows. `emit_dot` writes
+copies: each operand's non-batch dims either (free, contracting) or
+(contracting, free) in order (a transposed operand is a gemm transpose flag),
+its batch dims leading or else between adjacent groups of those, before its
+last dim (a matrix per batch element whose rows are lda apart: attention's
+heads read in place from (batch, length, heads, features)), no
+preferred_element_type, no zero-size dims. One rhs matrix broadcast over the
+batch (x @ w for x of shape (..., M, K)) makes one gemm of all the lhs rows.
+`transposed_output` writes a batched product's result transposed in place (C's
+rows ldc apart). `emit_dot` writes
 
     i1 fname_body(ptr lhs, ptr rhs, ptr out, i64 lo, i64 hi)
 
@@ -270,7 +274,9 @@ def complex_available():
 
 
 class GemmSpec(NamedTuple):
-    """One gemm per batch element: C[M,N] = op(A)[M,K] @ op(B)[K,N], row-major."""
+    """One gemm per batch element: C[M,N] = op(A)[M,K] @ op(B)[K,N], row-major, A's
+    rows lda elements apart, B's ldb and C's ldc (out_batch_strides: C's per batch
+    dim; see transposed_output)."""
     batch: tuple          # batch extents
     lhs_batch_strides: tuple   # element strides per batch dim (0 where broadcast)
     rhs_batch_strides: tuple
@@ -279,13 +285,30 @@ class GemmSpec(NamedTuple):
     k: int
     trans_a: bool
     trans_b: bool
+    lda: int
+    ldb: int
+    ldc: int
+    out_batch_strides: tuple
+
+
+class _Layout(NamedTuple):
+    """An operand as a matrix per batch element (see _operand_layout)."""
+    free: int             # free extent
+    contracting: int      # contracting extent
+    contracting_first: bool   # stored (contracting, free)
+    ld: int               # elements between the stored matrix's rows
+    batch_strides: tuple  # element strides of the batch dims (0 where extent 1)
 
 
 def _operand_layout(shape, batch, contracting):
-    """(free extent, contracting extent, contracting first) when the operand's
-    non-batch dims are (free..., contracting...) or (contracting..., free...) in
-    order."""
-    rest = [d for d in range(len(shape)) if d not in batch]
+    """The operand's _Layout when its non-batch dims are (free..., contracting...) or
+    (contracting..., free...) in order, or None. With batch dims leading that is a
+    contiguous matrix per batch element; otherwise (attention's heads in the middle,
+    (batch, length, heads, features)) each group must be adjacent dims, the last
+    dim not a batch dim, and both extents over 1: rows of a matrix lda apart that
+    gemm reads in place, so the operand need not be copied."""
+    ndim = len(shape)
+    rest = [d for d in range(ndim) if d not in batch]
     free = [d for d in rest if d not in contracting]
     contracting = list(contracting)
     if contracting != sorted(contracting):
@@ -293,10 +316,19 @@ def _operand_layout(shape, batch, contracting):
     size_f = math.prod(shape[d] for d in free)
     size_c = math.prod(shape[d] for d in contracting)
     if rest == free + contracting:
-        return size_f, size_c, False
-    if rest == contracting + free:
-        return size_f, size_c, True
-    return None
+        outer, first = free, False
+    elif rest == contracting + free:
+        outer, first = contracting, True
+    else:
+        return None
+    strides = [math.prod(shape[d + 1:]) for d in range(ndim)]
+    if list(batch) != list(range(len(batch))) and (
+            min(size_f, size_c) < 2 or rest[-1] != ndim - 1
+            or any(b - a != 1 for group in (free, contracting) for a, b in zip(group, group[1:]))):
+        return None
+    ld = strides[outer[-1]] if outer else max(size_f * size_c, 1)
+    return _Layout(size_f, size_c, first, ld,
+                   tuple(0 if shape[d] == 1 else strides[d] for d in batch))
 
 
 def gemm_spec(eqn):
@@ -310,31 +342,46 @@ def gemm_spec(eqn):
         return None
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     nb = len(lb)
-    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
-        return None
     left = _operand_layout(lhs.shape, lb, lc)
     right = _operand_layout(rhs.shape, rb, rc)
     out_shape = eqn.outvars[0].aval.shape
     if left is None or right is None or 0 in out_shape or 0 in lhs.shape or 0 in rhs.shape:
         return None
-    m, k, trans_a = left              # lhs stored (K, M): gemm transposes it
-    n, _, rhs_k_first = right         # rhs stored (N, K): gemm transposes it
+    m, k, trans_a = left.free, left.contracting, left.contracting_first  # (K, M): transposed
+    n, rhs_k_first = right.free, right.contracting_first                 # (N, K): transposed
     batch = tuple(out_shape[:nb])
-    lhs_mat, rhs_mat = m * k, n * k
-
-    def batch_strides(shape, per_matrix):
-        strides, acc = [], per_matrix
-        for d in reversed(range(nb)):
-            strides.append(0 if shape[d] == 1 else acc)
-            acc *= shape[d]
-        return tuple(reversed(strides))
-
-    lhs_strides, rhs_strides = batch_strides(lhs.shape, lhs_mat), batch_strides(rhs.shape, rhs_mat)
-    if nb and not trans_a and not any(rhs_strides):
+    if nb and not trans_a and not any(right.batch_strides) and tuple(lb) == tuple(range(nb)):
         # one rhs matrix for every batch element (x @ w for x of shape (..., M, K)):
         # the lhs matrices stored one after another are one matrix of batch * M rows
-        return GemmSpec((), (), (), math.prod(batch) * m, n, k, False, not rhs_k_first)
-    return GemmSpec(batch, lhs_strides, rhs_strides, m, n, k, trans_a, not rhs_k_first)
+        return GemmSpec((), (), (), math.prod(batch) * m, n, k, False, not rhs_k_first,
+                        left.ld, right.ld, n, ())
+    out_strides = tuple(math.prod(batch[d + 1:]) * m * n for d in range(nb))
+    return GemmSpec(batch, left.batch_strides, right.batch_strides, m, n, k, trans_a,
+                    not rhs_k_first, left.ld, right.ld, n, out_strides)
+
+
+def transposed_output(eqn, permutation):
+    """The GemmSpec of a batched dot_general that writes its result transposed by
+    `permutation` in place (attention's heads merged back: (batch, heads, length,
+    features) stored as (batch, length, heads, features)), or None: the output's
+    rhs free dims must stay last and in order, its lhs free dims adjacent and in
+    order, each group of extent 2 or more."""
+    spec = gemm_spec(eqn)
+    if spec is None or not spec.batch or min(spec.m, spec.n) < 2:
+        return None
+    (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
+    shape = eqn.outvars[0].aval.shape
+    nb, ndim = len(lb), len(shape)
+    n_free = len(eqn.invars[1].aval.shape) - nb - len(rc)
+    where = [list(permutation).index(d) for d in range(ndim)]   # axis of each dim in the result
+    rows, cols = where[nb:ndim - n_free], where[ndim - n_free:]
+    if cols != list(range(ndim - n_free, ndim)) or \
+            any(b - a != 1 for a, b in zip(rows, rows[1:])):
+        return None
+    moved = [shape[d] for d in permutation]
+    strides = [math.prod(moved[a + 1:]) for a in range(ndim)]
+    return spec._replace(ldc=strides[rows[-1]],
+                         out_batch_strides=tuple(strides[where[d]] for d in range(nb)))
 
 
 def emit_dot(ir, module, fname, eqn, spec):
@@ -363,8 +410,7 @@ def emit_dot(ir, module, fname, eqn, spec):
     b = ir.IRBuilder(body.append_basic_block("entry"))
     lhs, rhs, out = body.args[:3]
     m, n, k = spec.m, spec.n, spec.k
-    lda = m if spec.trans_a else k
-    ldb = k if spec.trans_b else n
+    lda, ldb = spec.lda, spec.ldb
 
     gemv = loops.declare(ir, module, (_COMPLEX_GEMV if cplx else _GEMV)[dt], ir.VoidType(),
                          [i32, i32, i64, i64, scalar, ptr, i64, ptr, i64, scalar, ptr, i64])
@@ -403,19 +449,19 @@ def emit_dot(ir, module, fname, eqn, spec):
         if n == 1:      # C[M] = op(A) @ b: A stored (M, K), or (K, M) when transposed
             rows = count or (k if spec.trans_a else m)
             if spec.trans_a:    # rows of A are terms of the sum: a partial product
-                a, bb = shift(a, b.mul(first, const(m))), shift(bb, first)
+                a, bb = shift(a, b.mul(first, const(lda))), shift(bb, first)
                 matrix_vector(a, True, rows, m, lda, bb, c)
             else:
-                a, c = shift(a, b.mul(first, const(k))), shift(c, first)
+                a, c = shift(a, b.mul(first, const(lda))), shift(c, first)
                 matrix_vector(a, False, rows, k, lda, bb, c)
             return
         if m == 1:      # C[N] = op(B)^T @ a: B stored (K, N), or (N, K) when transposed
             rows = count or (n if spec.trans_b else k)
             if spec.trans_b:
-                bb, c = shift(bb, b.mul(first, const(k))), shift(c, first)
+                bb, c = shift(bb, b.mul(first, const(ldb))), shift(c, first)
                 matrix_vector(bb, False, rows, k, ldb, a, c)
             else:               # rows of B are terms of the sum: a partial product
-                bb, a = shift(bb, b.mul(first, const(n))), shift(a, first)
+                bb, a = shift(bb, b.mul(first, const(ldb))), shift(a, first)
                 matrix_vector(bb, True, rows, n, ldb, a, c)
             return
 
@@ -426,7 +472,7 @@ def emit_dot(ir, module, fname, eqn, spec):
                           const(rows), const(n), const(k),
                           one, shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
                           const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
-                          shift(c, b.mul(start, const(n))), const(max(n, 1))])
+                          shift(c, b.mul(start, const(spec.ldc))), const(max(spec.ldc, 1))])
 
         if not (parts and by_rows):
             gemm_rows(first, count or m)
@@ -511,8 +557,7 @@ def _emit_integer_dot(ir, module, fname, dt, spec):
     b = ir.IRBuilder(body.append_basic_block("entry"))
     lhs, rhs, out = body.args[:3]
     m, n, k = spec.m, spec.n, spec.k
-    lda = m if spec.trans_a else k
-    ldb = k if spec.trans_b else n
+    lda, ldb = spec.lda, spec.ldb
 
     def const(v):
         return ir.Constant(i64, v)
@@ -532,7 +577,7 @@ def _emit_integer_dot(ir, module, fname, dt, spec):
                                            else b.add(b.mul(p, const(ldb)), j)))
                     return b.add(acc, b.mul(a, c))
                 total = loops.fold(ir, b, body, k, term, ir.Constant(t, 0), "p")
-                b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(n)), j))],
+                b.store(total, b.gep(out, [b.add(oo, b.add(b.mul(i, const(spec.ldc)), j))],
                                      inbounds=True, source_etype=t))
             loops.loop(ir, b, body, 0, n, column, "j")
         loops.loop(ir, b, body, 0, m, row, "i")
@@ -573,8 +618,4 @@ def _batches(ir, b, fn, spec, call):
 
 def _offset_strides(spec):
     """Element strides per batch dim of the lhs, rhs and output matrices."""
-    out_strides, acc = [], spec.m * spec.n
-    for extent in reversed(spec.batch):
-        out_strides.append(acc)
-        acc *= extent
-    return spec.lhs_batch_strides, spec.rhs_batch_strides, out_strides[::-1]
+    return spec.lhs_batch_strides, spec.rhs_batch_strides, spec.out_batch_strides

@@ -1293,10 +1293,25 @@ def _conv_info(eqn):
     return (False, convolution.split_extent(eqn), blas.SPLIT_ROWS)
 
 
+def _dot_spec(group):
+    """The GemmSpec of a dot_general group: the dot alone, or the dot and a
+    transpose of its result written in place (see writes_transposed)."""
+    if len(group.eqns) == 2:
+        return blas.transposed_output(group.eqns[0], group.eqns[1].params["permutation"])
+    return blas.gemm_spec(group.eqns[0])
+
+
+def writes_transposed(dot, transpose):
+    """Whether the kernel of `dot` can write its result as `transpose` (which reads
+    it) gives it, so the group [dot, transpose] has no copy of its own."""
+    return transpose.primitive.name == "transpose" and dot.primitive.name == "dot_general" \
+        and blas.transposed_output(dot, transpose.params["permutation"]) is not None
+
+
 def _emit_dot(ir, module, fname, group):
-    """A single dot_general as BLAS gemm calls (see `blas`)."""
-    (eqn,) = group.eqns
-    spec = blas.gemm_spec(eqn)
+    """A dot_general as BLAS gemm calls (see `blas`)."""
+    eqn = group.eqns[0]
+    spec = _dot_spec(group)
     outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
     # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
     return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind)
@@ -1321,7 +1336,7 @@ def group_info(group, loops):
     if id(group) in loops:
         return (True, 0, False)
     if op == "dot_general":
-        spec = blas.gemm_spec(group.eqns[0])
+        spec = _dot_spec(group)
         outer, kind = blas.split_extent(spec, group.eqns[0].outvars[0].aval.dtype)
         return (False, outer, kind)
     if op in convolution.NAMES:

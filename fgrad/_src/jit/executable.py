@@ -319,7 +319,32 @@ def _native_steps(jaxpr, fused):
     steps = [Fused([s], list(s.invars), list(s.outvars), tuple(s.outvars[0].aval.shape))
              if type(s) is not Fused and fused.can_lower_alone(s) else s
              for s in plan(jaxpr, fused.can_fuse, fused.same_sums, recompute=True)]
-    return _native_copies(steps, jaxpr, fused)
+    return _native_copies(_transposed_dots(steps, jaxpr, fused), jaxpr, fused)
+
+
+def _transposed_dots(steps, jaxpr, fused):
+    """A transpose that is the only reader of a native product's result joins the
+    product's group when its kernel can write the result transposed in place
+    (attention's heads merged back), so there is no copy."""
+    readers = {}
+    for step in steps:
+        for a in (step.inputs if type(step) is Fused else step.invars):
+            if type(a) is Var:
+                readers[a] = readers.get(a, 0) + 1
+    outputs = {a for a in jaxpr.outvars if type(a) is Var}
+    producer = {s.outputs[0]: s for s in steps if type(s) is Fused and len(s.eqns) == 1}
+    joined, out = {}, []
+    for step in steps:
+        source = step.invars[0] if type(step) is not Fused and step.invars else None
+        dot = producer.get(source) if type(source) is Var else None
+        if dot is not None and readers[source] == 1 and source not in outputs \
+                and fused.writes_transposed(dot.eqns[0], step):
+            view = step.outvars[0]
+            joined[id(dot)] = Fused([dot.eqns[0], step], dot.inputs, [view],
+                                    tuple(view.aval.shape), dot.reads)
+            continue
+        out.append(step)
+    return [joined.get(id(s), s) for s in out]
 
 
 def _native_copies(steps, jaxpr, fused):
