@@ -7,6 +7,8 @@
   outer product, e.g. a weight gradient at batch 1) becomes a multiply of
   broadcasts, which fusion folds into its consumers; one with a
   preferred_element_type becomes a dot of converted operands;
+- `join_pad_sums`: a sum of zero pads tiling an axis becomes a concatenate
+  (see pad_sums);
 - `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
   replaced by their operand;
 - `fold_transposes_into_dots`: a dot_general reading a transposed operand reads
@@ -29,6 +31,7 @@ import numpy as np
 from ..core import Array, Tracer
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effects
 from ..value_keys import value_key
+from .pad_sums import join_pad_sums
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -51,7 +54,7 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     """Inline nested calls, then forward trivial ops, fold constants, eliminate
     common subexpressions and dead code until nothing changes (at most
     `max_rounds` rounds)."""
-    closed = widen_half_reductions(expand_dots(inline_calls(closed)))
+    closed = join_pad_sums(widen_half_reductions(expand_dots(inline_calls(closed))))
     for _ in range(max_rounds):
         start = closed
         for p in (forward_trivial, fold_transposes_into_dots, fold_constants, cse, dce):
