@@ -7,6 +7,8 @@
   outer product, e.g. a weight gradient at batch 1) becomes a multiply of
   broadcasts, which fusion folds into its consumers; one with a
   preferred_element_type becomes a dot of converted operands;
+- `join_pad_sums`: a sum of zero pads tiling an axis becomes a concatenate
+  (see pad_sums);
 - `forward_trivial`: identity reshapes/transposes/broadcasts/conversions are
   replaced by their operand;
 - `compose_transposes`: a transpose of a transpose reads the inner one's
@@ -14,6 +16,8 @@
 - `fold_transposes_into_dots`: a dot_general reading a transposed operand reads
   the untransposed one with renumbered dimensions (BLAS takes the transpose as
   a flag; no copy is made);
+- `untranspose_scan_consts`: a scan reads a transposed matrix constant's
+  source when its body's products then need no transpose flag (see scan_consts);
 - `fold_constants`: equations whose inputs are all known are evaluated with the
   primitive's NumPy `impl` and become constants (0-d ones Literals);
 - `cse`: an equation identical to an earlier one reuses the earlier's outputs;
@@ -31,6 +35,8 @@ import numpy as np
 from ..core import Array, Tracer
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effects
 from ..value_keys import value_key
+from .pad_sums import join_pad_sums
+from .scan_consts import untranspose_scan_consts
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -53,10 +59,11 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     """Inline nested calls, then forward trivial ops, fold constants, eliminate
     common subexpressions and dead code until nothing changes (at most
     `max_rounds` rounds)."""
-    closed = widen_half_reductions(expand_dots(inline_calls(closed)))
+    closed = join_pad_sums(widen_half_reductions(expand_dots(inline_calls(closed))))
     for _ in range(max_rounds):
         start = closed
         for p in (forward_trivial, compose_transposes, fold_transposes_into_dots,
+                  untranspose_scan_consts,
                   fold_constants, cse, dce):
             closed = p(closed)
         if closed is start:

@@ -25,7 +25,7 @@ from ...core import Primitive, get_aval
 from ...errors import FgradTypeError
 from ...jaxpr import ClosedJaxpr, Jaxpr, Literal, dce_jaxpr, eval_closed
 from ..elementwise import add
-from . import common, scan_hoist
+from . import common, scan_hoist, scan_recompute
 from .transforms import batch_jaxpr, linearize_jaxpr, memo, trace_program, zeros_of
 
 scan_p = Primitive("scan", multiple_results=True)
@@ -183,14 +183,16 @@ class _ScanSplit:
         known = split.known.jaxpr
         n_res = split.num_res
         variant = _variant_outputs(known, num_consts)[n_out:]
-        keep = [True] * n_out + variant
+        chains = scan_recompute.droppable(known, n_out, variant)
+        stored = [v and k not in chains for k, v in enumerate(variant)]
+        keep = [True] * n_out + stored
         body = dce_jaxpr(known, keep, keep_effects=True)  # per-iteration prints run here
         self.known = ClosedJaxpr(body, split.known.consts)
         inv = dce_jaxpr(known, [False] * n_out + [not v for v in variant])
         self.invariant = ClosedJaxpr(Jaxpr(inv.constvars, inv.invars[:num_consts], inv.eqns,
                                            inv.outvars), split.known.consts)
-        self.num_stacked = sum(variant)
-        self.num_invariant = n_res - self.num_stacked
+        self.num_stacked = sum(stored)
+        self.num_invariant = n_res - sum(variant)
         # linear inputs: residuals (in known's order) then tangents (consts, carry, xs)
         inv_idx = [k for k in range(n_res) if not variant[k]]
         st_idx = [k for k in range(n_res) if variant[k]]
@@ -202,6 +204,29 @@ class _ScanSplit:
         self.linear = common.permute_inputs(split.linear, order)
         self.num_linear_consts = len(inv_idx) + n_tc
         self.num_linear_carry = n_tcarry
+        if chains:
+            self.linear = _recomputing(self.linear, self.num_linear_consts + n_tcarry, st_idx,
+                                       chains, known.outvars[n_out:])
+
+
+def _recomputing(linear, n_before, st_idx, chains, residuals):
+    """`linear` (inputs: n_before consts and carries, the stacked residuals
+    `st_idx`, the x tangents) taking only the stacked residuals not in `chains`
+    and recomputing the others first (see scan_recompute)."""
+    kept = [k for k in st_idx if k not in chains]
+    avals = linear.in_avals
+    n_st = len(st_idx)
+    pos = {k: n_before + j for j, k in enumerate(st_idx)}
+    new_avals = avals[:n_before] + [avals[pos[k]] for k in kept] + avals[n_before + n_st:]
+
+    def body(*args):
+        given = dict(zip(kept, args[n_before:n_before + len(kept)]))
+        given.update(scan_recompute.recompute(
+            chains, residuals, {residuals[k]: v for k, v in given.items()}))
+        return eval_closed(linear, *args[:n_before], *[given[k] for k in st_idx],
+                           *args[n_before + len(kept):])
+
+    return trace_program(body, new_avals, "control flow (linear part)")
 
 
 def _scan_jvp(primals, tangents, *, jaxpr, num_consts, num_carry, length, reverse):
