@@ -37,7 +37,7 @@ def _pads(x, y, lo_y):
     return px + py
 
 
-@pytest.mark.parametrize("x_width,lo_y,y_width", [(2, 2, 4), (2, 3, 3), (3, 2, 4)])
+@pytest.mark.parametrize("x_width,lo_y,y_width", [(2, 2, 4), (2, 3, 3), (3, 2, 4), (2, 0, 2)])
 def test_only_pads_that_tile_the_axis_are_joined(x_width, lo_y, y_width):
     x, y = np.ones((2, x_width), np.float32), np.ones((2, y_width), np.float32)
     closed = fgrad.make_jaxpr(lambda x, y: _pads(x, y, lo_y))(x, y)

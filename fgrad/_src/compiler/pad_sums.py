@@ -47,7 +47,8 @@ def _pieces(root, defining, readers):
     if None in found or len({d for d, _, _ in found}) != 1:
         return None
     axis = found[0][0]
-    pieces = sorted((lo, e.invars[0]) for (_, lo, _), e in zip(found, leaves))
+    pieces = sorted(((lo, e.invars[0]) for (_, lo, _), e in zip(found, leaves)),
+                    key=lambda piece: piece[0])   # (equal offsets: no tiling, below)
     at = 0
     for lo, piece in pieces:
         if lo != at:
