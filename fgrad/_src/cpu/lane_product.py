@@ -21,7 +21,6 @@ runs lane products starts that compile on a background thread while it is
 planned (`prefetch`, from `fused.prefetch_runtime`).
 """
 import ctypes
-import threading
 
 import numpy as np
 
@@ -58,16 +57,7 @@ def prefetch(dtypes):
     if todo:
         _prefetched.update(todo)
         texts = [(dt, _emit(dt)) for dt in todo]
-        threading.Thread(target=_load_all, args=(texts,), name="fgrad lane product").start()
-
-
-def _load_all(texts):
-    with switch_interval.short():
-        for dt, text in texts:
-            try:
-                _module(dt, text)
-            except Exception:   # noqa: BLE001 -- the program's own resolve() tries again and raises
-                pass
+        switch_interval.compile_in_background(_module, texts, "fgrad lane product")
 
 
 def _tag(dt):

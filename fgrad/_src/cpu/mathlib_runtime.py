@@ -25,7 +25,6 @@ thread holds the compiler lock meanwhile, as any compile does). Their IR is
 emitted before the thread starts, on the caller's thread.
 """
 import re
-import threading
 
 import numpy as np
 
@@ -74,16 +73,7 @@ def prefetch(names):
     if names:
         _prefetched.update(names)
         texts = [(name, _emit(*_NAME.match(name).groups())) for name in names]
-        threading.Thread(target=_resolve_all, args=(texts,), name="fgrad math runtime").start()
-
-
-def _resolve_all(texts):
-    with switch_interval.short():
-        for name, text in texts:
-            try:
-                resolve(name, text)
-            except Exception:   # noqa: BLE001 -- the program's own resolve() tries again and raises
-                pass
+        switch_interval.compile_in_background(resolve, texts, "fgrad math runtime")
 
 
 def _calls(jaxpr):

@@ -13,7 +13,7 @@ import contextlib
 import sys
 import threading
 
-__all__ = ["short", "INTERVAL"]
+__all__ = ["short", "compile_in_background", "INTERVAL"]
 
 INTERVAL = 0.0005     # seconds
 _lock = threading.Lock()
@@ -38,3 +38,17 @@ def short():
             before, now = _active.pop()
             if not _active and now != before and sys.getswitchinterval() == now:
                 sys.setswitchinterval(before)
+
+
+def compile_in_background(load, items, name):
+    """load(key, text) for each (key, IR text) of `items` on a new thread named
+    `name`, under `short()`. A failure is dropped: the program that needs the
+    code loads it again on its own thread, and raises there."""
+    def run():
+        with short():
+            for key, text in items:
+                try:
+                    load(key, text)
+                except Exception:   # noqa: BLE001 -- reported by the program's own load
+                    pass
+    threading.Thread(target=run, name=name).start()
