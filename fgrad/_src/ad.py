@@ -124,23 +124,23 @@ class JVPTrace(core.Trace):
         primals, tangents, nonzero = self._unpack(args)
         if not nonzero:
             return core.bind_at(self.parent, prim, primals, params)
-        state = core._state
-        prev = state.trace
         rules = prim.jvp_rules
         if rules is not None:  # per-argument rules (defjvp): the primal runs at the parent
             out = core.bind_at(self.parent, prim, primals, params)
-            state.trace = self.rule_trace
+            ts = core.thread_state()
+            prev = core.enter_trace(ts, self.rule_trace)
             try:
                 return self._pack(out, _sum_contributions(rules, out, primals, tangents, params))
             finally:
-                state.trace = prev
+                core.leave_trace(ts, prev)
         if prim.jvp is None:
             raise FgradTypeError(f"{prim.name} has no differentiation rule")
-        state.trace = self.rule_trace
+        ts = core.thread_state()
+        prev = core.enter_trace(ts, self.rule_trace)
         try:
             out, tout = prim.jvp(primals, tangents, **params)
         finally:
-            state.trace = prev
+            core.leave_trace(ts, prev)
         if prim.multiple_results:
             return [self._pack(o, t) for o, t in zip(out, tout)]
         return self._pack(out, tout)
@@ -311,16 +311,17 @@ def linearize_flat(fun, primals, description="linearize", in_mask=None, tangent_
     t_avals = in_avals if tangent_avals is None else tangent_avals
     args = [JVPTracer(trace, p, pe.new_arg(t)) if m else p
             for p, t, m in zip(primals, t_avals, in_mask)]
-    state = core._state
-    state.trace = trace
+    ts = core.thread_state()
+    prev = core.enter_trace(ts, trace)
     try:
-        outs = fun(*args)
-        state.trace = parent
+        try:
+            outs = fun(*args)
+        finally:
+            core.leave_trace(ts, prev)
         primal_outs, tangent_outs = _unpack_outputs(trace, outs)
         out_mask = [t is not None for t in tangent_outs]
         closed = pe.to_jaxpr([t for t in tangent_outs if t is not None])
     finally:
-        state.trace = parent
         trace.alive = pe.alive = False
     return primal_outs, LinearFunction(closed.jaxpr, closed.consts, in_mask, out_mask)
 

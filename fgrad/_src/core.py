@@ -8,6 +8,7 @@ a trace treats any other value as a constant of its parent's level, which is
 what rules out perturbation confusion.
 """
 import math
+import threading
 
 import numpy as np
 
@@ -142,7 +143,10 @@ class Primitive:
         self.tape_rules = None  # set by ad.deftape: NumPy forms of jvp_rules
 
     def bind(self, *args, **params):
-        return _state.trace.process_primitive(self, args, params)
+        trace = _state.trace
+        if trace is not eval_trace:
+            trace = _threads.state.trace
+        return trace.process_primitive(self, args, params)
 
     def __repr__(self):
         return self.name
@@ -152,39 +156,109 @@ class Primitive:
 # Traces and the current-trace state
 
 class _TraceState:
+    """The process-wide hint the fast paths read first (the native jit dispatcher
+    too, through its slot): `eval_trace` while no thread is inside a transform,
+    else `SOME_THREAD_TRACES`, and each thread's own trace is in its `ThreadTrace`."""
     __slots__ = ("trace",)
 
 
+class ThreadTrace:
+    """One thread's current trace; `depth`: how many `enter_trace`s are open."""
+    __slots__ = ("trace", "depth")
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.depth = 0
+
+
+class _Threads(threading.local):
+    def __init__(self):
+        self.state = ThreadTrace(eval_trace)
+
+
+class _SomeThreadTraces:
+    """The hint's value while some thread is inside a transform: read your own."""
+    def __repr__(self):
+        return "<per-thread traces>"
+
+
+SOME_THREAD_TRACES = _SomeThreadTraces()
 _state = _TraceState()
+_registration = threading.Lock()
+_threads_inside = 0     # threads with an open enter_trace (guarded by _registration)
+
+
+def thread_state():
+    """This thread's ThreadTrace."""
+    return _threads.state
 
 
 def current_trace():
-    return _state.trace
+    trace = _state.trace
+    return trace if trace is eval_trace else _threads.state.trace
+
+
+def enter_trace(ts, trace):
+    """Make `trace` current in the thread whose ThreadTrace is `ts` (the calling
+    thread's); returns what `leave_trace` needs. The first open one of a thread
+    turns the process-wide hint to per-thread, so other threads stop taking it for
+    theirs; entering eval_trace from eval_trace changes nothing."""
+    global _threads_inside
+    prev = ts.trace
+    if ts.depth == 0:
+        if trace is eval_trace:
+            return None
+        _registration.acquire()
+        _threads_inside += 1
+        _state.trace = SOME_THREAD_TRACES
+        _registration.release()
+    ts.depth += 1
+    ts.trace = trace
+    return prev
+
+
+def leave_trace(ts, prev):
+    """Undo the matching enter_trace (`prev`: what it returned)."""
+    global _threads_inside
+    if prev is None:
+        return
+    ts.trace = prev
+    ts.depth -= 1
+    if ts.depth == 0:
+        _registration.acquire()
+        _threads_inside -= 1
+        if not _threads_inside:
+            _state.trace = eval_trace
+        _registration.release()
 
 
 class set_current_trace:
-    """Context manager: make `trace` current for the duration of a block."""
-    __slots__ = ("trace", "prev")
+    """Context manager: make `trace` current in this thread for the duration of a block."""
+    __slots__ = ("trace", "ts", "prev")
 
     def __init__(self, trace):
         self.trace = trace
 
     def __enter__(self):
-        self.prev = _state.trace
-        _state.trace = self.trace
+        self.ts = ts = _threads.state
+        self.prev = enter_trace(ts, self.trace)
 
     def __exit__(self, *exc):
-        _state.trace = self.prev
+        leave_trace(self.ts, self.prev)
 
 
 def bind_at(trace, prim, args, params):
     """Bind `prim` with `trace` current (the fast path for handing work to a parent)."""
-    prev = _state.trace
-    _state.trace = trace
+    ts = _threads.state
+    if not ts.depth:    # not inside a transform: the hint must learn of it
+        with set_current_trace(trace):
+            return trace.process_primitive(prim, args, params)
+    prev = ts.trace
+    ts.trace = trace
     try:
         return trace.process_primitive(prim, args, params)
     finally:
-        _state.trace = prev
+        ts.trace = prev
 
 
 class Trace:
@@ -365,8 +439,10 @@ def lean_unary(prim, general):
     def fn(x, /):
         trace = _state.trace
         if trace is not eval_trace:
-            out = trace.lean_float(prim, x, None, False)
-            return general(x) if out is None else out
+            trace = _threads.state.trace
+            if trace is not eval_trace:
+                out = trace.lean_float(prim, x, None, False)
+                return general(x) if out is None else out
         t = type(x)
         if t is Array:
             v = x._value
@@ -416,7 +492,9 @@ def eager_float_pair(prim, x, y, swap=False):
     transform, the current trace's `lean_float` answers."""
     trace = _state.trace
     if trace is not eval_trace:
-        return trace.lean_float(prim, x, y, swap)
+        trace = _threads.state.trace
+        if trace is not eval_trace:
+            return trace.lean_float(prim, x, y, swap)
     if type(x) is not Array or output_check is not None:
         return None
     xv = x._value
@@ -481,8 +559,9 @@ def _explain_impl_failure(prim, args, params, err):
     check_avals(prim.name, out if prim.multiple_results else [out])
 
 
-_state.trace = EvalTrace()
-eval_trace = _state.trace
+eval_trace = EvalTrace()
+_state.trace = eval_trace
+_threads = _Threads()
 
 # Called as output_check(prim, input values, output, params) after every eager
 # primitive when set (fgrad.debug installs its NaN/Inf checker here).
@@ -536,9 +615,7 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
-            trace = _state.trace
-            out = (eager_float_pair(prim, self, other, reflected) if trace is eval_trace
-                   else trace.lean_float(prim, self, other, reflected))
+            out = eager_float_pair(prim, self, other, reflected)
             if out is not None:
                 return out
             pair = _operands(self, other)

@@ -50,17 +50,18 @@ def usable():
     """True where a reverse-mode call may use the tape: no enclosing transform, and
     no per-primitive checks (debug_nans) that the tape would skip. (Device arrays
     are refused as they show up: `process_primitive`.)"""
-    return (core._state.trace is core.eval_trace and config.eager_tape
+    return (core.current_trace() is core.eval_trace and config.eager_tape
             and core.output_check is None)
 
 
 class TapeTrace(core.Trace):
     """Runs primitives eagerly and records how to pull cotangents back through them."""
 
-    def __init__(self, parent, description):
+    def __init__(self, parent, description, thread_trace):
         self.parent = parent
         self.rule_trace = parent
         self.description = description
+        self.thread_trace = thread_trace    # the ThreadTrace of the thread it runs in
         self.entries = []
         self.primals = []   # per node: the inputs, then each traced output
         self.in_ids = self.out_ids = None    # the nodes of the inputs and outputs
@@ -165,14 +166,14 @@ class TapeTrace(core.Trace):
                 vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
             weak = v0.weak_type and v1.weak_type
             traced = i0 is not None or i1 is not None
-        state = core._state
-        state.trace = self.parent
+        ts = self.thread_trace     # this thread's: the trace is current in it
+        ts.trace = self.parent
         try:
             out = prim.impl(*values)
         except Exception:
             return None     # the general path raises the error the shape rule gives
         finally:
-            state.trace = self
+            ts.trace = self
         if out.dtype is not dtype and out.dtype != dtype:
             return None
         a = _new(Array)
@@ -199,9 +200,9 @@ class TapeTrace(core.Trace):
         def flat(*xs):
             out = fun(*xs)
             return list(out) if isinstance(out, (list, tuple)) else [out]
-        state = core._state
-        prev = state.trace
-        state.trace = self.parent
+        ts = self.thread_trace
+        prev = ts.trace
+        ts.trace = self.parent
         try:
             outs, lin = ad.linearize_flat(flat, vals, self.description,
                                        in_mask=[i is not None for i in ids])
@@ -210,7 +211,7 @@ class TapeTrace(core.Trace):
                 raise Unsupported from None   # a rule closes over one of our values
             raise
         finally:
-            state.trace = prev
+            ts.trace = prev
         out_ids = []
         results = []
         for o, m in zip(outs, lin.out_mask):
@@ -254,7 +255,7 @@ class TapeTrace(core.Trace):
         typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
         accumulate = self._checked if config.check_jaxprs else None
-        lean = core._state.trace is core.eval_trace and core.output_check is None
+        lean = core.current_trace() is core.eval_trace and core.output_check is None
         for i, c in zip(self.out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
@@ -392,8 +393,9 @@ def linearize_flat(fun, primals, description):
     """(primal outputs, the TapeTrace, whose `transpose` is the pullback) for a flat
     function at the top level; the floating-point inputs are differentiated. Raises
     Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
-    parent = core._state.trace
-    trace = TapeTrace(parent, description)
+    ts = core.thread_state()
+    parent = ts.trace
+    trace = TapeTrace(parent, description, ts)
     trace.mark_origin(skip=3)   # this function and its two callers in api.py
     args, in_ids = [], []
     for p in primals:
@@ -406,10 +408,12 @@ def linearize_flat(fun, primals, description):
         else:
             in_ids.append(None)
             args.append(p)
-    core._state.trace = trace
+    prev = core.enter_trace(ts, trace)
     try:
-        outs = fun(*args)
-        core._state.trace = parent
+        try:
+            outs = fun(*args)
+        finally:
+            core.leave_trace(ts, prev)
         primal_outs, out_ids = [], []
         for o in outs:
             if type(o) is JVPTracer and o._trace is trace:
@@ -420,7 +424,6 @@ def linearize_flat(fun, primals, description):
                 primal_outs.append(full_lower(o))
                 out_ids.append(None)
     finally:
-        core._state.trace = parent
         trace.alive = False
     trace.in_ids, trace.out_ids = in_ids, out_ids
     return primal_outs, trace
