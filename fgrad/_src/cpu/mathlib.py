@@ -1251,19 +1251,14 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     suffix = fname.rsplit("_", 1)[1]
     widths = _TRIG_WIDTHS[suffix]
 
-    ph = ir.Function(module, ir.FunctionType(ty, [ty]), fname + "_ph")
-    ph.linkage = "internal"
-    for attr in ("noinline", "nounwind", "readonly"):
-        ph.attributes.add(attr)
+    ph = _out_of_line(ir.Function(module, ir.FunctionType(ty, [ty]), fname + "_ph"))
     b = ir.IRBuilder(ph.append_basic_block("entry"))
     b.ret(_trig_slow(_Em(b, ty, fma), ph.args[0], is_cos))
 
     variants = ",".join(f"_ZGV_LLVM_N{n}v_{fname}({fname}_v{n})" for n in widths)
     fn = ir.Function(module, ir.FunctionType(ty, [ty]), fname)
-    fn.linkage = "internal"
     fn.attributes = _VariantAttributes({"vector-function-abi-variant": variants})
-    for attr in ("noinline", "nounwind", "readonly"):
-        fn.attributes.add(attr)
+    _out_of_line(fn)
     x = fn.args[0]
     x.name = "x"
     entry = fn.append_basic_block("entry")
@@ -1282,6 +1277,14 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     return fn
 
 
+def _out_of_line(fn):
+    """`fn`, made a module-internal function kept out of line that only reads memory."""
+    fn.linkage = "internal"
+    for attr in ("noinline", "nounwind", "readonly"):
+        fn.attributes.add(attr)
+    return fn
+
+
 def _emit_variant(module, fname, vty, fma, is_cos, lane_fn, vf=None):
     """Define the vector variant ``<fname>_v<N>`` (`vf`: its declaration, else a
     new weak_odr function): the fast path, and `lane_fn` (scalar) on each lane
@@ -1290,10 +1293,8 @@ def _emit_variant(module, fname, vty, fma, is_cos, lane_fn, vf=None):
     # the lanes the fast path cannot do, one `lane_fn` call each, out of line:
     # the variant's hot path then makes no call that would make it spill
     # its constants (every vector register is caller-saved)
-    lanes = ir.Function(module, ir.FunctionType(vty, [vty, vty]), f"{fname}_v{n}_ph")
-    lanes.linkage = "internal"
-    for attr in ("noinline", "nounwind", "readonly"):
-        lanes.attributes.add(attr)
+    lanes = _out_of_line(ir.Function(module, ir.FunctionType(vty, [vty, vty]),
+                                     f"{fname}_v{n}_ph"))
     b = ir.IRBuilder(lanes.append_basic_block("entry"))
     vx, fast = lanes.args
     emv = _Em(b, vty, fma)
