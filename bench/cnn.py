@@ -167,13 +167,18 @@ def _bn(np_like, h, gamma, beta):
         + beta[None, :, None, None]
 
 
-def res_fgrad(p, x, g):
+def res_block_grad(g):
+    """fgrad's jitted gradient of the block's sum(out · g) w.r.t. (params, x)."""
     def block(p, x):
         w1, g1, b1, w2, g2, b2 = p
         h = fnp.maximum(_bn(fnp, F.conv2d(x, w1, padding=1), g1, b1), 0)
         h = _bn(fnp, F.conv2d(h, w2, padding=1), g2, b2)
         return fnp.sum(fnp.maximum(h + x, 0) * g)
-    grad = fgrad.jit(fgrad.grad(block, argnums=(0, 1)))
+    return fgrad.jit(fgrad.grad(block, argnums=(0, 1)))
+
+
+def res_fgrad(p, x, g):
+    grad = res_block_grad(g)
     return grad(p, x), lambda: fgrad.tree.map(np.asarray, grad(p, x))
 
 
