@@ -15,6 +15,15 @@ positions are copied out. lax.convolution.runs_shifted says when; the
 primitive's NumPy impl sums in the same order, so jit and eager agree bit for
 bit.
 
+Where shifted gemms would run in 2-d, without rhs dilation and with output
+features in multiples of 16 (lax.convolution.runs_channels_last: a ResNet
+block's forward and input gradient), lane products run instead, channels last
+(`_emit_channels_last`, the runtime kernel cpu.lane_product): the weights packed
+once as (kh, kw, C, O), each example copied into a padded (Hp, Wp, C) plane, and
+one call per example adds at each wide position y·Wp + x the weights times the
+window read from it (output features across the vectors, no BLAS packing of
+operands per product); eager calls the same kernel.
+
 A weight gradient's shape (a kernel far larger than the output) in 2-d with
 one group, no lhs dilation or cropping, and examples in whole vectors
 (lax.convolution.runs_lanes) runs lane products instead (`_emit_lanes`, the
