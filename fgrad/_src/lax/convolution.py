@@ -290,7 +290,7 @@ def _channels_last_sums(x, w, padding, out_sizes):
     planes[:, lo_h:lo_h + xs[0], lo_w:lo_w + xs[1]] = np.transpose(x, (0, 2, 3, 1))
     w = np.ascontiguousarray(np.transpose(w, (2, 3, 1, 0)))
     acc = np.zeros((n, out_sizes[0], wp, o), dt)
-    product, item = lane_product.function(dt), dt.itemsize
+    product = lane_product.function(dt)
     for e in range(n):
         product(planes[e].ctypes.data, c, wp * c, 1, w.ctypes.data, kw * c * o, o,
                 acc[e].ctypes.data, o, wide, o, kh, kw * c)
