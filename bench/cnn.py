@@ -13,8 +13,8 @@ fgrad runs fgrad_nn's layers under fgrad.jit (convolutions are lax.conv_general_
 a native kernel: for stride-1 convolutions with 16+ input features, lane products over a
 channels-last copy of each example (fgrad's own register-blocked FMA kernel,
 cpu/lane_product.py; 16k output features) or sgemms over copies of the input shifted along
-the kernel's last dim, weight gradients as lane products, else im2col + sgemm; max pooling is lax.reduce_window_max, a native kernel, and
-its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
+the kernel's last dim, weight gradients as lane products, else im2col + sgemm; max pooling
+is lax.reduce_window_max, a native kernel, and its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
 JAX the same functions with lax.conv_general_dilated / reduce_window and Optax.
 """
 from common import (FGRAD, PEER, Column, Disagrees, Section, Table, agree, budget,  # first
