@@ -79,10 +79,13 @@ CASES = {
                          (1, 3), 1, 1),
     # unit strides and dilations, output features in multiples of 16: channels-last
     # lane products (the output features across the vectors), with uneven padding
-    "2d_channels_last": ((2, 16, 5, 7), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1),
+    "2d_channels_last": ((2, 16, 5, 20), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1),
                          (1, 1), 1, 1),
-    "2d_channels_last_uneven": ((3, 20, 6, 10), (32, 20, 2, 3), (1, 1), ((1, 0), (0, 2)),
+    "2d_channels_last_uneven": ((3, 20, 6, 16), (32, 20, 2, 3), (1, 1), ((1, 0), (0, 2)),
                                 (1, 1), (1, 1), 1, 1),
+    # as 2d_channels_last on narrower rows: too many wide positions, shifted gemms
+    "2d_shifted_narrow": ((2, 16, 5, 7), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1),
+                          (1, 1), 1, 1),
 }
 # the cases above that run lane products (in float32 and float64)
 LANES = {"2d_lanes", "2d_lanes_strided"}
@@ -91,7 +94,8 @@ CHANNELS_LAST = {"2d_channels_last", "2d_channels_last_uneven"}
 # the cases above that run shifted gemms, with the offsets along the kernel's last dim
 # that one gemm takes (shifted_stack)
 SHIFTED = {"2d_shifted": 3, "2d_shifted_dilated": 3, "2d_shifted_two_groups": 2,
-           "2d_shifted_three_groups": 1, "1d_shifted": 3, "3d_shifted": 3}
+           "2d_shifted_three_groups": 1, "1d_shifted": 3, "3d_shifted": 3,
+           "2d_shifted_narrow": 3}
 # the cases whose shape shifted gemms take, run as channels-last lane products instead
 SHIFTED.update({name: 3 for name in CHANNELS_LAST})
 
