@@ -170,7 +170,7 @@ def _bn(np_like, h, gamma, beta):
 
 def res_block_grad(g):
     """fgrad's jitted gradient of the block's sum(out · g) w.r.t. (params, x), with
-    fgrad_nn's batch_norm (batch statistics) as PyTorch uses its own."""
+    fgrad_nn's batch_norm (batch statistics) and fgrad.nn.relu, as PyTorch uses its own."""
     stats = np.zeros(RES_CH, np.float32), np.ones(RES_CH, np.float32)   # unused running stats
 
     def bn(h, gamma, beta):
@@ -178,9 +178,9 @@ def res_block_grad(g):
 
     def block(p, x):
         w1, g1, b1, w2, g2, b2 = p
-        h = fnp.maximum(bn(F.conv2d(x, w1, padding=1), g1, b1), 0)
+        h = fgrad.nn.relu(bn(F.conv2d(x, w1, padding=1), g1, b1))
         h = bn(F.conv2d(h, w2, padding=1), g2, b2)
-        return fnp.sum(fnp.maximum(h + x, 0) * g)
+        return fnp.sum(fgrad.nn.relu(h + x) * g)
     return fgrad.jit(fgrad.grad(block, argnums=(0, 1)))
 
 
@@ -366,8 +366,9 @@ def run(quick=False):
         "relative 2-norm error of each gradient (≤ 1e-2): not element-wise, since a ReLU "
         "input within rounding of 0 falls on different sides in different libraries, and "
         "the BatchNorm shift gradients are float32 sums of 65,536 terms that mostly cancel. "
-        "BatchNorm: fgrad_nn's batch_norm for fgrad and PyTorch's for torch (each library's "
-        "own, with its backward rule), the formula written out in jax.numpy for JAX.",
+        "BatchNorm and ReLU: fgrad_nn's batch_norm and fgrad.nn.relu for fgrad, PyTorch's "
+        "for torch (each library's own, with its backward rule), the BatchNorm formula "
+        "written out in jax.numpy and jax.nn.relu for JAX.",
         "torch.compile compiles the forward pass (and its backward); Adam stays eager.",
         "10b: each convolution of the two models alone (x, w, cotangent ct of the "
         "output): conv(x, w), its input gradient, its weight gradient; fgrad and "
