@@ -10,10 +10,11 @@
    checked against fgrad's.
 
 fgrad runs fgrad_nn's layers under fgrad.jit (convolutions are lax.conv_general_dilated,
-a native kernel: for stride-1 convolutions with 16+ input features, sgemms over copies of
-the input shifted along the kernel's last dim, weight gradients as lane products (fgrad's own
-register-blocked FMA kernel, cpu/lane_product.py), else im2col + sgemm; max pooling is lax.reduce_window_max, a native kernel, and
-its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
+a native kernel: for stride-1 convolutions with 16+ input features, lane products over a
+channels-last copy of each example (fgrad's own register-blocked FMA kernel,
+cpu/lane_product.py; 16k output features) or sgemms over copies of the input shifted along
+the kernel's last dim, weight gradients as lane products, else im2col + sgemm; max pooling
+is lax.reduce_window_max, a native kernel, and its gradient one native scatter); PyTorch its nn modules eager and under torch.compile;
 JAX the same functions with lax.conv_general_dilated / reduce_window and Optax.
 """
 from common import (FGRAD, PEER, Column, Disagrees, Section, Table, agree, budget,  # first
@@ -167,13 +168,24 @@ def _bn(np_like, h, gamma, beta):
         + beta[None, :, None, None]
 
 
-def res_fgrad(p, x, g):
+def res_block_grad(g):
+    """fgrad's jitted gradient of the block's sum(out · g) w.r.t. (params, x), with
+    fgrad_nn's batch_norm (batch statistics) and fgrad.nn.relu, as PyTorch uses its own."""
+    stats = np.zeros(RES_CH, np.float32), np.ones(RES_CH, np.float32)   # unused running stats
+
+    def bn(h, gamma, beta):
+        return F.batch_norm(h, *stats, gamma, beta, training=True)[0]
+
     def block(p, x):
         w1, g1, b1, w2, g2, b2 = p
-        h = fnp.maximum(_bn(fnp, F.conv2d(x, w1, padding=1), g1, b1), 0)
-        h = _bn(fnp, F.conv2d(h, w2, padding=1), g2, b2)
-        return fnp.sum(fnp.maximum(h + x, 0) * g)
-    grad = fgrad.jit(fgrad.grad(block, argnums=(0, 1)))
+        h = fgrad.nn.relu(bn(F.conv2d(x, w1, padding=1), g1, b1))
+        h = bn(F.conv2d(h, w2, padding=1), g2, b2)
+        return fnp.sum(fgrad.nn.relu(h + x) * g)
+    return fgrad.jit(fgrad.grad(block, argnums=(0, 1)))
+
+
+def res_fgrad(p, x, g):
+    grad = res_block_grad(g)
     return grad(p, x), lambda: fgrad.tree.map(np.asarray, grad(p, x))
 
 
@@ -353,7 +365,10 @@ def run(quick=False):
         "ResNet block: every library's gradients were checked against fgrad's by the "
         "relative 2-norm error of each gradient (≤ 1e-2): not element-wise, since a ReLU "
         "input within rounding of 0 falls on different sides in different libraries, and "
-        "the BatchNorm shift gradients are float32 sums of 65,536 terms that mostly cancel.",
+        "the BatchNorm shift gradients are float32 sums of 65,536 terms that mostly cancel. "
+        "BatchNorm and ReLU: fgrad_nn's batch_norm and fgrad.nn.relu for fgrad, PyTorch's "
+        "for torch (each library's own, with its backward rule), the BatchNorm formula "
+        "written out in jax.numpy and jax.nn.relu for JAX.",
         "torch.compile compiles the forward pass (and its backward); Adam stays eager.",
         "10b: each convolution of the two models alone (x, w, cotangent ct of the "
         "output): conv(x, w), its input gradient, its weight gradient; fgrad and "

@@ -221,10 +221,12 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Tr
         stats = lax.stop_gradient(mean), lax.stop_gradient(var * (count / (count - 1)))
         new_mean = (1 - momentum) * running_mean + momentum * stats[0]
         new_var = (1 - momentum) * running_var + momentum * stats[1]
+        # the batch statistics' own rule: the backward pass keeps y and 1/sqrt(var + eps)
+        y = _normalized(x, axes, eps)
     else:
-        mean, var = running_mean, running_var
         new_mean, new_var = running_mean, running_var
-    y = (x - fnp.reshape(mean, channel)) * fnp.reshape(lax.rsqrt(var + eps), channel)
+        y = (x - fnp.reshape(running_mean, channel)) * fnp.reshape(
+            lax.rsqrt(running_var + eps), channel)
     if weight is not None:
         y = y * fnp.reshape(weight, channel)
     if bias is not None:

@@ -77,13 +77,27 @@ CASES = {
                  1, 1),
     "2d_lanes_strided": ((32, 2, 14, 13), (5, 2, 12, 5), (2, 1), ((0, 2), (1, 1)), (1, 1),
                          (1, 3), 1, 1),
+    # unit strides and dilations, output features in multiples of 16: channels-last
+    # lane products (the output features across the vectors), with uneven padding
+    "2d_channels_last": ((2, 16, 5, 20), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1),
+                         (1, 1), 1, 1),
+    "2d_channels_last_uneven": ((3, 20, 6, 16), (32, 20, 2, 3), (1, 1), ((1, 0), (0, 2)),
+                                (1, 1), (1, 1), 1, 1),
+    # as 2d_channels_last on narrower rows: too many wide positions, shifted gemms
+    "2d_shifted_narrow": ((2, 16, 5, 7), (16, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1),
+                          (1, 1), 1, 1),
 }
 # the cases above that run lane products (in float32 and float64)
 LANES = {"2d_lanes", "2d_lanes_strided"}
+# the cases above that run channels-last lane products (in float32 and float64)
+CHANNELS_LAST = {"2d_channels_last", "2d_channels_last_uneven"}
 # the cases above that run shifted gemms, with the offsets along the kernel's last dim
 # that one gemm takes (shifted_stack)
 SHIFTED = {"2d_shifted": 3, "2d_shifted_dilated": 3, "2d_shifted_two_groups": 2,
-           "2d_shifted_three_groups": 1, "1d_shifted": 3, "3d_shifted": 3}
+           "2d_shifted_three_groups": 1, "1d_shifted": 3, "3d_shifted": 3,
+           "2d_shifted_narrow": 3}
+# the cases whose shape shifted gemms take, run as channels-last lane products instead
+SHIFTED.update({name: 3 for name in CHANNELS_LAST})
 
 
 def _draw(case, dtype=np.float64, seed=0):
@@ -116,7 +130,7 @@ def test_jitted_values_match_direct_loops(name):
 
 
 @pytest.mark.parametrize("name", ["1d_stride_pad", "2d_all", "2d_lhs_dil", "2d_batch_groups",
-                                  "2d_negative_pad", "3d", "2d_lanes"])
+                                  "2d_negative_pad", "3d", "2d_lanes", "2d_channels_last"])
 def test_gradients_order_two(name):
     case = CASES[name]
     x, w = _draw(case, seed=1)
@@ -177,6 +191,18 @@ def test_cases_take_the_lane_products_named(name, dtype):
     assert runs_lanes(xs[0] // bg, ws, ys, params, dtype) == (name in LANES)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_cases_take_the_channels_last_products_named(name):
+    """CHANNELS_LAST names exactly the cases the native kernel runs as
+    channels-last lane products (in either dtype)."""
+    from fgrad._src.lax.convolution import _out_size, runs_channels_last
+    xs, ws, strides, pads, ld, rd, g, bg = CASES[name]
+    ys = [_out_size(*a) for a in zip(xs[2:], ws[2:], strides, pads, ld, rd)]
+    params = dict(window_strides=strides, padding=pads, lhs_dilation=ld, rhs_dilation=rd,
+                  feature_group_count=g, batch_group_count=bg)
+    assert runs_channels_last(ws, ys, params) == (name in CHANNELS_LAST)
+
+
 def test_lane_products_in_any_layout():
     """Lane products read and write every layout the dimension numbers give (a
     weight gradient's, channels last), jit and eager alike."""
@@ -193,10 +219,12 @@ def test_lane_products_in_any_layout():
     np.testing.assert_allclose(np.transpose(got, (3, 0, 1, 2)), want, rtol=1e-4, atol=1e-4)
 
 
-def test_shifted_gemms_in_any_layout():
-    """Forward and input gradient through the shifted-gemm kernel, in NCHW and in
-    NHWC/HWIO, against direct loops; jit equals eager bit for bit."""
-    case = CASES["2d_shifted"]
+@pytest.mark.parametrize("name", ["2d_shifted", "2d_channels_last"])
+def test_shifted_gemms_in_any_layout(name):
+    """Forward and input gradient through the shifted-gemm and the channels-last
+    kernels, in NCHW and in NHWC/HWIO, against direct loops; jit equals eager bit
+    for bit."""
+    case = CASES[name]
     x, w = _draw(case, seed=5)
     _, _, strides, pads, ld, rd, _, _ = case
     want = reference(x, w, *case[2:])

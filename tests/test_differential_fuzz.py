@@ -893,12 +893,12 @@ def _dot_general(data):
 def _conv_general_dilated(data):
     """jit equals eager bit for bit (the impl makes the native kernel's gemm calls:
     im2col or, with 16 features and unit strides, shifted gemms; or its lane
-    products); both within the terms' rounding of a float64 sum over kernel offsets."""
+    products, channels last with 16 output features); both within the terms' rounding of a float64 sum over kernel offsets."""
     dt = data.draw(st.sampled_from(FLOATS[1:]))
     lanes = data.draw(st.sampled_from([True, False]))  # a weight gradient's shape
     nsp, groups = (2, 1) if lanes else (data.draw(st.sampled_from([1, 2])),
                                         data.draw(st.sampled_from([1, 2])))
-    i, og, n = (data.draw(st.sampled_from(v)) for v in ([1, 3, 16], [1, 2, 5], [1, 3]))
+    i, og, n = (data.draw(st.sampled_from(v)) for v in ([1, 3, 16], [1, 2, 5, 16], [1, 3]))
     i, n = (min(i, 3), 16) if lanes else (i, n)     # (at most 8192 elements a draw)
     xs = [data.draw(st.sampled_from([8, 12] if lanes else [3, 6, 9])) for _ in range(nsp)]
     strides, rd = ([data.draw(st.sampled_from([1, 1, 2])) for _ in range(nsp)] for _ in "sr")

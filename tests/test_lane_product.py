@@ -71,7 +71,7 @@ x = rng.standard_normal((16, 16, 8, 8)).astype(np.float32)
 ct = rng.standard_normal((16, 32, 8, 8)).astype(np.float32)
 w = np.zeros((32, 16, 3, 3), np.float32)
 conv = lambda w: lax.conv_general_dilated(x, w, (1, 1), [(1, 1), (1, 1)])
-out = fgrad.jit(lambda ct: fgrad.vjp(conv, w)[1](ct)[0])(ct)
+out = fgrad.jit(lambda w, ct: fgrad.vjp(conv, w)[1](ct)[0])(w, ct)
 print(np.asarray(out).tobytes().hex())
 print(json.dumps(compiled_on))
 """

@@ -15,6 +15,15 @@ positions are copied out. lax.convolution.runs_shifted says when; the
 primitive's NumPy impl sums in the same order, so jit and eager agree bit for
 bit.
 
+Where shifted gemms would run in 2-d, without rhs dilation and with output
+features in multiples of 16 (lax.convolution.runs_channels_last: a ResNet
+block's forward and input gradient), lane products run instead, channels last
+(`_emit_channels_last`, the runtime kernel cpu.lane_product): the weights packed
+once as (kh, kw, C, O), each example copied into a padded (Hp, Wp, C) plane, and
+one call per example adds at each wide position y·Wp + x the weights times the
+window read from it (output features across the vectors, no BLAS packing of
+operands per product); eager calls the same kernel.
+
 A weight gradient's shape (a kernel far larger than the output) in 2-d with
 one group, no lhs dilation or cropping, and examples in whole vectors
 (lax.convolution.runs_lanes) runs lane products instead (`_emit_lanes`, the
@@ -61,8 +70,9 @@ import math
 import numpy as np
 
 from ..jaxpr import Var, all_eqns
-from ..lax.convolution import (im2col_plan, lane_layout, out_is_canonical, runs_lanes,
-                               runs_shifted, shifted_copy_range, shifted_rows, shifted_stack)
+from ..lax.convolution import (im2col_plan, lane_layout, out_is_canonical, padded_plane,
+                               runs_channels_last, runs_lanes, runs_shifted,
+                               shifted_copy_range, shifted_rows, shifted_stack)
 from . import blas, lane_product, loops
 
 NAMES = frozenset({"conv_general_dilated"})
@@ -124,9 +134,16 @@ def split_extent(eqn):
     if _lanes(eqn):
         blocks = nb // lane_product.LANES[np.dtype(eqn.outvars[0].aval.dtype)]
         return blocks if blocks >= LANE_BLOCKS else _sizes(eqn)[1][0]
-    if _shifted(eqn):
+    if _shifted(eqn) or _channels_last(eqn):
         return nb
     return p["feature_group_count"] * p["batch_group_count"] * (nb // _plan(eqn)[1])
+
+
+def _channels_last(eqn):
+    """Whether the kernel runs channels-last lane products
+    (lax.convolution.runs_channels_last)."""
+    _, rhs, (_, _, *ys) = _sizes(eqn)
+    return runs_channels_last(rhs, ys, eqn.params)
 
 
 def _shifted(eqn):
@@ -145,7 +162,8 @@ LANE_BLOCKS = 4
 def lane_dtypes(jaxpr):
     """The dtypes of the lane-product convolutions in `jaxpr`, nested ones too."""
     return {eqn.outvars[0].aval.dtype for eqn in all_eqns(jaxpr)
-            if eqn.primitive.name in NAMES and can_lower(eqn) and _lanes(eqn)}
+            if eqn.primitive.name in NAMES and can_lower(eqn)
+            and (_lanes(eqn) or _channels_last(eqn))}
 
 
 def _lanes(eqn):
@@ -366,10 +384,68 @@ def _emit_lanes(ir, module, fname, eqn):
     return fn
 
 
+def _emit_channels_last(ir, module, fname, eqn):
+    """The body of a convolution `_channels_last` accepts: units [lo, hi) are
+    examples. The weights are packed once as (kh, kw, C, O); per example its input
+    is copied into a padded plane (Hp, Wp, C) and one lane_product call adds, at
+    each wide position y·Wp + x, the weights times the window read from it into
+    acc[y, x, o]; then acc's output positions go to the output."""
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    dt = np.dtype(eqn.outvars[0].aval.dtype)
+    (_, c, *xs), (o, _, kh, kw), (_, _, *ys) = _sizes(eqn)
+    (hp, wp), _, wide = padded_plane(xs, ys, p["padding"])
+    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
+    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
+    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    (lo_h, _), (lo_w, _) = p["padding"]
+
+    fn, b, t = _start(ir, module, fname, dt)
+    lhs, rhs, out = fn.args[:3]
+    const, at, real = t.const, t.at, t.real
+    product = lane_product.declare(ir, module, dt)
+    weights, plane, acc = t.alloc(kh * kw * c * o), t.alloc(hp * wp * c), t.alloc(wide * o)
+
+    def pack(idx):          # weights[ky, kx, ci, oi] = rhs[oi, ci, ky, kx]
+        b.store(b.load(at(rhs, loops.linear(ir, b, idx, w_st)), typ=real),
+                at(weights, loops.linear(ir, b, idx, [1, o, kw * c * o, c * o])))
+    loops.nest(ir, b, fn, [o, c, kh, kw], pack, "pack")
+    loops.loop(ir, b, fn, 0, hp * wp * c, lambda j: b.store(t.zero, at(plane, j)), "clear",
+               unroll=False)
+
+    def example(n):
+        def fill(idx):      # plane[h + lo_h, w + lo_w, ci] = lhs[n, ci, h, w]
+            src = b.add(b.mul(n, const(x_st[0])),
+                        loops.linear(ir, b, idx, [x_st[2], x_st[1], x_st[3]]))
+            dst = loops.linear(ir, b, idx, [wp * c, 1, c], (lo_h * wp + lo_w) * c)
+            b.store(b.load(at(lhs, src), typ=real), at(plane, dst))
+        # by input row: its copy (W·C elements) stays in the L1 cache
+        loops.nest(ir, b, fn, [xs[0], c, xs[1]], fill, "fill", unroll=False)
+        loops.loop(ir, b, fn, 0, wide * o, lambda j: b.store(t.zero, at(acc, j)), "zero",
+                   unroll=False)
+        b.call(product, [plane, const(c), const(wp * c), const(1), weights, const(kw * c * o),
+                         const(o), acc, const(o), const(wide), const(o), const(kh),
+                         const(kw * c)])
+
+        def put(idx):       # out[n, oi, y, x] = acc[y, x, oi]
+            src = loops.linear(ir, b, idx, [wp * o, 1, o])
+            dst = b.add(b.mul(n, const(o_st[0])),
+                        loops.linear(ir, b, idx, [o_st[2], o_st[1], o_st[3]]))
+            b.store(b.load(at(acc, src), typ=real), at(out, dst))
+        loops.nest(ir, b, fn, [ys[0], o, ys[1]], put, "put", unroll=False)   # by row
+    loops.upto(ir, b, fn, fn.args[3], fn.args[4], example)
+    for allocated in (weights, plane, acc):
+        b.call(t.free, [allocated])
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return fn
+
+
 def emit(ir, module, fname, eqn):
     """Emit `fname_body` for a conv_general_dilated equation; returns the function."""
     if _lanes(eqn):
         return _emit_lanes(ir, module, fname, eqn)
+    if _channels_last(eqn):
+        return _emit_channels_last(ir, module, fname, eqn)
     if _shifted(eqn):
         return _emit_shifted(ir, module, fname, eqn)
     p = eqn.params
