@@ -9,9 +9,9 @@ from fgrad import nn, random
 __all__ = ["scaled_dot_product_attention", "attention_weights", "causal_mask"]
 
 # Query rows per block of causal attention (see _causal_blocks), which runs from
-# three blocks on: a jitted MultiheadAttention forward and backward (d_model 128,
-# 4 heads) took about 0.8x the unblocked time at sequence 256 and 0.75x at 512 on
-# the (busy, 2-core) development machine, about the same at 128 (two blocks).
+# two blocks on: a jitted MultiheadAttention forward and backward (d_model 128,
+# 4 heads) took about 0.85x the unblocked time at sequence 128 and 0.7x at 256 on
+# the (busy, 2-core) development machine; blocks of 32 rows gained less at 128.
 CAUSAL_ROWS = 64
 
 
@@ -44,7 +44,7 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
         raise ValueError(f"scaled_dot_product_attention: expected q (..., L, E), k (..., S, E) "
                          f"and v (..., S, Ev), got shapes {tuple(q.shape)}, {tuple(k.shape)}, "
                          f"{tuple(v.shape)}")
-    if is_causal and attn_mask is None and dropout_p == 0.0 and q.shape[-2] > 2 * CAUSAL_ROWS:
+    if is_causal and attn_mask is None and dropout_p == 0.0 and q.shape[-2] >= 2 * CAUSAL_ROWS:
         return _causal_blocks(q, k, v, scale)
     weights = attention_weights(q, k, attn_mask, dropout_p, is_causal, scale, key=key)
     return fnp.matmul(weights, v)
