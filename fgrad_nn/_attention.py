@@ -8,6 +8,12 @@ from fgrad import nn, random
 
 __all__ = ["scaled_dot_product_attention", "attention_weights", "causal_mask"]
 
+# Query rows per block of causal attention (see _causal_blocks), which runs from
+# two blocks on: a jitted MultiheadAttention forward and backward (d_model 128,
+# 4 heads) took about 0.85x the unblocked time at sequence 128 and 0.7x at 256 on
+# the (busy, 2-core) development machine; blocks of 32 rows gained less at 128.
+CAUSAL_ROWS = 64
+
 
 def causal_mask(length, source_length=None):
     """Boolean (L, S) mask, True where query i may attend to key j, i.e. j <= i
@@ -30,14 +36,39 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
 
     A query row whose keys are all masked out gives NaN, as PyTorch's reference
     implementation: there is no distribution to average with.
-    Memory: one (..., L, S) score matrix is formed (no blockwise kernel).
+    Memory: one (..., L, S) score matrix is formed (no blockwise kernel), except
+    that a long causal one (is_causal, no dropout) is formed by blocks of query
+    rows without its fully masked part.
     """
     if v.ndim < 2 or k.ndim < 2 or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: expected q (..., L, E), k (..., S, E) "
                          f"and v (..., S, Ev), got shapes {tuple(q.shape)}, {tuple(k.shape)}, "
                          f"{tuple(v.shape)}")
+    if is_causal and attn_mask is None and dropout_p == 0.0 and q.shape[-2] >= 2 * CAUSAL_ROWS:
+        return _causal_blocks(q, k, v, scale)
     weights = attention_weights(q, k, attn_mask, dropout_p, is_causal, scale, key=key)
     return fnp.matmul(weights, v)
+
+
+def _causal_blocks(q, k, v, scale):
+    """Causal attention by blocks of CAUSAL_ROWS query rows, each against only the
+    key prefix it may see: the fully masked upper blocks are never formed. A row's
+    allowed scores, softmax and products are those of the full computation; the
+    skipped entries would only have added exact zeros."""
+    if q.ndim < 2 or q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: expected q (..., L, E) and k (..., S, E), got shapes "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}")
+    length, source = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    outs = []
+    for top in range(0, length, CAUSAL_ROWS):
+        bottom = min(length, top + CAUSAL_ROWS)
+        cols = min(source, bottom)
+        scores = fnp.matmul(q[..., top:bottom, :], fnp.swapaxes(k[..., :cols, :], -1, -2)) * scale
+        allowed = np.tril(np.ones((bottom - top, cols), dtype=bool), top)
+        weights = nn.softmax(fnp.where(allowed, scores, -np.inf), axis=-1)
+        outs.append(fnp.matmul(weights, v[..., :cols, :]))
+    return fnp.concatenate(outs, axis=-2)
 
 
 def attention_weights(q, k, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,

@@ -1253,6 +1253,23 @@ def test_views_feeding_native_kernels_are_native_copies(dt):
         np.testing.assert_array_equal(got, want)
 
 
+def test_views_of_views_are_read_through_to_their_buffer():
+    """A block of attention's heads (a slice of a transpose of a reshape) feeding a
+    native kernel is one native copy reading the buffer under all three views, not
+    a copy of a transposed view that NumPy first makes contiguous; the views no
+    step reads any more are no steps."""
+    rng = np.random.default_rng(26)
+    x, w = rng.standard_normal((4, 6, 8)), rng.standard_normal((3, 3))
+
+    def f(x, w):
+        heads = fnp.swapaxes(fnp.reshape(x, (4, 6, 2, 4)), 1, 2)      # (4, 2, 6, 4)
+        return heads[:, :, 1:4, 1:] @ w
+
+    labels = [k.label for k in _exe(f, x, w).calls]
+    assert "numpy:transpose" not in labels and "native:segment 0" in labels, labels
+    np.testing.assert_array_equal(jit(f)(x, w), f(x, w))
+
+
 def test_sliced_and_broadcast_matmul_operands_stay_in_one_segment():
     rng = np.random.default_rng(25)
     x, w, b = rng.standard_normal((6, 8)), rng.standard_normal((5, 3)), rng.standard_normal(5)

@@ -164,6 +164,27 @@ def test_sdpa_gradients(rng):
                 (q, k, v), order=2)
 
 
+@pytest.mark.parametrize("length, source", [(11, 11), (12, 12), (13, 8), (7, 13)])
+def test_sdpa_causal_blocks(rng, monkeypatch, length, source):
+    """A long causal attention runs by blocks of CAUSAL_ROWS query rows, each against
+    only the keys it may see (here 3 rows: several blocks, a short last one, L > S
+    and L < S)."""
+    from fgrad_nn import _attention
+    monkeypatch.setattr(_attention, "CAUSAL_ROWS", 3)
+    q, k = rng.standard_normal((2, length, 4)), rng.standard_normal((2, source, 4))
+    v = rng.standard_normal((2, source, 5))
+    sdpa = F.scaled_dot_product_attention
+    want = _np_attention(q, k, v, allowed=np.tril(np.ones((length, source), bool)))
+    _close(sdpa(q, k, v, is_causal=True), want)
+    _close(fgrad.jit(lambda *a: sdpa(*a, is_causal=True))(q, k, v), want)
+    # no (L, S) score matrix is formed: each product's output is a block's
+    products = [e.outvars[0].aval.shape for e in
+                fgrad.make_jaxpr(lambda *a: sdpa(*a, is_causal=True))(q, k, v).jaxpr.eqns
+                if e.primitive.name == "dot_general"]
+    assert products and all(shape[-2] <= 3 for shape in products), products
+    check_grads(lambda a, b, c: sdpa(a, b, c, is_causal=True), (q, k, v), order=2)
+
+
 def test_sdpa_fully_masked_row_is_nan(rng):
     q, k, v = (rng.standard_normal((2, 3, 2)) for _ in range(3))
     allowed = np.ones((3, 3), bool)
@@ -244,10 +265,27 @@ def test_mha_masks(rng):
            _np_mha(mha, x, mem, mem, per_head.reshape(2, 2, 3, 5))[0])
     causal = np.where(np.triu(np.ones((3, 3), bool), 1), -np.inf, 0.0)
     _close(mha(x, x, x, is_causal=True)[0], _np_mha(mha, x, x, x, causal)[0])
+    _close(mha(x, x, x, is_causal=True, need_weights=False)[0], _np_mha(mha, x, x, x, causal)[0])
     with pytest.raises(ValueError, match="key_padding_mask must have shape"):
         mha(x, mem, mem, key_padding_mask=padding[:, :4])
     with pytest.raises(ValueError, match="attn_mask must have shape"):
         mha(x, mem, mem, attn_mask=blocked[:2])
+
+
+def test_mha_causal_runs_by_blocks(rng, monkeypatch):
+    """A causal mask alone reaches scaled_dot_product_attention as is_causal, whose
+    blocks skip the fully masked scores (1 query row per block here)."""
+    from fgrad_nn import _attention
+    monkeypatch.setattr(_attention, "CAUSAL_ROWS", 1)
+    mha = _perturbed(L.MultiheadAttention(4, 2, batch_first=True, key=_key(), dtype=F64), rng)
+    x = rng.standard_normal((2, 3, 4))
+    causal = np.where(np.triu(np.ones((3, 3), bool), 1), -np.inf, 0.0)
+    run = lambda m, v: m(v, v, v, is_causal=True, need_weights=False)[0]   # noqa: E731
+    _close(run(mha, x), _np_mha(mha, x, x, x, causal)[0])
+    _close(fgrad.jit(run)(mha, x), _np_mha(mha, x, x, x, causal)[0])
+    scores = [e.outvars[0].aval.shape for e in fgrad.make_jaxpr(run)(mha, x).jaxpr.eqns
+              if e.primitive.name == "dot_general" and len(e.outvars[0].aval.shape) == 4]
+    assert scores and all(shape[-2] == 1 for shape in scores), scores
 
 
 def test_mha_gradients_inputs_and_parameters(rng):

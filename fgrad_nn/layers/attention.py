@@ -122,14 +122,18 @@ class MultiheadAttention(Module):
             return fnp.swapaxes(fnp.reshape(y, (n, y.shape[1], h, e // h)), 1, 2)
 
         q, k, v = heads(query, wq, bq), heads(keys, wk, bk), heads(values, wv, bv)
-        mask = self._mask(attn_mask, key_padding_mask, is_causal, n, length, source, q.dtype)
         p = self.dropout if self.training else 0.0
+        # a causal mask alone goes to the attention functions as is_causal (without
+        # weights, scaled_dot_product_attention skips its fully masked blocks)
+        causal = is_causal and attn_mask is None and key_padding_mask is None
+        mask = None if causal else self._mask(attn_mask, key_padding_mask, is_causal, n, length,
+                                              source, q.dtype)
         if need_weights:
-            weights = attention_weights(q, k, mask, p, key=key)
+            weights = attention_weights(q, k, mask, p, causal, key=key)
             out = fnp.matmul(weights, v)
         else:
             weights = None
-            out = scaled_dot_product_attention(q, k, v, mask, p, key=key)
+            out = scaled_dot_product_attention(q, k, v, mask, p, causal, key=key)
         out = fnp.reshape(fnp.swapaxes(out, 1, 2), (n, length, e))
         out = self.out_proj(out)
         if weights is not None and average_attn_weights:

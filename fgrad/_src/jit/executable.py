@@ -361,12 +361,14 @@ def _native_copies(steps, jaxpr, fused):
             if type(a) is Var:
                 readers.setdefault(a, []).append(step)
     outputs = {a for a in jaxpr.outvars if type(a) is Var}
+    views = {s.outvars[0]: s for s in steps if type(s) is not Fused
+             and s.primitive.name in VIEWS and type(s.invars[0]) is Var}
     out = []
     for step in steps:
         if type(step) is not Fused and step.primitive.name in VIEWS \
                 and type(step.invars[0]) is Var:
-            src, view = step.invars[0], step.outvars[0]
-            index_map = view_map(step, identity_map(src.aval.shape))
+            view = step.outvars[0]
+            src, index_map = _through_views(step, views)
             users = readers.get(view, [])
             # an output is copied anyway (outputs are fresh arrays)
             if index_map is not None and (users or view in outputs) \
@@ -375,7 +377,34 @@ def _native_copies(steps, jaxpr, fused):
                             for u in users):
                 step = Fused([step], [src], [view], tuple(view.aval.shape), [(view, index_map)])
         out.append(step)
-    return out
+    kept, read = [], set(outputs)         # less the views no step reads any more
+    for step in reversed(out):
+        if type(step) is not Fused and step.primitive.name in VIEWS and step.outvars[0] not in read:
+            continue
+        kept.append(step)
+        read.update(a for a in (step.inputs if type(step) is Fused else step.invars)
+                    if type(a) is Var)
+    return kept[::-1]
+
+
+def _through_views(step, views):
+    """(buffer, IndexMap) of a view step read through the view steps under it (a
+    block of attention's heads: a slice of a transpose of a reshape) from the
+    buffer below them all, where the maps compose; else from its own operand
+    (which would otherwise be made C-contiguous by NumPy first)."""
+    chain, src = [step], step.invars[0]
+    while src in views:
+        chain.insert(0, views[src])
+        src = chain[0].invars[0]
+    while True:
+        index_map = identity_map(src.aval.shape)
+        for eqn in chain:
+            index_map = view_map(eqn, index_map)
+            if index_map is None:
+                break
+        if index_map is not None or len(chain) == 1:
+            return src, index_map
+        src = chain.pop(0).outvars[0]
 
 
 def _copying_reshape(eqn, index_map, shape):
