@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-from . import loops
+from . import engine, loops
 
 IDLE, POSTED, RUNNING, STOP = 0, 1, 2, 3
 SLOT = 128                     # bytes per worker slot (two cache lines)
@@ -44,7 +44,8 @@ SPIN_CYCLES = 1 << 20          # about 0.3 ms of spinning after a job
 EAGER_CYCLES = 1 << 16         # spin-waits yield the CPU after about 20 us
 _FUTEX, _WAIT, _WAKE = 202, 0 | 128, 1 | 128     # SYS_futex; FUTEX_*_PRIVATE
 
-_FUNCTIONS = []                # [(worker address, run address, module)]
+_FUNCTIONS = []                # [(worker address, run address, module, set_shared)]
+RUN_SHARED = "fgrad_pool_run_shared"   # void (ptr work, ptr table) on the shared pool
 _shared = []                   # [Pool] once made
 
 
@@ -176,6 +177,26 @@ def _emit():
     each_worker(collect)
     b.atomic_rmw("xchg", pool, c64(0), "release")
     b.ret_void()
+
+    # the shared pool for loop bodies: void fgrad_pool_set_shared(ptr pool), and
+    # void RUN_SHARED(ptr work, ptr table) (alone while none is set)
+    current = ir.GlobalVariable(module, i64, "fgrad_pool_current")
+    current.linkage = "internal"
+    current.initializer = c64(0)
+    setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), "fgrad_pool_set_shared")
+    b = ir.IRBuilder(setter.append_basic_block("entry"))
+    b.atomic_rmw("xchg", current, b.ptrtoint(setter.args[0], i64), "seq_cst")
+    b.ret_void()
+    run_shared = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr]), RUN_SHARED)
+    raw_work, table = run_shared.args
+    b = ir.IRBuilder(run_shared.append_basic_block("entry"))
+    pool = b.load_atomic(current, "acquire", 8, typ=i64)
+    with b.if_else(b.icmp_unsigned("==", pool, c64(0))) as (alone, shared):
+        with alone:
+            b.call(b.inttoptr(b.ptrtoint(raw_work, i64), work_t), [table, c64(0)])
+        with shared:
+            b.call(run, [b.inttoptr(pool, ptr), raw_work, table])
+    b.ret_void()
     return str(module)
 
 
@@ -205,13 +226,28 @@ def _clock(ir, module):
 
 
 def _functions():
-    """(worker address, run address), compiled once per process."""
+    """(worker address, run address), compiled once per process (RUN_SHARED made
+    callable from compiled code meanwhile)."""
     if not _FUNCTIONS:
-        from . import engine
-        module = engine.compile_runtime("pool", ["fgrad_pool_worker", "fgrad_pool_run"], _emit)
+        module = engine.compile_runtime("pool", ["fgrad_pool_worker", "fgrad_pool_run",
+                                                 "fgrad_pool_set_shared", RUN_SHARED], _emit)
+        engine.add_symbol(RUN_SHARED, module.address(RUN_SHARED))
         _FUNCTIONS.append((module.address("fgrad_pool_worker"),
-                           module.address("fgrad_pool_run"), module))
+                           module.address("fgrad_pool_run"), module,
+                           ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
+                               module.address("fgrad_pool_set_shared"))))
     return _FUNCTIONS[0][:2]
+
+
+def _resolve(name):
+    """engine's resolver: RUN_SHARED, with the shared pool made first (for the
+    threads segments split into)."""
+    if name != RUN_SHARED or not supported():
+        return False
+    from . import threads
+    _functions()
+    shared(threads.split_threads())
+    return True
 
 
 def run_address():
@@ -290,4 +326,8 @@ def shared(threads):
         pool = Pool(max(1, min(threads, len(os.sched_getaffinity(0))) - 1))
         _shared.append(pool)
         os.register_at_fork(after_in_child=pool._after_fork)
+        _FUNCTIONS[0][3](pool.address)       # (Pool made them) RUN_SHARED's pool
     return _shared[0]
+
+
+engine.add_resolver(_resolve)
