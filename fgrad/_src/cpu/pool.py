@@ -19,6 +19,10 @@ thread alone can finish a job, so a job a worker has not started yet is
 simply taken back, and a late worker never makes the caller wait. When
 another thread is using the pool, the job runs on the calling thread alone.
 
+Loop bodies, whose tables the compiled loop fills, post to the process's
+shared pool through `RUN_SHARED` (in the same run-time code; engine resolves
+it, making the pool first): it runs the job alone until a pool is set.
+
 Memory (int64 words): a header line [busy, workers], then one 128-byte slot
 per worker: flag (i32: IDLE, POSTED, RUNNING, STOP), sleeping (i32), work,
 table, thread number, jobs run. Each Pool's worker threads are Python

@@ -28,7 +28,9 @@ a kernel like any other, so it joins its neighbours' segment; each iteration
 fills the body segment's table with raw pointers (the body's entry reads
 pointers, not ndarray objects) and calls it. Scan and while loops look for
 signals every few milliseconds and stop when a handler raised (see
-`interrupts`): the caller then raises that exception.
+`interrupts`): the caller then raises that exception. A body whose product
+splits by its output's columns shares each iteration with the process's
+worker pool (`fused._body_parallel`; a segment around a loop never does).
 """
 import math
 
