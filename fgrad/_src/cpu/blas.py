@@ -169,34 +169,6 @@ def splits_exactly(dtype, m, n, k, parts):
     return _exact[key]
 
 
-def _in_columns(a, b, parts):
-    """a @ b as `parts` ranges of output columns (range c: c*n//parts to
-    (c+1)*n//parts), each a gemm on one thread."""
-    fn, _ = _calls(a.dtype)
-    (m, k), n = a.shape, b.shape[1]
-    out = np.empty((m, n), a.dtype)
-    with _one_thread(a.dtype):
-        for c in range(parts):
-            lo, hi = c * n // parts, (c + 1) * n // parts
-            fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, hi - lo, k, 1.0, a.ctypes.data, k,
-               b.ctypes.data + lo * b.itemsize, n, 0.0, out.ctypes.data + lo * out.itemsize, n)
-    return out
-
-
-def splits_columns_exactly(dtype, m, n, k, parts):
-    """Whether a float m x k by k x n gemm cut into `parts` ranges of output
-    columns, each a gemm on one thread, gives the bits of NumPy's matmul (one
-    gemm on OpenBLAS's threads); found once per shape and dtype as in
-    splits_exactly. A column range keeps each element's sum whole, so it
-    usually does."""
-    key = (np.dtype(dtype), m, n, k, parts, "columns")
-    if key not in _exact:
-        rng = np.random.default_rng(m * n + k)
-        a, b = (rng.random(shape, dtype) - 0.5 for shape in ((m, k), (k, n)))
-        _exact[key] = bool(np.array_equal(_in_columns(a, b, parts), np.matmul(a, b)))
-    return _exact[key]
-
-
 def parts_of(dtype, m, n, k, batched):
     """How many row ranges of the pool's cut (see splits_exactly) a gemm of a
     float product runs as, each on one thread, jit and eager alike: 0 where one
@@ -412,10 +384,9 @@ def transposed_output(eqn, permutation):
                          out_batch_strides=tuple(strides[where[d]] for d in range(nb)))
 
 
-def emit_dot(ir, module, fname, eqn, spec, columns=False):
+def emit_dot(ir, module, fname, eqn, spec):
     """Emit `fname_body` for a dot_general with its GemmSpec; returns the function.
-    Integer products have no BLAS: they are loop nests (exact, wrapping like NumPy).
-    With `columns` (see splits_columns), [lo, hi) are columns of the output."""
+    Integer products have no BLAS: they are loop nests (exact, wrapping like NumPy)."""
     dt = eqn.outvars[0].aval.dtype
     if dt.kind in "iu":
         return _emit_integer_dot(ir, module, fname, dt, spec)
@@ -503,14 +474,6 @@ def emit_dot(ir, module, fname, eqn, spec, columns=False):
                           const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
                           shift(c, b.mul(start, const(spec.ldc))), const(max(spec.ldc, 1))])
 
-        if columns:         # the output's columns [lo, hi): B's and C's shifted
-            b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
-                          ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
-                          ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
-                          const(m), count, const(k), one, a, const(max(lda, 1)),
-                          shift(bb, b.mul(first, const(ldb if spec.trans_b else 1))),
-                          const(max(ldb, 1)), zero, shift(c, first), const(max(spec.ldc, 1))])
-            return
         if not (parts and by_rows):
             gemm_rows(first, count or m)
             return
@@ -533,20 +496,7 @@ def emit_dot(ir, module, fname, eqn, spec, columns=False):
     return body
 
 
-SPLIT_ROWS, SPLIT_SUM, SPLIT_COLUMNS = 1, 2, 3
-
-
-def splits_columns(spec, dtype):
-    """Whether a float gemm (no batch) may run as ranges of its output's columns,
-    each on one thread (SPLIT_COLUMNS: a loop body's per-step product, whose
-    matrix of few rows each thread would otherwise pack whole): when those give
-    the bits of one call as NumPy makes it (and eager's matmul makes that call)."""
-    if spec.batch or min(spec.m, spec.n) < 2 or np.dtype(dtype).kind in "iuc" \
-            or spec.m * spec.n * spec.k > PROBE_GEMM:
-        return False
-    parts = threads.split_threads()
-    return parts >= 2 and not parts_of(dtype, spec.m, spec.n, spec.k, False) \
-        and splits_columns_exactly(dtype, spec.m, spec.n, spec.k, parts)
+SPLIT_ROWS, SPLIT_SUM = 1, 2
 
 
 def split_extent(spec, dtype):

@@ -1308,16 +1308,11 @@ def writes_transposed(dot, transpose):
         and blas.transposed_output(dot, transpose.params["permutation"]) is not None
 
 
-def _emit_dot(ir, module, fname, group, in_loop=False):
-    """A dot_general as BLAS gemm calls (see `blas`); in a loop body, split by the
-    output's columns where `blas.splits_columns` allows."""
+def _emit_dot(ir, module, fname, group):
+    """A dot_general as BLAS gemm calls (see `blas`)."""
     eqn = group.eqns[0]
     spec = _dot_spec(group)
-    dtype = eqn.outvars[0].aval.dtype
-    if in_loop and len(group.eqns) == 1 and blas.splits_columns(spec, dtype):
-        return (blas.emit_dot(ir, module, fname, eqn, spec, columns=True),
-                (False, spec.n, blas.SPLIT_COLUMNS))
-    outer, kind = blas.split_extent(spec, dtype)
+    outer, kind = blas.split_extent(spec, eqn.outvars[0].aval.dtype)
     # splittable: blas.SPLIT_ROWS or SPLIT_SUM (products for OpenBLAS's threads: 0)
     return blas.emit_dot(ir, module, fname, eqn, spec), (False, outer, kind)
 
@@ -1356,9 +1351,8 @@ def group_info(group, loops):
     return (_checks_selector(group), (dims[split or 0] if dims else 0), split is not None)
 
 
-def _emit_bodies(ir, module, base, groups, name, loops, flush, in_loop=False):
-    """Every group's body function `<base>_k<i>_body`: (bodies, infos); `in_loop`:
-    they are a loop body's."""
+def _emit_bodies(ir, module, base, groups, name, loops, flush):
+    """Every group's body function `<base>_k<i>_body`: (bodies, infos)."""
     bodies, infos = [], []
     for i, g in enumerate(groups):
         fname = f"{base}_k{i}"
@@ -1366,7 +1360,7 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush, in_loop=False):
         if id(g) in loops:
             emit = functools.partial(_emit_loop, plan=loops[id(g)], name=name, flush=flush)
         elif op == "dot_general":
-            emit = functools.partial(_emit_dot, in_loop=in_loop)
+            emit = _emit_dot
         elif op in indexing.NAMES:
             emit = _emit_indexing
         elif op in structural.NAMES:
@@ -1407,13 +1401,11 @@ def _emit_loop(ir, module, fname, group, *, plan, name, flush):
     for j, part in enumerate(plan.parts):
         if part.segment is None:
             continue                 # a body that only passes its inputs through
-        bodies, infos = _emit_bodies(ir, module, f"{fname}_p{j}", part.groups, name, {}, flush,
-                                     in_loop=True)
-        part.parallel = _body_parallel(part, infos) if plan.polls else None
+        bodies, infos = _emit_bodies(ir, module, f"{fname}_p{j}", part.groups, name, {}, flush)
         segment = program.part_name(fname, j)
         program.emit_segment(ir, module, segment, part.segment,
                              {id(g): (b, info) for g, b, info in zip(part.groups, bodies, infos)},
-                             None, False, part.parallel, shared_pool=True)
+                             None, False)
         fn = module.get_global(segment)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
@@ -1545,18 +1537,6 @@ def parallel_plan(seg, info_of):
     if not split:
         return None
     return program.Parallel(split, n, scratch, calls_blas)
-
-
-def _body_parallel(part, infos):
-    """How a scan's or while loop's body shares each iteration with the worker
-    pool (see parallel_plan), or None. Its per-step products split by the
-    output's columns (`blas.SPLIT_COLUMNS`; OpenBLAS on one thread meanwhile),
-    not by the partial sums that need a scratch buffer."""
-    plan = parallel_plan(part.segment, {id(g): info for g, info in zip(part.groups, infos)})
-    if plan is None or blas.SPLIT_SUM in plan.split.values() or not any(
-            kind == blas.SPLIT_COLUMNS for kind in plan.split.values()):
-        return None
-    return plan
 
 
 def splits_alone(group):

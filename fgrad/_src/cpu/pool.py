@@ -19,10 +19,6 @@ thread alone can finish a job, so a job a worker has not started yet is
 simply taken back, and a late worker never makes the caller wait. When
 another thread is using the pool, the job runs on the calling thread alone.
 
-Loop bodies, whose tables the compiled loop fills, post to the process's
-shared pool through `RUN_SHARED` (in the same run-time code; engine resolves
-it, making the pool first): it runs the job alone until a pool is set.
-
 Memory (int64 words): a header line [busy, workers], then one 128-byte slot
 per worker: flag (i32: IDLE, POSTED, RUNNING, STOP), sleeping (i32), work,
 table, thread number, jobs run. Each Pool's worker threads are Python
@@ -40,7 +36,7 @@ import threading
 
 import numpy as np
 
-from . import engine, loops
+from . import loops
 
 IDLE, POSTED, RUNNING, STOP = 0, 1, 2, 3
 SLOT = 128                     # bytes per worker slot (two cache lines)
@@ -48,8 +44,7 @@ SPIN_CYCLES = 1 << 20          # about 0.3 ms of spinning after a job
 EAGER_CYCLES = 1 << 16         # spin-waits yield the CPU after about 20 us
 _FUTEX, _WAIT, _WAKE = 202, 0 | 128, 1 | 128     # SYS_futex; FUTEX_*_PRIVATE
 
-_FUNCTIONS = []                # [(worker address, run address, module, set_shared)]
-RUN_SHARED = "fgrad_pool_run_shared"   # void (ptr work, ptr table) on the shared pool
+_FUNCTIONS = []                # [(worker address, run address, module)]
 _shared = []                   # [Pool] once made
 
 
@@ -181,26 +176,6 @@ def _emit():
     each_worker(collect)
     b.atomic_rmw("xchg", pool, c64(0), "release")
     b.ret_void()
-
-    # the shared pool for loop bodies: void fgrad_pool_set_shared(ptr pool), and
-    # void RUN_SHARED(ptr work, ptr table) (alone while none is set)
-    current = ir.GlobalVariable(module, i64, "fgrad_pool_current")
-    current.linkage = "internal"
-    current.initializer = c64(0)
-    setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr]), "fgrad_pool_set_shared")
-    b = ir.IRBuilder(setter.append_basic_block("entry"))
-    b.atomic_rmw("xchg", current, b.ptrtoint(setter.args[0], i64), "seq_cst")
-    b.ret_void()
-    run_shared = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr]), RUN_SHARED)
-    raw_work, table = run_shared.args
-    b = ir.IRBuilder(run_shared.append_basic_block("entry"))
-    pool = b.load_atomic(current, "acquire", 8, typ=i64)
-    with b.if_else(b.icmp_unsigned("==", pool, c64(0))) as (alone, shared):
-        with alone:
-            b.call(b.inttoptr(b.ptrtoint(raw_work, i64), work_t), [table, c64(0)])
-        with shared:
-            b.call(run, [b.inttoptr(pool, ptr), raw_work, table])
-    b.ret_void()
     return str(module)
 
 
@@ -230,28 +205,13 @@ def _clock(ir, module):
 
 
 def _functions():
-    """(worker address, run address), compiled once per process (RUN_SHARED made
-    callable from compiled code meanwhile)."""
+    """(worker address, run address), compiled once per process."""
     if not _FUNCTIONS:
-        module = engine.compile_runtime("pool", ["fgrad_pool_worker", "fgrad_pool_run",
-                                                 "fgrad_pool_set_shared", RUN_SHARED], _emit)
-        engine.add_symbol(RUN_SHARED, module.address(RUN_SHARED))
+        from . import engine
+        module = engine.compile_runtime("pool", ["fgrad_pool_worker", "fgrad_pool_run"], _emit)
         _FUNCTIONS.append((module.address("fgrad_pool_worker"),
-                           module.address("fgrad_pool_run"), module,
-                           ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
-                               module.address("fgrad_pool_set_shared"))))
+                           module.address("fgrad_pool_run"), module))
     return _FUNCTIONS[0][:2]
-
-
-def _resolve(name):
-    """engine's resolver: RUN_SHARED, with the shared pool made first (for the
-    threads segments split into)."""
-    if name != RUN_SHARED or not supported():
-        return False
-    from . import threads
-    _functions()
-    shared(threads.split_threads())
-    return True
 
 
 def run_address():
@@ -330,8 +290,4 @@ def shared(threads):
         pool = Pool(max(1, min(threads, len(os.sched_getaffinity(0))) - 1))
         _shared.append(pool)
         os.register_at_fork(after_in_child=pool._after_fork)
-        _FUNCTIONS[0][3](pool.address)       # (Pool made them) RUN_SHARED's pool
     return _shared[0]
-
-
-engine.add_resolver(_resolve)

@@ -28,9 +28,7 @@ a kernel like any other, so it joins its neighbours' segment; each iteration
 fills the body segment's table with raw pointers (the body's entry reads
 pointers, not ndarray objects) and calls it. Scan and while loops look for
 signals every few milliseconds and stop when a handler raised (see
-`interrupts`): the caller then raises that exception. A body whose product
-splits by its output's columns shares each iteration with the process's
-worker pool (`fused._body_parallel`; a segment around a loop never does).
+`interrupts`): the caller then raises that exception.
 """
 import math
 
@@ -188,8 +186,7 @@ class Parallel:
         return 4 + 2 * len(self.split)
 
 
-def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, parallel=None,
-                 shared_pool=False):
+def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, parallel=None):
     """The segment's entry: each member kernel's body (`bodies[id(group)]` is
     (body function, (reports an error, outer extent, splittable))) on pointers
     into the imported and exported arrays or the workspace, in order; the OR of
@@ -205,9 +202,7 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
     t trying chunk t first, so that each thread keeps to the same rows of the
     same arrays from member to member and call to call; thread 0 goes on once
     all chunks are done. Workers only take part in split members, so a worker
-    that comes late, or never, costs nothing but its share. With `shared_pool`
-    (a loop body's segment, whose table the loop fills) the job goes to the
-    process's shared pool (`pool.RUN_SHARED`) rather than the table's."""
+    that comes late, or never, costs nothing but its share."""
     ptr, i64 = ir.PointerType(), ir.IntType(64)
     n_arrays = len(seg.imported) + len(seg.exported)
     err_slot = n_arrays + 1
@@ -236,14 +231,9 @@ def emit_segment(ir, module, fname, seg, bodies, data_offset, flush=False, paral
     for k in (0, Parallel.STAGE, *range(Parallel.counters(0)[0], parallel.slots + 1)):
         b.store(ir.Constant(i64, 0), _slot(ir, b, args, err_slot + k))  # error, stage, counters
     restore_blas = blas.one_thread(ir, module, b) if parallel.blas else (lambda: None)
-    if shared_pool:
-        from .pool import RUN_SHARED
-        b.call(loops.declare(ir, module, RUN_SHARED, ir.VoidType(), [ptr, ptr]), [work, args])
-    else:
-        run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
-                         ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
-        b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work,
-                     args])
+    run = b.inttoptr(b.load(_slot(ir, b, args, run_slot), typ=i64),
+                     ir.FunctionType(ir.VoidType(), [ptr, ptr, ptr]).as_pointer())
+    b.call(run, [b.inttoptr(b.load(_slot(ir, b, args, pool_slot), typ=i64), ptr), work, args])
     restore_blas()
     b.ret_void()
 
@@ -439,15 +429,12 @@ def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, paral
 
 class BodyPlan:
     """A loop's body (or condition, or a cond branch) that is one all-native
-    segment: the program (simplified), its kernel groups, the segment (members
-    as steps; None when the body only passes inputs through) and how the
-    segment shares its work with the worker pool (a `Parallel`, set when the
-    loop is emitted; None: on the calling thread)."""
-    __slots__ = ("body", "groups", "segment", "parallel")
+    segment: the program (simplified), its kernel groups, and the segment (members
+    as steps; None when the body only passes inputs through)."""
+    __slots__ = ("body", "groups", "segment")
 
     def __init__(self, body, groups, segment):
         self.body, self.groups, self.segment = body, groups, segment
-        self.parallel = None
 
 
 class LoopPlan:
@@ -501,13 +488,12 @@ class _LoopEmitter:
         self.free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
         self.memcpy_fn = loops.declare(ir, module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
                                   [ptr, ptr, self.i64, ir.IntType(1)])
-        self.tables = [self.b.alloca(self.i64, ir.Constant(self.i64, self._slots(part) + (
-            part.parallel.slots if part.parallel else 0)), name=f"table{j}")
-            if part.segment is not None else None for j, part in enumerate(plan.parts)]
+        self.tables = [self.b.alloca(self.i64, ir.Constant(self.i64, self._slots(part)),
+                                     name=f"table{j}") if part.segment is not None else None
+                       for j, part in enumerate(plan.parts)]
 
     @staticmethod
     def _slots(part):
-        """The part's table slots up to its error flag (then its Parallel's)."""
         return len(part.segment.imported) + len(part.segment.exported) + 2
 
     @staticmethod
