@@ -37,6 +37,7 @@ from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, has_effect
 from ..value_keys import value_key
 from .pad_sums import join_pad_sums
 from .scan_consts import untranspose_scan_consts
+from .scan_xs import sink_into_scans
 
 # Call-like primitives whose `impl` cannot be run on their operands directly.
 NO_FOLD = {"jit", "custom_jvp_call", "custom_vjp_call", "custom_lin"}
@@ -63,7 +64,7 @@ def simplify(closed, max_rounds=MAX_ROUNDS):
     for _ in range(max_rounds):
         start = closed
         for p in (forward_trivial, compose_transposes, fold_transposes_into_dots,
-                  untranspose_scan_consts,
+                  untranspose_scan_consts, sink_into_scans,
                   fold_constants, cse, dce):
             closed = p(closed)
         if closed is start:
