@@ -391,9 +391,12 @@ def _through_views(step, views):
     """(buffer, IndexMap) of a view step read through the view steps under it (a
     block of attention's heads: a slice of a transpose of a reshape) from the
     buffer below them all, where the maps compose; else from its own operand
-    (which would otherwise be made C-contiguous by NumPy first)."""
+    (which would otherwise be made C-contiguous by NumPy first). The walk stops at
+    a view that is a contiguous block of its operand (`x[i]`): NumPy makes it for
+    free, and kernels reading it at offset 0 have equal code for every i, which
+    is compiled once (image_grid's hundred transposes)."""
     chain, src = [step], step.invars[0]
-    while src in views:
+    while src in views and not _contiguous_block(views[src]):
         chain.insert(0, views[src])
         src = chain[0].invars[0]
     while True:
@@ -405,6 +408,12 @@ def _through_views(step, views):
         if index_map is not None or len(chain) == 1:
             return src, index_map
         src = chain.pop(0).outvars[0]
+
+
+def _contiguous_block(view):
+    """Whether the view step's result is a C-contiguous block of its operand."""
+    m = view_map(view, identity_map(view.invars[0].aval.shape))
+    return m is not None and m.strides == identity_map(view.outvars[0].aval.shape).strides
 
 
 def _copying_reshape(eqn, index_map, shape):
