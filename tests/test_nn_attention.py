@@ -436,3 +436,22 @@ def test_vmap_equals_a_loop(rng):
     got = fgrad.vmap(lambda a, b, p: mha(a, b, b, key_padding_mask=p)[0])(q, k, padding)
     _close(got, np.stack([np.asarray(mha(q[i], k[i], k[i], key_padding_mask=padding[i])[0])
                           for i in range(3)]))
+
+
+def test_jitted_gradient_of_multihead_attention_has_no_numpy_step():
+    """The q, k and v rows of the packed in-projection weight are three blocks of one
+    array: kernels read them (and the head views over them) through to the weight,
+    so no NumPy step splits the compiled program (from executable.MANY_BLOCKS blocks
+    of one array, each is NumPy's free view instead)."""
+    mha = L.MultiheadAttention(16, 2, key=_key())
+    x = np.random.default_rng(3).standard_normal((2, 5, 16)).astype(np.float32)
+
+    def loss(m, x):
+        out, _ = m(x, x, x, need_weights=False)
+        return fnp.sum(out ** 2)
+
+    g = fgrad.jit(fgrad.grad(loss))
+    steps = [ln for ln in g.lower(mha, x).as_text().splitlines() if ln.startswith("// ")
+             and ": numpy:" in ln]
+    assert steps == [], steps
+    assert_trees_close(g(mha, x), fgrad.grad(loss)(mha, x), rtol=1e-5, atol=1e-6)

@@ -13,6 +13,7 @@ says which steps are which (so nothing falls back unannounced) and shows the
 module's LLVM IR. A group that cannot be compiled is an error, never a silent
 NumPy fallback.
 """
+import collections
 import math
 
 import numpy as np
@@ -363,12 +364,15 @@ def _native_copies(steps, jaxpr, fused):
     outputs = {a for a in jaxpr.outvars if type(a) is Var}
     views = {s.outvars[0]: s for s in steps if type(s) is not Fused
              and s.primitive.name in VIEWS and type(s.invars[0]) is Var}
+    blocks = collections.Counter(v.invars[0] for v in views.values() if _contiguous_block(v))
+    kept_views = {o: v for o, v in views.items()
+                  if not (_contiguous_block(v) and blocks[v.invars[0]] >= MANY_BLOCKS)}
     out = []
     for step in steps:
         if type(step) is not Fused and step.primitive.name in VIEWS \
                 and type(step.invars[0]) is Var:
             view = step.outvars[0]
-            src, index_map = _through_views(step, views)
+            src, index_map = _through_views(step, kept_views)
             users = readers.get(view, [])
             # an output is copied anyway (outputs are fresh arrays)
             if index_map is not None and (users or view in outputs) \
@@ -391,12 +395,10 @@ def _through_views(step, views):
     """(buffer, IndexMap) of a view step read through the view steps under it (a
     block of attention's heads: a slice of a transpose of a reshape) from the
     buffer below them all, where the maps compose; else from its own operand
-    (which would otherwise be made C-contiguous by NumPy first). The walk stops at
-    a view that is a contiguous block of its operand (`x[i]`): NumPy makes it for
-    free, and kernels reading it at offset 0 have equal code for every i, which
-    is compiled once (image_grid's hundred transposes)."""
+    (which would otherwise be made C-contiguous by NumPy first). `views`: the view
+    steps that may be read through."""
     chain, src = [step], step.invars[0]
-    while src in views and not _contiguous_block(views[src]):
+    while src in views:
         chain.insert(0, views[src])
         src = chain[0].invars[0]
     while True:
@@ -410,10 +412,24 @@ def _through_views(step, views):
         src = chain.pop(0).outvars[0]
 
 
+# From this many contiguous blocks `x[i]` (i > 0) of one array, kernels read each
+# block as NumPy's free view rather than through it: read through, every block's
+# copy has code of its own (its offset compiled in), while reading the view at
+# offset 0 they have equal code, compiled once (image_grid's hundred transposes:
+# 1.6 s to compile read through, 0.6 s not). Fewer blocks (attention's q, k and v
+# rows of one weight) are read through, so their readers stay in one segment.
+MANY_BLOCKS = 8
+
+
 def _contiguous_block(view):
-    """Whether the view step's result is a C-contiguous block of its operand."""
+    """Whether the view step's result is a C-contiguous block of its operand that
+    starts past its first element (`x[i]` for i > 0; a reshape starts at it)."""
     m = view_map(view, identity_map(view.invars[0].aval.shape))
-    return m is not None and m.strides == identity_map(view.outvars[0].aval.shape).strides
+    if m is None or m.offset == 0:
+        return False
+    shape = view.outvars[0].aval.shape
+    dense = identity_map(shape).strides
+    return all(n == 1 or s == d for n, s, d in zip(shape, m.strides, dense))
 
 
 def _copying_reshape(eqn, index_map, shape):
