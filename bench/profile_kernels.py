@@ -1,6 +1,8 @@
-"""Per-kernel times of the transformer benchmark's jitted training step.
+"""Per-kernel times of a benchmark's jitted program: the transformer's training
+step (bench/transformer.py) or, with --step resnet, the ResNet block's forward and
+backward (bench/cnn.py).
 
-    bench/.venv-peers/bin/python bench/profile_kernels.py [--top 40] [--repeats 5]
+    bench/.venv-peers/bin/python bench/profile_kernels.py [--step resnet] [--top 40] [--repeats 5]
 
 The step is compiled with every native kernel as a segment of its own (a big
 kernel still shares fgrad's worker threads; nothing else joins its call), run
@@ -73,12 +75,24 @@ def transformer_step():
     return step, (model, opt_state, *transformer.batches(1)[0])
 
 
+def resnet_step():
+    """bench/cnn.py's jitted ResNet block gradient and its arguments."""
+    import cnn
+    x, g = cnn.res_data()
+    return cnn.res_block_grad(g), (cnn.res_params(), x)
+
+
+STEPS = {"transformer": transformer_step, "resnet": resnet_step}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--step", choices=sorted(STEPS), default="transformer",
+                        help="which benchmark's program")
     parser.add_argument("--top", type=int, default=40, help="slowest calls listed")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per call")
     opts = parser.parse_args()
-    rows = kernel_times(*transformer_step(), opts.repeats)
+    rows = kernel_times(*STEPS[opts.step](), opts.repeats)
     total = sum(t for t, _, _ in rows)
     print(f"{len(rows)} calls, {total * 1e3:.1f} ms in all (each call alone)")
     for t, label, shapes in sorted(rows, key=lambda r: -r[0])[:opts.top]:
