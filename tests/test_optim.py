@@ -94,8 +94,8 @@ def ref_adamax(lr, b1=0.9, b2=0.999, eps=1e-8):
         out, m, u = [], np.zeros_like(p), np.zeros_like(p)
         for t, g in enumerate(gs, start=1):
             m = b1 * m + (1 - b1) * g
-            u = np.maximum(b2 * u, np.abs(g))
-            p = p - lr / (1 - b1 ** t) * m / (u + eps)
+            u = np.maximum(b2 * u, np.abs(g) + eps)     # Optax's and PyTorch's eps placement
+            p = p - lr / (1 - b1 ** t) * m / u
             out.append(p)
         return out
     return rule
@@ -127,7 +127,7 @@ def ref_adagrad(lr, initial=0.1, eps=1e-7):
         out, s = [], np.full_like(p, initial)
         for g in gs:
             s = s + g * g
-            p = p - lr * g / (np.sqrt(s) + eps)
+            p = p - lr * g / np.sqrt(s + eps)     # Optax's: eps inside the root
             out.append(p)
         return out
     return rule

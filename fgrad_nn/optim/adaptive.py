@@ -126,18 +126,20 @@ class ScaleByAdamaxState(NamedTuple):
 
 @schedulable()
 def scale_by_adamax(b1=0.9, b2=0.999, eps=1e-8):
-    """AdaMax (Kingma & Ba): u = max(b2 u, |g|), direction m / (1 - b1^t) / (u + eps)."""
+    """AdaMax (Kingma & Ba) as Optax and PyTorch run it: u = max(b2 u, |g| + eps),
+    direction m / (1 - b1^t) / u."""
     def init(params):
         return ScaleByAdamaxState(zero_count(), _zeros(params), _zeros(params))
 
     def update(updates, state, params=None):
         del params
         mu = _ema("scale_by_adamax", b1, updates, state.mu, "state.mu")
-        nu = fgrad.tree.map(lambda g, v: fnp.maximum(hyper(b2, g) * v, fnp.abs(g)),
-                            updates, state.nu)
+        nu = fgrad.tree.map(
+            lambda g, v: fnp.maximum(hyper(b2, g) * v, fnp.abs(g) + hyper(eps, g)),
+            updates, state.nu)
         count = increment(state.count)
         bc1 = _BiasCorrection(b1, count)
-        out = fgrad.tree.map(lambda g, m, v: m / bc1(g) / (v + hyper(eps, g)), updates, mu, nu)
+        out = fgrad.tree.map(lambda g, m, v: m / bc1(g) / v, updates, mu, nu)
         return out, ScaleByAdamaxState(count, mu, nu)
 
     return GradientTransformation(init, update)
@@ -260,11 +262,17 @@ class ScaleByRssState(NamedTuple):
     sum_of_squares: object
 
 
+def _over_root(g, s, eps):
+    """g / sqrt(s + eps) where s > 0, else 0 (its gradient too: the root never sees 0)."""
+    positive = s > 0
+    return fnp.where(positive, g / fnp.sqrt(fnp.where(positive, s, 1) + hyper(eps, g)), 0)
+
+
 @schedulable()
 def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7):
-    """AdaGrad's direction g / (sqrt(s) + eps), s = s + g² the running sum of squares
-    (starting at initial_accumulator_value). eps sits outside the root, as in
-    PyTorch's Adagrad."""
+    """AdaGrad's direction g / sqrt(s + eps), s = s + g² the running sum of squares
+    (starting at initial_accumulator_value), and 0 where s is 0: Optax's rule
+    (PyTorch's Adagrad adds eps outside the root)."""
     def init(params):
         return ScaleByRssState(_filled(params, initial_accumulator_value))
 
@@ -272,7 +280,7 @@ def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7):
         del params
         sos = map_checked("scale_by_rss", lambda g, s: s + fnp.square(g), updates,
                           state.sum_of_squares, names=("state.sum_of_squares",))
-        out = fgrad.tree.map(lambda g, s: g / (fnp.sqrt(s) + hyper(eps, g)), updates, sos)
+        out = fgrad.tree.map(lambda g, s: _over_root(g, s, eps), updates, sos)
         return out, ScaleByRssState(sos)
 
     return GradientTransformation(init, update)

@@ -67,7 +67,7 @@ def nadam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0, mu_dtype=None
 
 @schedulable()
 def adamax(learning_rate, b1=0.9, b2=0.999, eps=1e-8):
-    """AdaMax: p ← p - lr · m / (1 - b1^t) / (max(b2 u, |g|) + eps)."""
+    """AdaMax: p ← p - lr · m / (1 - b1^t) / u, u = max(b2 u, |g| + eps)."""
     return chain(adaptive.scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))
 
 
@@ -90,7 +90,8 @@ def rmsprop(learning_rate, decay=0.9, eps=1e-8, initial_scale=0.0, centered=Fals
 
 @schedulable()
 def adagrad(learning_rate, initial_accumulator_value=0.1, eps=1e-7):
-    """AdaGrad (Duchi et al.): p ← p - lr · g / (sqrt(Σ g²) + eps)."""
+    """AdaGrad (Duchi et al.) as Optax: p ← p - lr · g / sqrt(Σ g² + eps), Σ g² starting
+    at initial_accumulator_value."""
     return chain(adaptive.scale_by_rss(initial_accumulator_value, eps),
                  scale_by_learning_rate(learning_rate))
 
