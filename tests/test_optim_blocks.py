@@ -171,9 +171,10 @@ CASES = {
     "belief": (lambda: optim.scale_by_belief(b1=0.8, b2=0.9, eps=1e-3, eps_root=1e-4),
                ref_belief, "smooth"),
     "lion": (lambda: optim.scale_by_lion(b1=0.8, b2=0.9), ref_lion, "flat"),
-    "rms_in_sqrt": (lambda: optim.scale_by_rms(0.8, 1e-2, 0.5, eps_in_sqrt=True),
-                    ref_rms(0.8, 1e-2, 0.5, True, False), "smooth"),
-    "rms_bias_corrected": (lambda: optim.scale_by_rms(0.8, 1e-2, bias_correction=True),
+    "rms": (lambda: optim.scale_by_rms(0.8, 1e-2, 0.5),       # Optax's default: eps in the root
+            ref_rms(0.8, 1e-2, 0.5, True, False), "smooth"),
+    "rms_bias_corrected": (lambda: optim.scale_by_rms(0.8, 1e-2, eps_in_sqrt=False,
+                                                      bias_correction=True),
                            ref_rms(0.8, 1e-2, 0.0, False, True), "smooth"),
     "rprop": (lambda: optim.scale_by_rprop(0.1, 0.5, 1.2, min_step_size=0.06,
                                            max_step_size=0.13), ref_rprop, "flat"),

@@ -167,11 +167,12 @@ class ScaleByCenteredRmsWithCountState(NamedTuple):
 
 @schedulable()
 def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False, *,
-                 eps_in_sqrt=False, bias_correction=False):
-    """RMSprop's direction g / (sqrt(v) + eps), v = decay v + (1 - decay) g².
+                 eps_in_sqrt=True, bias_correction=False):
+    """RMSprop's direction g / sqrt(v + eps), v = decay v + (1 - decay) g².
 
-    eps is added outside the square root by default, as in PyTorch's RMSprop;
-    eps_in_sqrt=True gives Optax's default g / sqrt(v + eps). bias_correction=True
+    eps sits inside the square root by default, as in Optax's scale_by_rms;
+    eps_in_sqrt=False gives PyTorch's g / (sqrt(v) + eps) (the rmsprop alias's
+    default). bias_correction=True
     divides v (and m) by 1 - decay^t, as Adam does (the state then counts steps).
     centered=True subtracts the squared mean gradient m² from v, with
     m = decay m + (1 - decay) g. v starts at initial_scale (PyTorch: 0).
