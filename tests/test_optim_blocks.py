@@ -242,8 +242,11 @@ def test_references_see_their_terms():
     out = ref_rprop(case_grads("rprop"), PARAMS)["w"]
     magnitudes = np.abs(np.stack(out))
     assert np.any(magnitudes == 0.13) and np.any(magnitudes == 0.06) and np.any(magnitudes == 0)
-    v = [np.mean(g["w"] ** 2) for g in GRADS]
-    assert v[2] < v[0]
+    v, v_hat = 0.0, []
+    for t, g in enumerate(GRADS, 1):
+        v = 0.9 * v + 0.1 * g["w"] ** 2
+        v_hat.append(v / bias(0.9, t))
+    assert np.any(v_hat[2] < np.maximum(v_hat[0], v_hat[1]))
     assert rms(GRADS[0]["w"]) > 0.9 > rms(GRADS[0]["b"])
     assert rms(PARAMS["w"]) > 0.1 > rms(PARAMS["b"])
     assert ref_rss(0.0, 0.0)(case_grads("rss_zero_start"), PARAMS)["w"][0][0, 0] == 0
