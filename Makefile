@@ -8,7 +8,7 @@ PEERS_STAMP := $(PEERS)/.installed
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-slow demo demo-mpi tour docs dist bench peers clean
+.PHONY: install test test-slow test-peers demo demo-mpi tour docs dist bench peers clean
 
 install: $(STAMP)
 
@@ -76,6 +76,16 @@ $(PEERS_STAMP): pyproject.toml bench/requirements-peers.txt
 
 bench: $(PEERS_STAMP)
 	$(PEERS)/bin/python bench/run.py $(BENCH_ARGS)
+
+# The tests that compare against PyTorch, Optax and JAX themselves (skipped by
+# `make test`, whose environment has none of them), in the peers' environment.
+PEER_TESTS := tests/test_nn_torch_crosscheck.py tests/test_optim_losses_peers.py \
+	tests/test_torch_names_layers.py tests/test_torch_state_dict.py tests/test_nn_conv.py \
+	tests/test_nn_recurrent.py tests/test_nn_init.py tests/test_optim_catalogue.py \
+	tests/test_optim_blocks.py tests/test_dlpack.py
+
+test-peers: $(PEERS_STAMP)
+	$(PEERS)/bin/python -m pytest -q $(PEER_TESTS) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS) build dist *.egg-info .pytest_cache .hypothesis

@@ -21,7 +21,22 @@ from fgrad_nn import functional as F
 from fgrad_nn import layers as L
 
 F64 = fnp.float64
-torch.set_default_dtype(torch.float64)
+
+
+def _float64_torch():
+    """Make torch's default dtype float64; returns a function that puts the one
+    before back (a module-wide setting would leak into every later test file)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    return lambda: torch.set_default_dtype(before)
+
+
+if pytest is not None:
+    @pytest.fixture(autouse=True)
+    def float64_torch():
+        restore = _float64_torch()
+        yield
+        restore()
 
 
 def _key(i=0):
@@ -196,6 +211,7 @@ def test_small_layers_against_torch():
 
 
 if __name__ == "__main__":
+    _float64_torch()
     for name, test in list(globals().items()):
         if name.startswith("test_"):
             test()

@@ -17,15 +17,19 @@ from test_optim_catalogue import STEPS, np_grad, run, start
 def optax():
     optax = pytest.importorskip("optax")
     import jax
+    before = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
     yield optax
+    jax.config.update("jax_enable_x64", before)
 
 
 @pytest.fixture
 def torch():
     torch = pytest.importorskip("torch")
+    before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     yield torch
+    torch.set_default_dtype(before)
 
 
 def run_optax(optax, opt, grads=np_grad, steps=STEPS, lookahead=False):
