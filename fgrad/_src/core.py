@@ -185,6 +185,7 @@ class _SomeThreadTraces:
 SOME_THREAD_TRACES = _SomeThreadTraces()
 _state = _TraceState()
 _registration = threading.Lock()
+_acquire, _release = _registration.acquire, _registration.release   # bound once
 _threads_inside = 0     # threads with an open enter_trace (guarded by _registration)
 
 
@@ -208,10 +209,10 @@ def enter_trace(ts, trace):
     if ts.depth == 0:
         if trace is eval_trace:
             return None
-        _registration.acquire()
+        _acquire()
         _threads_inside += 1
         _state.trace = SOME_THREAD_TRACES
-        _registration.release()
+        _release()
     ts.depth += 1
     ts.trace = trace
     return prev
@@ -225,11 +226,11 @@ def leave_trace(ts, prev):
     ts.trace = prev
     ts.depth -= 1
     if ts.depth == 0:
-        _registration.acquire()
+        _acquire()
         _threads_inside -= 1
         if not _threads_inside:
             _state.trace = eval_trace
-        _registration.release()
+        _release()
 
 
 class set_current_trace:
