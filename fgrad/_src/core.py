@@ -269,21 +269,24 @@ class Trace:
     alive = True
     # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
-    origin_at = None    # (code, line number), formatted only for a message: `origin`
+    # (code, offset of the calling instruction): its line (`f_lineno` costs about as
+    # much as finding the frame) is looked up only for a message, by `origin`
+    origin_at = None
 
     def mark_origin(self, skip=0):
         """Remember the user's source line that applied this transform. `skip`: how
         many of the callers are known to be fgrad's (passed over unexamined)."""
         f = user_frame(1 + skip)
         if f is not None:
-            self.origin_at = (f.f_code, f.f_lineno)
+            self.origin_at = (f.f_code, f.f_lasti)
 
     @property
     def origin(self):
         """'file:line (in function)' of the line that applied this transform, or None."""
         if self.origin_at is None:
             return None
-        code, line = self.origin_at
+        code, at = self.origin_at
+        line = next((n for start, end, n in code.co_lines() if start <= at < end), None)
         return f"{code.co_filename}:{line} (in {code.co_name})"
 
     # Every concrete trace (EvalTrace, JVPTrace, JaxprTrace, BatchTrace) defines these.

@@ -307,7 +307,9 @@ class TapeTrace(core.Trace):
                     rule = None if fast is None else fast[k]
                     if rule is not None:
                         c = rule(g, a, *values)
-                        if type(c) not in _HOST or c.shape != values[k].shape:
+                        t = type(c)     # a NumPy scalar: all operands were scalars too
+                        if t not in _SCALAR_DTYPES and (t not in _HOST
+                                                        or c.shape != values[k].shape):
                             c = unbroadcast(Array(c, False), get_aval(vals[k]))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
