@@ -142,9 +142,11 @@ class TapeTrace(core.Trace):
         x0 = v0._value
         dtype = _SCALAR_DTYPES.get(type(x0))
         if dtype is None:
-            if type(x0) is not np.ndarray or x0.dtype.kind != "f":
+            if type(x0) is not np.ndarray:
                 return None
             dtype = x0.dtype
+            if dtype.kind != "f":
+                return None
         if y is None:
             vals, ids, values = (v0,), (i0,), (x0,)
             weak = v0.weak_type
@@ -347,7 +349,11 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        return [None if i is None else _boxed(cts[i]) for i in self.in_ids]
+        grads = []
+        for i in self.in_ids:
+            c = None if i is None else cts[i]
+            grads.append(Array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
+        return grads
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
