@@ -162,6 +162,26 @@ def test_escaped_tracer_error_names_the_users_line(how):
         leaked[0] + 1.0
 
 
+@pytest.mark.parametrize("how", ["jvp", "vmap"])
+def test_escaped_tracer_error_names_the_line_of_the_call(how):
+    # traces keep the calling instruction's offset; the message maps it to its line
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return fnp.sin(x)
+
+    x = np.float32(0.5)
+    if how == "jvp":
+        line = _line() + 1
+        fgrad.jvp(f, (x,), (x,))
+    else:
+        line = _line() + 1
+        fgrad.vmap(f)(np.ones(3, np.float32))
+    with pytest.raises(fgrad.EscapedTracerError, match=f"applied at {__file__}:{line} "):
+        leaked[0] + 1.0
+
+
 def _line():
     import sys
     return sys._getframe(1).f_lineno

@@ -107,6 +107,9 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
     def one_output(x):
         """fun at one argument, its output checked (the lean path's flat function)."""
         out = fun(x)
+        if (type(out) is JVPTracer and type(out.primal) is Array
+                and type(out.primal._value) in _FLOAT_SCALARS):
+            return [out]    # a real scalar loss on the tape: _check_scalar_output's case
         _check_scalar_output(fname, out, holomorphic)
         return [full_lower(out)]
 

@@ -185,6 +185,7 @@ class _SomeThreadTraces:
 SOME_THREAD_TRACES = _SomeThreadTraces()
 _state = _TraceState()
 _registration = threading.Lock()
+_acquire, _release = _registration.acquire, _registration.release   # bound once
 _threads_inside = 0     # threads with an open enter_trace (guarded by _registration)
 
 
@@ -208,10 +209,10 @@ def enter_trace(ts, trace):
     if ts.depth == 0:
         if trace is eval_trace:
             return None
-        _registration.acquire()
+        _acquire()
         _threads_inside += 1
         _state.trace = SOME_THREAD_TRACES
-        _registration.release()
+        _release()
     ts.depth += 1
     ts.trace = trace
     return prev
@@ -225,11 +226,11 @@ def leave_trace(ts, prev):
     ts.trace = prev
     ts.depth -= 1
     if ts.depth == 0:
-        _registration.acquire()
+        _acquire()
         _threads_inside -= 1
         if not _threads_inside:
             _state.trace = eval_trace
-        _registration.release()
+        _release()
 
 
 class set_current_trace:
@@ -268,21 +269,24 @@ class Trace:
     alive = True
     # What this trace is for and the user's line that started it (escaped-tracer errors).
     description = "a transform"
-    origin_at = None    # (code, line number), formatted only for a message: `origin`
+    # (code, offset of the calling instruction): its line (`f_lineno` costs about as
+    # much as finding the frame) is looked up only for a message, by `origin`
+    origin_at = None
 
     def mark_origin(self, skip=0):
         """Remember the user's source line that applied this transform. `skip`: how
         many of the callers are known to be fgrad's (passed over unexamined)."""
         f = user_frame(1 + skip)
         if f is not None:
-            self.origin_at = (f.f_code, f.f_lineno)
+            self.origin_at = (f.f_code, f.f_lasti)
 
     @property
     def origin(self):
         """'file:line (in function)' of the line that applied this transform, or None."""
         if self.origin_at is None:
             return None
-        code, line = self.origin_at
+        code, at = self.origin_at
+        line = next((n for start, end, n in code.co_lines() if start <= at < end), None)
         return f"{code.co_filename}:{line} (in {code.co_name})"
 
     # Every concrete trace (EvalTrace, JVPTrace, JaxprTrace, BatchTrace) defines these.

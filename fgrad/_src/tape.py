@@ -26,7 +26,9 @@ on the same values as linearize + transpose, so gradients are the same bits.
 A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
-from . import ad, core, placement
+import numpy as np
+
+from . import ad, core, dtypes, placement
 from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
                  JVPTracer, UndefinedPrimal)
 from .config import config
@@ -39,6 +41,9 @@ _GENERIC = "generic"
 _HOST = core._NUMPY_OPERANDS   # the types of host values (a device value: the general path)
 _new = object.__new__   # Arrays and tracers made without __init__ on the lean paths
 _NO_PARAMS = {}   # the parameters of a lean entry (never written to)
+# Real floating-point NumPy scalar types -> their dtypes (a scalar's type says its
+# dtype: a dictionary lookup costs half of reading a scalar's `dtype`).
+_SCALAR_DTYPES = {d.type: d for d in dtypes.SUPPORTED if d.kind == "f"}
 
 
 class Unsupported(BaseException):
@@ -57,14 +62,14 @@ def usable():
 class TapeTrace(core.Trace):
     """Runs primitives eagerly and records how to pull cotangents back through them."""
 
+    in_ids = out_ids = None    # the nodes of the inputs and outputs (linearize_flat)
+
     def __init__(self, parent, description, thread_trace):
-        self.parent = parent
-        self.rule_trace = parent
+        self.parent = self.rule_trace = parent
         self.description = description
         self.thread_trace = thread_trace    # the ThreadTrace of the thread it runs in
         self.entries = []
         self.primals = []   # per node: the inputs, then each traced output
-        self.in_ids = self.out_ids = None    # the nodes of the inputs and outputs
 
     def new_node(self, primal):
         self.primals.append(primal)
@@ -135,9 +140,13 @@ class TapeTrace(core.Trace):
         if type(v0) is not Array:
             return None
         x0 = v0._value
-        dtype = x0.dtype
-        if dtype.kind != "f" or type(x0) not in _HOST:
-            return None
+        dtype = _SCALAR_DTYPES.get(type(x0))
+        if dtype is None:
+            if type(x0) is not np.ndarray:
+                return None
+            dtype = x0.dtype
+            if dtype.kind != "f":
+                return None
         if y is None:
             vals, ids, values = (v0,), (i0,), (x0,)
             weak = v0.weak_type
@@ -158,7 +167,12 @@ class TapeTrace(core.Trace):
             if type(v1) is not Array:
                 return None
             x1 = v1._value
-            if (x1.dtype is not dtype and x1.dtype != dtype) or type(x1) not in _HOST:
+            d = _SCALAR_DTYPES.get(type(x1))
+            if d is None:
+                if type(x1) is not np.ndarray:
+                    return None
+                d = x1.dtype
+            if d is not dtype and d != dtype:
                 return None
             if swap:
                 vals, ids, values = (v1, v0), (i1, i0), (x1, x0)
@@ -174,7 +188,10 @@ class TapeTrace(core.Trace):
             return None     # the general path raises the error the shape rule gives
         finally:
             ts.trace = self
-        if out.dtype is not dtype and out.dtype != dtype:
+        d = _SCALAR_DTYPES.get(type(out))
+        if d is None:
+            d = out.dtype
+        if d is not dtype and d != dtype:
             return None
         a = _new(Array)
         a._value = out
@@ -292,7 +309,9 @@ class TapeTrace(core.Trace):
                     rule = None if fast is None else fast[k]
                     if rule is not None:
                         c = rule(g, a, *values)
-                        if type(c) not in _HOST or c.shape != values[k].shape:
+                        t = type(c)     # a NumPy scalar: all operands were scalars too
+                        if t not in _SCALAR_DTYPES and (t not in _HOST
+                                                        or c.shape != values[k].shape):
                             c = unbroadcast(Array(c, False), get_aval(vals[k]))
                     else:
                         c = rules[k](ct, ans, *vals, **params)
@@ -302,7 +321,12 @@ class TapeTrace(core.Trace):
                     if accumulate is not None:
                         accumulate(cts, i, c)
                     prev = cts[i]
-                    cts[i] = c if prev is None else _add(prev, c, lean)
+                    if prev is None:
+                        cts[i] = c
+                    elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
+                        cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
+                    else:
+                        cts[i] = _add(prev, c, lean)
                 continue
             ct = _boxed(ct)
             if kind is TAPE_LINEAR:
@@ -325,7 +349,11 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        return [None if i is None else _boxed(cts[i]) for i in self.in_ids]
+        grads = []
+        for i in self.in_ids:
+            c = None if i is None else cts[i]
+            grads.append(Array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
+        return grads
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
@@ -394,20 +422,20 @@ def linearize_flat(fun, primals, description):
     function at the top level; the floating-point inputs are differentiated. Raises
     Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
     ts = core.thread_state()
-    parent = ts.trace
-    trace = TapeTrace(parent, description, ts)
-    trace.mark_origin(skip=3)   # this function and its two callers in api.py
+    trace = TapeTrace(ts.trace, description, ts)
+    trace.mark_origin(skip=4)   # this function, its two callers in api.py, the boundary
+    nodes = trace.primals
     args, in_ids = [], []
     for p in primals:
         if p.dtype.kind in "fc":
-            in_ids.append(len(trace.primals))
-            trace.primals.append(p)
+            in_ids.append(len(nodes))
+            nodes.append(p)
             tracer = _new(JVPTracer)
             tracer._trace, tracer.primal, tracer.tangent = trace, p, in_ids[-1]
-            args.append(tracer)
+            p = tracer
         else:
             in_ids.append(None)
-            args.append(p)
+        args.append(p)
     prev = core.enter_trace(ts, trace)
     try:
         try:
