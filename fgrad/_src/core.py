@@ -619,7 +619,11 @@ def _binop(name, reflected=False):
     def method(self, other):
         prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
-            out = eager_float_pair(prim, self, other, reflected)
+            trace = _state.trace
+            if trace is not eval_trace:
+                trace = _threads.state.trace
+            out = (eager_float_pair(prim, self, other, reflected) if trace is eval_trace
+                   else trace.lean_float(prim, self, other, reflected))
             if out is not None:
                 return out
             pair = _operands(self, other)

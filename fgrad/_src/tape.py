@@ -421,7 +421,7 @@ def linearize_flat(fun, primals, description):
     """(primal outputs, the TapeTrace, whose `transpose` is the pullback) for a flat
     function at the top level; the floating-point inputs are differentiated. Raises
     Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
-    ts = core.thread_state()
+    ts = core._threads.state
     trace = TapeTrace(ts.trace, description, ts)
     trace.mark_origin(skip=4)   # this function, its two callers in api.py, the boundary
     nodes = trace.primals
