@@ -78,6 +78,7 @@ def register_dataclass(cls=None, *, data_fields=None, meta_fields=None):
         get_data, get_meta = _getter(data), _getter(meta)
         # fields in the instance __dict__ unless some class declares __slots__
         in_dict = not any("__slots__" in vars(k) for k in cls.__mro__)
+        names = data + meta
 
         def flatten_fn(obj):
             return get_data(obj), get_meta(obj), data
@@ -85,9 +86,7 @@ def register_dataclass(cls=None, *, data_fields=None, meta_fields=None):
         def unflatten_fn(aux, children):
             obj = object.__new__(cls)
             if in_dict:       # one update, not a __setattr__ per field
-                fields = obj.__dict__
-                fields.update(zip(data, children))
-                fields.update(zip(meta, aux))
+                obj.__dict__.update(zip(names, (*children, *aux)))
                 return obj
             for n, v in zip(data, children):
                 object.__setattr__(obj, n, v)
