@@ -74,19 +74,20 @@ def profile(name, make, calls, repeats):
     env = exe.template.copy()
     for slot, value in zip(exe.in_slots, raw):
         env[slot] = np.array(value)             # copies: the program may write donated inputs
+    del raw, leaves                             # (the donated call would copy them)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(calls):
         call()
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / calls
-    print(f"\n{name}: {len(leaves)} input leaves, {len(exe.calls)} program calls, "
+    print(f"\n{name}: {len(exe.in_slots)} input leaves, {len(exe.calls)} program calls, "
           f"{faults:.0f} minor page faults a call")
     for clock, timer in [("wall", time.perf_counter), ("process CPU", time.process_time)]:
         whole = _best(call, calls, repeats, timer)
         program = _best(lambda: run_steps(exe.calls, env), calls, repeats, timer)
         print(f"  {clock:>11}: call {whole * 1e3:8.3f} ms, program {program * 1e3:8.3f} ms, "
               f"outside {(whole - program) * 1e3:7.3f} ms")
-    outs = [fgrad.numpy.asarray(v) for v in exe(*[np.array(v) for v in raw])]
-    leaves = tree_util.flatten(((*state[0], x, y), api._NO_KWARGS))[0]   # not donated yet
+    outs = [fgrad.numpy.asarray(env[i]) for i in exe.out_refs]
+    leaves = tree_util.flatten(((*state[0], x, y), api._NO_KWARGS))[0]
     parts = [("flatten the arguments", lambda: tree_util.flatten(((*state[0], x, y),
                                                                    api._NO_KWARGS))),
              ("leaf values and cache key", lambda: api._raw_leaves(leaves)),
