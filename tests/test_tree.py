@@ -154,6 +154,34 @@ def test_dataclass_explicit_fields():
     assert fgrad.tree.unflatten(treedef, [3, 4]) == Cfg(3, 4, "n")
 
 
+@pytest.mark.parametrize("slots", [False, True])
+@pytest.mark.parametrize("data,meta", [([], []), (["a"], []), ([], ["name"]),
+                                       (["a", "b"], ["name"])])
+def test_dataclass_round_trip(slots, data, meta):
+    """Any number of data and meta fields, frozen, with or without __slots__ (whose
+    values do not live in the instance dict), and a subclass adding a field."""
+    @dataclasses.dataclass(frozen=True, slots=slots)
+    class Base:
+        a: object = 1
+        b: object = 2
+        name: str = "n"
+
+    @dataclasses.dataclass(frozen=True)
+    class Sub(Base):
+        c: object = 3
+
+    for cls, extra in [(Base, []), (Sub, ["c"])]:
+        fgrad.tree.register_dataclass(cls, data_fields=data + extra,
+                                      meta_fields=meta + [n for n in ("a", "b", "name")
+                                                          if n not in data + meta])
+        leaves, treedef = fgrad.tree.flatten(cls(a=10, b=20, name="x"))
+        assert leaves == [{"a": 10, "b": 20, "name": "x", "c": 3}[n] for n in data + extra]
+        rebuilt = fgrad.tree.unflatten(treedef, [-v for v in leaves])
+        assert type(rebuilt) is cls
+        assert rebuilt == cls(**{"a": 10, "b": 20, "name": "x",
+                                 **{n: -v for n, v in zip(data + extra, leaves)}})
+
+
 def test_register_dataclass_errors():
     class NotADataclass:
         pass

@@ -1,6 +1,7 @@
 """Pytrees through optree: nested tuples, lists, dicts, None (an empty node),
 NamedTuples, and classes registered here."""
 import dataclasses
+import operator
 
 import optree
 
@@ -40,6 +41,17 @@ def register_pytree_node(cls, flatten_fn, unflatten_fn):
     return cls
 
 
+def _getter(names):
+    """obj -> the tuple of its attributes `names` (operator.attrgetter: no Python
+    loop per field; a training step flattens every layer of its model each call)."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        get = operator.attrgetter(names[0])
+        return lambda obj: (get(obj),)
+    return operator.attrgetter(*names)
+
+
 def register_dataclass(cls=None, *, data_fields=None, meta_fields=None):
     """Register a dataclass as a pytree (usable as a decorator).
 
@@ -63,11 +75,19 @@ def register_dataclass(cls=None, *, data_fields=None, meta_fields=None):
                 raise TypeError(f"register_dataclass: fields {sorted(missing)} of "
                                 f"{cls.__name__} are neither data nor meta fields")
 
+        get_data, get_meta = _getter(data), _getter(meta)
+        # fields in the instance __dict__ unless some class declares __slots__
+        in_dict = not any("__slots__" in vars(k) for k in cls.__mro__)
+        names = data + meta
+
         def flatten_fn(obj):
-            return ([getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta), data)
+            return get_data(obj), get_meta(obj), data
 
         def unflatten_fn(aux, children):
             obj = object.__new__(cls)
+            if in_dict:       # one update, not a __setattr__ per field
+                obj.__dict__.update(zip(names, (*children, *aux)))
+                return obj
             for n, v in zip(data, children):
                 object.__setattr__(obj, n, v)
             for n, v in zip(meta, aux):
