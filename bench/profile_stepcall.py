@@ -27,21 +27,12 @@ import transformer
 from fgrad._src import tree_util
 from fgrad._src.jit import api
 from fgrad._src.jit.slots import run_steps
-from fgrad_nn import losses, optim
 
 
 def resmlp_step():
     """ResMLP's donated jitted step, its first state and batches."""
-    model = resmlp.fgrad_model()
-    opt = optim.adamw(resmlp.LR, weight_decay=resmlp.WEIGHT_DECAY)
-
-    def train_step(model, opt_state, x, y):
-        def loss_fn(m):
-            return losses.softmax_cross_entropy_with_integer_labels(m(x), y)
-        loss, g = fgrad.value_and_grad(loss_fn)(model)
-        updates, opt_state = opt.update(g, opt_state, model)
-        return optim.apply_updates(model, updates), opt_state, loss
-    return fgrad.jit(train_step, donate_argnums=(0, 1)), (model, opt.init(model)), resmlp.batches
+    step, model, opt_state = resmlp.fgrad_train_step(donate=True)
+    return step, (model, opt_state), resmlp.batches
 
 
 def transformer_step():

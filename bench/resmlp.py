@@ -94,7 +94,10 @@ def _train(step, state, data, ready):
 # ----------------------------------------------------------------------------
 # The three libraries; each returns what _train returns
 
-def run_fgrad(data, donate):
+def fgrad_train_step(donate):
+    """fgrad's jitted AdamW training step (model, opt_state, x, y) -> (model,
+    opt_state, loss) (donating the model and state with `donate`), with the first
+    model and optimizer state."""
     model = fgrad_model()
     opt = optim.adamw(LR, weight_decay=WEIGHT_DECAY)
 
@@ -104,13 +107,16 @@ def run_fgrad(data, donate):
         loss, g = fgrad.value_and_grad(loss_fn)(model)
         updates, opt_state = opt.update(g, opt_state, model)
         return optim.apply_updates(model, updates), opt_state, loss
+    return fgrad.jit(train_step, donate_argnums=(0, 1) if donate else ()), model, opt.init(model)
 
-    jitted = fgrad.jit(train_step, donate_argnums=(0, 1) if donate else ())
+
+def run_fgrad(data, donate):
+    jitted, model, opt_state = fgrad_train_step(donate)
 
     def step(state, x, y):
         model, opt_state, loss = jitted(*state, x, y)
         return (model, opt_state), loss
-    return _train(step, (model, opt.init(model)), data, np.asarray)
+    return _train(step, (model, opt_state), data, np.asarray)
 
 
 def run_torch(data, w, compiled):
