@@ -87,6 +87,15 @@ def _layout(shape, spec):
     return [strides[d] for d in spec]
 
 
+def _layouts(eqn):
+    """The element strides of a convolution's input, weights and output, each in
+    the (batch or feature, feature, spatial...) order of its dimension numbers."""
+    dn = eqn.params["dimension_numbers"]
+    return (_layout(eqn.invars[0].aval.shape, dn.lhs_spec),
+            _layout(eqn.invars[1].aval.shape, dn.rhs_spec),
+            _layout(eqn.outvars[0].aval.shape, dn.out_spec))
+
+
 def _sizes(eqn):
     dn = eqn.params["dimension_numbers"]
     lhs, rhs = (a.aval.shape for a in eqn.invars)
@@ -235,7 +244,6 @@ def _emit_shifted(ir, module, fname, eqn):
     W[:, :, group] times the group's copies read from the other dims' offset
     into a wide output, whose output positions are copied out."""
     p = eqn.params
-    dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (_, _, *xs), (o, i, *ks), (_, _, *ys) = _sizes(eqn)
     nsp = len(xs)
@@ -244,9 +252,7 @@ def _emit_shifted(ir, module, fname, eqn):
     stack = shifted_stack(i, ks[-1])
     groups = ks[-1] // stack
     rows = stack * i        # gemm's K: the stacked offsets' input features
-    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
-    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
-    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    x_st, w_st, o_st = _layouts(eqn)
 
     fn, b, t = _start(ir, module, fname, dt)
     lhs, rhs, out = fn.args[:3]
@@ -320,15 +326,12 @@ def _emit_lanes(ir, module, fname, eqn):
     position one lane_product call adds W[:, feature] times the plane read from
     the position's window into acc[y, o, example]; then acc goes to the output."""
     p = eqn.params
-    dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (nb, c, *xs), (o, _, kh, kw), (_, _, *ys) = _sizes(eqn)
     lanes = lane_product.LANES[dt]
     (hp, wp), offsets, (sb_r, sb_t) = lane_layout(xs, ys, p["padding"], p["window_strides"],
                                                   p["rhs_dilation"], 1)
-    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
-    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
-    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    x_st, w_st, o_st = _layouts(eqn)
     (lo_h, _), (lo_w, _) = p["padding"]
 
     fn, b, t = _start(ir, module, fname, dt)
@@ -391,13 +394,10 @@ def _emit_channels_last(ir, module, fname, eqn):
     each wide position y·Wp + x, the weights times the window read from it into
     acc[y, x, o]; then acc's output positions go to the output."""
     p = eqn.params
-    dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (_, c, *xs), (o, _, kh, kw), (_, _, *ys) = _sizes(eqn)
     (hp, wp), _, wide = padded_plane(xs, ys, p["padding"])
-    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
-    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
-    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    x_st, w_st, o_st = _layouts(eqn)
     (lo_h, _), (lo_w, _) = p["padding"]
 
     fn, b, t = _start(ir, module, fname, dt)
@@ -449,7 +449,6 @@ def emit(ir, module, fname, eqn):
     if _shifted(eqn):
         return _emit_shifted(ir, module, fname, eqn)
     p = eqn.params
-    dn = p["dimension_numbers"]
     dt = np.dtype(eqn.outvars[0].aval.dtype)
     (n, c, *xs), (o, i, *ks), (nb, _, *ys) = _sizes(eqn)
     nsp = len(xs)
@@ -461,9 +460,7 @@ def emit(ir, module, fname, eqn):
     chunk, block, transposed, out_direct = _plan(eqn)
     chunks, rows, blocks = i // chunk, chunk * ksize, nb // block
     cols = block * positions
-    x_st = _layout(eqn.invars[0].aval.shape, dn.lhs_spec)
-    w_st = _layout(eqn.invars[1].aval.shape, dn.rhs_spec)
-    o_st = _layout(eqn.outvars[0].aval.shape, dn.out_spec)
+    x_st, w_st, o_st = _layouts(eqn)
     w_packed = w_st == _layout([o, i, *ks], range(nsp + 2))
     dil = [(s - 1) * d + 1 for s, d in zip(xs, p["lhs_dilation"])]
     k_st, y_st = _layout(ks, range(nsp)), _layout(ys, range(nsp))
