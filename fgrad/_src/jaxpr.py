@@ -161,6 +161,20 @@ def dce_jaxpr(jaxpr, used_outputs, keep_effects=False):
     return Jaxpr(jaxpr.constvars, jaxpr.invars, eqns[::-1], outvars)
 
 
+def read_counts(jaxpr):
+    """Var -> how many times the equations of `jaxpr` read it, plus once per output
+    it is (the passes that rewrite single-use values ask)."""
+    counts = {}
+    for e in jaxpr.eqns:
+        for a in e.invars:
+            if type(a) is Var:
+                counts[a] = counts.get(a, 0) + 1
+    for a in jaxpr.outvars:
+        if type(a) is Var:
+            counts[a] = counts.get(a, 0) + 1
+    return counts
+
+
 def has_effects(prim, params):
     """Whether an equation of `prim` with `params` has side effects: the primitive's
     own (a debug callback), or an effectful equation inside one of its sub-jaxprs

@@ -10,7 +10,7 @@ pieces' producers.
 """
 import numpy as np
 
-from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr
+from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, dce_jaxpr, read_counts
 
 
 def _zero_pad_axis(eqn):
@@ -65,14 +65,7 @@ def join_pad_sums(closed):
     from ..partial_eval import trace_to_jaxpr
     jaxpr = closed.jaxpr
     defining = {v: e for e in jaxpr.eqns for v in e.outvars}
-    readers = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if type(a) is Var:
-                readers[a] = readers.get(a, 0) + 1
-    for a in jaxpr.outvars:
-        if type(a) is Var:
-            readers[a] = readers.get(a, 0) + 1
+    readers = read_counts(jaxpr)
     eqns, changed = [], False
     for eqn in jaxpr.eqns:
         found = _pieces(eqn, defining, readers) if eqn.primitive.name == "add" else None

@@ -10,7 +10,7 @@ the start of the body, where it fuses into the body's own kernels: the same
 operations on the same elements, so the same bits.
 """
 from ..core import ShapedArray
-from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, has_effects
+from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var, has_effects, read_counts
 
 
 def _sinkable(eqn, length):
@@ -74,14 +74,7 @@ def sink_into_scans(closed):
     jaxpr = closed.jaxpr
     if not any(e.primitive.name == "scan" for e in jaxpr.eqns):
         return closed
-    uses = {}
-    for e in jaxpr.eqns:
-        for a in e.invars:
-            if type(a) is Var:
-                uses[a] = uses.get(a, 0) + 1
-    for a in jaxpr.outvars:
-        if type(a) is Var:
-            uses[a] = uses.get(a, 0) + 2       # an output is never sunk
+    uses = read_counts(jaxpr)      # an output (read once more) is never sunk
     producer = {e.outvars[0]: e for e in jaxpr.eqns if len(e.outvars) == 1}
     replaced, dropped = {}, set()
     for e in jaxpr.eqns:
