@@ -364,9 +364,10 @@ def _native_copies(steps, jaxpr, fused):
     outputs = {a for a in jaxpr.outvars if type(a) is Var}
     views = {s.outvars[0]: s for s in steps if type(s) is not Fused
              and s.primitive.name in VIEWS and type(s.invars[0]) is Var}
-    blocks = collections.Counter(v.invars[0] for v in views.values() if _contiguous_block(v))
+    blocks = {o for o, v in views.items() if _contiguous_block(v)}
+    per_array = collections.Counter(views[o].invars[0] for o in blocks)
     kept_views = {o: v for o, v in views.items()
-                  if not (_contiguous_block(v) and blocks[v.invars[0]] >= MANY_BLOCKS)}
+                  if o not in blocks or per_array[v.invars[0]] < MANY_BLOCKS}
     out = []
     for step in steps:
         if type(step) is not Fused and step.primitive.name in VIEWS \
