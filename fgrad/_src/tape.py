@@ -44,6 +44,24 @@ _NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 # Real floating-point NumPy scalar types -> their dtypes (a scalar's type says its
 # dtype: a dictionary lookup costs half of reading a scalar's `dtype`).
 _SCALAR_DTYPES = {d.type: d for d in dtypes.SUPPORTED if d.kind == "f"}
+# The entries `TapeTrace.lean_float` records, flat: (_LEAN1, prim, node, ans, id,
+# value, Array) for one operand, and (_LEAN2, ..., id, value, Array) for two; each
+# operand's node id (None: a constant), NumPy value and Array.
+_LEAN1 = "lean unary"
+_LEAN2 = "lean binary"
+# (Python number, dtype) -> the weakly typed Array it is lifted to (as core._LIFTED).
+_LIFTED_ARRAYS = {}
+
+
+def _lifted(y, dtype):
+    """The weakly typed Array promotion lifts the Python number y to next to a value of
+    `dtype`; remembered where core.lift_number remembers the scalar."""
+    a = _new(Array)
+    a._value = v = core.lift_number(y, dtype)
+    a.weak_type = True
+    if core._LIFTED.get((y, dtype)) is v:
+        _LIFTED_ARRAYS[y, dtype] = a
+    return a
 
 
 class Unsupported(BaseException):
@@ -148,7 +166,6 @@ class TapeTrace(core.Trace):
             if dtype.kind != "f":
                 return None
         if y is None:
-            vals, ids, values = (v0,), (i0,), (x0,)
             weak = v0.weak_type
             traced = i0 is not None
         else:
@@ -158,10 +175,9 @@ class TapeTrace(core.Trace):
             elif t is Array:
                 v1, i1 = y, None
             elif t is float or t is int:
-                v1, i1 = _new(Array), None     # the value promotion lifts y to
-                lifted = core._LIFTED.get((y, dtype))
-                v1._value = core.lift_number(y, dtype) if lifted is None else lifted
-                v1.weak_type = True
+                v1, i1 = _LIFTED_ARRAYS.get((y, dtype)), None
+                if v1 is None:
+                    v1 = _lifted(y, dtype)
             else:
                 return None
             if type(v1) is not Array:
@@ -175,15 +191,13 @@ class TapeTrace(core.Trace):
             if d is not dtype and d != dtype:
                 return None
             if swap:
-                vals, ids, values = (v1, v0), (i1, i0), (x1, x0)
-            else:
-                vals, ids, values = (v0, v1), (i0, i1), (x0, x1)
+                v0, v1, i0, i1, x0, x1 = v1, v0, i1, i0, x1, x0
             weak = v0.weak_type and v1.weak_type
             traced = i0 is not None or i1 is not None
         ts = self.thread_trace     # this thread's: the trace is current in it
         ts.trace = self.parent
         try:
-            out = prim.impl(*values)
+            out = prim.impl(x0) if y is None else prim.impl(x0, x1)
         except Exception:
             return None     # the general path raises the error the shape rule gives
         finally:
@@ -200,7 +214,10 @@ class TapeTrace(core.Trace):
             return a
         primals = self.primals
         node = len(primals)
-        self.entries.append((TAPE_DIAGONAL, prim, _NO_PARAMS, vals, a, ids, node, values))
+        # one flat tuple per entry (see `_LEAN`): nested tuples would triple the
+        # objects the garbage collector counts and walks while the tape grows
+        self.entries.append((_LEAN1, prim, node, a, i0, x0, v0) if y is None else
+                            (_LEAN2, prim, node, a, i0, x0, v0, i1, x1, v1))
         primals.append(a)
         tracer = _new(JVPTracer)
         tracer._trace = self
@@ -278,6 +295,20 @@ class TapeTrace(core.Trace):
                 cts[i] = c if cts[i] is None else add(cts[i], c)
         for entry in reversed(self.entries):
             kind = entry[0]
+            if kind is _LEAN1 or kind is _LEAN2:
+                ct = cts[entry[2]]
+                if ct is None:
+                    continue
+                fast = entry[1].tape_rules
+                g = None if fast is None or not lean or None in fast else (
+                    ct if type(ct) in _HOST else _raw(ct))
+                if g is None:
+                    entry = _unflattened(entry)     # the general rules below
+                    kind = TAPE_DIAGONAL
+                else:
+                    cts[entry[2]] = None
+                    _lean_backward(entry, g, fast, cts, accumulate, lean)
+                    continue
             if kind is _GENERIC:
                 self._generic_backward(entry, cts, accumulate)
                 continue
@@ -376,6 +407,43 @@ class TapeTrace(core.Trace):
             raise TypeError(f"cotangent shape {tuple(c.shape)} does not match "
                             f"{get_aval(self.primals[i]).str_short()} (a transpose rule "
                             f"is wrong)")
+
+
+def _lean_backward(entry, g, fast, cts, accumulate, lean):
+    """The backward step of a flat entry of `lean_float` whose cotangent is the raw
+    host value g: its NumPy rules, last operand first (as the transposed jaxpr)."""
+    a = entry[3]._value
+    if entry[0] is _LEAN1:
+        args = ((entry[4], entry[5], entry[6], fast[0]),)
+        values = (entry[5],)
+    else:
+        args = ((entry[7], entry[8], entry[9], fast[1]), (entry[4], entry[5], entry[6], fast[0]))
+        values = (entry[5], entry[8])
+    for i, x, v, rule in args:
+        if i is None:
+            continue
+        c = rule(g, a, *values)
+        t = type(c)     # a NumPy scalar: all operands were scalars too
+        if t not in _SCALAR_DTYPES and (t not in _HOST or c.shape != x.shape):
+            c = unbroadcast(Array(c, False), get_aval(v))
+        if accumulate is not None:
+            accumulate(cts, i, c)
+        prev = cts[i]
+        if prev is None:
+            cts[i] = c
+        elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
+            cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
+        else:
+            cts[i] = _add(prev, c, lean)
+
+
+def _unflattened(entry):
+    """A flat entry of `lean_float` in the general entries' form."""
+    if entry[0] is _LEAN1:
+        _, prim, node, ans, i0, x0, v0 = entry
+        return TAPE_DIAGONAL, prim, _NO_PARAMS, (v0,), ans, (i0,), node, (x0,)
+    _, prim, node, ans, i0, x0, v0, i1, x1, v1 = entry
+    return TAPE_DIAGONAL, prim, _NO_PARAMS, (v0, v1), ans, (i0, i1), node, (x0, x1)
 
 
 def _add(a, b, lean):
