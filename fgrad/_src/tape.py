@@ -305,9 +305,32 @@ class TapeTrace(core.Trace):
                 if g is None:
                     entry = _unflattened(entry)     # the general rules below
                     kind = TAPE_DIAGONAL
-                else:
+                else:   # its NumPy rules, last operand first (as the transposed jaxpr)
                     cts[entry[2]] = None
-                    _lean_backward(entry, g, fast, cts, accumulate, lean)
+                    a = entry[3]._value
+                    if kind is _LEAN1:
+                        _, _, _, _, i, x, v = entry
+                        c = fast[0](g, a, x)
+                    else:
+                        _, _, _, _, i0, x0, v0, i, x, v = entry
+                        if i is not None:
+                            c = fast[1](g, a, x0, x)
+                            t = type(c)     # below: _contribute's common case inline
+                            if (cts[i] is None and accumulate is None and
+                                    (t in _SCALAR_DTYPES or (t is np.ndarray and c.shape == x.shape))):
+                                cts[i] = c
+                            else:
+                                _contribute(cts, i, c, x, v, accumulate, lean)
+                        i, v = i0, v0
+                        c = None if i is None else fast[0](g, a, x0, x)
+                        x = x0
+                    if i is not None:
+                        t = type(c)
+                        if (cts[i] is None and accumulate is None and
+                                (t in _SCALAR_DTYPES or (t is np.ndarray and c.shape == x.shape))):
+                            cts[i] = c
+                        else:
+                            _contribute(cts, i, c, x, v, accumulate, lean)
                     continue
             if kind is _GENERIC:
                 self._generic_backward(entry, cts, accumulate)
@@ -409,32 +432,21 @@ class TapeTrace(core.Trace):
                             f"is wrong)")
 
 
-def _lean_backward(entry, g, fast, cts, accumulate, lean):
-    """The backward step of a flat entry of `lean_float` whose cotangent is the raw
-    host value g: its NumPy rules, last operand first (as the transposed jaxpr)."""
-    a = entry[3]._value
-    if entry[0] is _LEAN1:
-        args = ((entry[4], entry[5], entry[6], fast[0]),)
-        values = (entry[5],)
+def _contribute(cts, i, c, x, v, accumulate, lean):
+    """Add the raw contribution c (of a NumPy rule) to the cotangent of node i, whose
+    operand is the Array v of NumPy value x."""
+    t = type(c)     # a NumPy scalar: all operands were scalars too
+    if t not in _SCALAR_DTYPES and (t not in _HOST or c.shape != x.shape):
+        c = unbroadcast(Array(c, False), get_aval(v))
+    if accumulate is not None:
+        accumulate(cts, i, c)
+    prev = cts[i]
+    if prev is None:
+        cts[i] = c
+    elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
+        cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
     else:
-        args = ((entry[7], entry[8], entry[9], fast[1]), (entry[4], entry[5], entry[6], fast[0]))
-        values = (entry[5], entry[8])
-    for i, x, v, rule in args:
-        if i is None:
-            continue
-        c = rule(g, a, *values)
-        t = type(c)     # a NumPy scalar: all operands were scalars too
-        if t not in _SCALAR_DTYPES and (t not in _HOST or c.shape != x.shape):
-            c = unbroadcast(Array(c, False), get_aval(v))
-        if accumulate is not None:
-            accumulate(cts, i, c)
-        prev = cts[i]
-        if prev is None:
-            cts[i] = c
-        elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
-            cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
-        else:
-            cts[i] = _add(prev, c, lean)
+        cts[i] = _add(prev, c, lean)
 
 
 def _unflattened(entry):
