@@ -439,6 +439,13 @@ def lean_unary(prim, general):
     give, without its general bookkeeping); under a transform the current trace's
     `lean_float` answers; `general(x)` runs everything else."""
     impl = prim.impl
+    from .lax import quiet     # loaded with lax's primitives, before any lean_unary
+    # a quiet impl (lax/quiet.py): its floating-point state is set here, one call fewer
+    inner = getattr(impl, "quiet_inner", None)
+    if inner is not None:
+        get_state, set_state, reset_state = (quiet._extobj_contextvar.get,
+                                             quiet._extobj_contextvar.set,
+                                             quiet._extobj_contextvar.reset)
 
     def fn(x, /):
         trace = _state.trace
@@ -461,7 +468,16 @@ def lean_unary(prim, general):
         if v.dtype not in _INEXACT or output_check is not None:
             return general(x)
         try:
-            out = impl(v)
+            if inner is None:
+                out = impl(v)
+            else:   # as quiet's wrapper does
+                current = get_state()
+                made_from, state = quiet._prepared
+                token = set_state(state if made_from is current else quiet._prepare(current))
+                try:
+                    out = inner(v)
+                finally:
+                    reset_state(token)
         except Exception:
             return general(x)   # it raises the error the shape rule gives
         if t is not Array and type(out) is np.ndarray and (out is v or out.base is not None):

@@ -61,4 +61,6 @@ def quiet(fn, keywords=False):
             return fn(*args)
         finally:
             reset(token)
+    positional.quiet_inner = fn     # for hot callers that set the state inline (core.lean_unary)
     return positional
+
