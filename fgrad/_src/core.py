@@ -122,10 +122,13 @@ class Primitive:
     ad.defjvp, deflinear, defbilinear, defjvp_zero; None: linearized on its own);
     tape_rules: NumPy forms of the element-wise tangent rules (ad.deftape).
     weak_args: indices of the arguments whose weak type the output inherits.
+    float_impl: the impl for operands known to be real floats of one dtype (the lean
+    paths; None: impl), e.g. Python's operator for add, sub and mul.
     effectful: the primitive does something besides computing its outputs (a
     debug callback): tracing always records it, simplification never drops it.
     """
     effectful = False
+    float_impl = None
 
     def __init__(self, name, multiple_results=False, weak_args=None):
         self.name = name
@@ -537,8 +540,11 @@ def eager_float_pair(prim, x, y, swap=False):
         weak = False
     else:
         return None
+    impl = prim.float_impl
+    if impl is None or dtype.kind != "f":
+        impl = prim.impl
     try:
-        out = prim.impl(yv, xv) if swap else prim.impl(xv, yv)
+        out = impl(yv, xv) if swap else impl(xv, yv)
     except Exception:
         return None     # the general path raises the error the shape rule gives
     if t is np.ndarray and type(out) is np.ndarray and (out is yv or out.base is not None):

@@ -34,7 +34,6 @@ from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
 from .config import config
 from .core import Array, Tracer, TracerLevelError, check_live, full_lower, get_aval
 from .lax import add
-from .lax.elementwise import add_p
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
@@ -197,7 +196,8 @@ class TapeTrace(core.Trace):
         ts = self.thread_trace     # this thread's: the trace is current in it
         ts.trace = self.parent
         try:
-            out = prim.impl(x0) if y is None else prim.impl(x0, x1)
+            impl = prim.float_impl or prim.impl    # operands: real floats of one dtype
+            out = impl(x0) if y is None else impl(x0, x1)
         except Exception:
             return None     # the general path raises the error the shape rule gives
         finally:
@@ -378,7 +378,7 @@ class TapeTrace(core.Trace):
                     if prev is None:
                         cts[i] = c
                     elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
-                        cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
+                        cts[i] = prev + c    # _add's case of two raw scalars (add's float_impl)
                     else:
                         cts[i] = _add(prev, c, lean)
                 continue
@@ -444,7 +444,7 @@ def _contribute(cts, i, c, x, v, accumulate, lean):
     if prev is None:
         cts[i] = c
     elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
-        cts[i] = add_p.impl(prev, c)    # _add's case of two raw scalars
+        cts[i] = prev + c    # _add's case of two raw scalars (add's float_impl)
     else:
         cts[i] = _add(prev, c, lean)
 
@@ -465,7 +465,7 @@ def _add(a, b, lean):
     if lean:
         x, y = _raw(a), _raw(b)
         if x is not None and y is not None and x.dtype == y.dtype and x.dtype.kind == "f":
-            return add_p.impl(x, y)
+            return x + y    # add's float_impl
     return add(_boxed(a), _boxed(b))
 
 

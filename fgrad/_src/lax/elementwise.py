@@ -107,6 +107,7 @@ deftape(neg_p, lambda g, ans, x: -g)
 neg_p.transpose = lambda ct, x: [neg(ct)]
 
 add_p = _prim("add", _arith(np.add, operator.add), FIELD)
+add_p.float_impl = operator.add
 add = _binary_op(add_p)
 defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 deftape(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
@@ -120,6 +121,7 @@ def _add_transpose(ct, x, y):
 add_p.transpose = _add_transpose
 
 sub_p = _prim("sub", _arith(np.subtract, operator.sub), FIELD)
+sub_p.float_impl = operator.sub
 sub = _binary_op(sub_p)
 defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
 deftape(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
@@ -133,6 +135,7 @@ def _sub_transpose(ct, x, y):
 sub_p.transpose = _sub_transpose
 
 mul_p = _prim("mul", _arith(np.multiply, operator.mul), FIELD)
+mul_p.float_impl = operator.mul
 mul = _binary_op(mul_p)
 defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
 deftape(mul_p, lambda g, ans, x, y: g * y, lambda g, ans, x, y: x * g)
