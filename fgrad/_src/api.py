@@ -6,6 +6,7 @@ import numpy as np
 
 from . import dtypes, tape, tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
+from .tape import TapeTracer
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
 from .debug.tracebacks import api_boundary
 from .jaxpr import LocatedClosedJaxpr
@@ -30,7 +31,7 @@ def _as_arrays(flat, what):
 
 def _strip_finished(x):
     """Aux outputs: replace tracers of transforms that just finished by their values."""
-    while type(x) is JVPTracer and not x._trace.alive:
+    while isinstance(x, JVPTracer) and not x._trace.alive:     # tape.TapeTracer too
         x = x.primal
     return x
 
@@ -107,8 +108,7 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
     def one_output(x):
         """fun at one argument, its output checked (the lean path's flat function)."""
         out = fun(x)
-        if (type(out) is JVPTracer and type(out.primal) is Array
-                and type(out.primal._value) in _FLOAT_SCALARS):
+        if type(out) is TapeTracer and type(out._value) in _FLOAT_SCALARS:
             return [out]    # a real scalar loss on the tape: _check_scalar_output's case
         _check_scalar_output(fname, out, holomorphic)
         return [full_lower(out)]
@@ -277,8 +277,8 @@ def check_output_dtype(what, aval, holomorphic):
 
 
 def _check_scalar_output(fname, out, holomorphic=False):
-    if (type(out) is JVPTracer and not holomorphic and out.primal.shape == ()
-            and out.primal.dtype.kind == "f"):
+    if (isinstance(out, JVPTracer) and not holomorphic and out.shape == ()
+            and out.dtype.kind == "f"):     # JVPTracer or tape.TapeTracer
         return      # the common case: a real scalar loss being differentiated
     if not isinstance(out, (Array, Tracer, np.ndarray, np.generic, float, int)):
         raise TypeError(f"grad of {fname}: the function must return a scalar array, got "

@@ -1,7 +1,7 @@
 """Eager reverse mode on a tape.
 
 `grad`, `value_and_grad` and `vjp` called with no enclosing transform run the
-function once on `JVPTracer`s of a `TapeTrace`, whose tangent slot holds a node
+function once on `TapeTracer`s of a `TapeTrace`, whose tangent slot holds a node
 number. Every primitive runs at once on its concrete operands; one that involves a
 traced value appends an entry to the tape, and the backward pass walks the tape in
 reverse, applying each primitive's own derivative rules to concrete cotangents.
@@ -44,22 +44,53 @@ _NO_PARAMS = {}   # the parameters of a lean entry (never written to)
 # dtype: a dictionary lookup costs half of reading a scalar's `dtype`).
 _SCALAR_DTYPES = {d.type: d for d in dtypes.SUPPORTED if d.kind == "f"}
 # The entries `TapeTrace.lean_float` records, flat: (_LEAN1, prim, node, ans, id,
-# value, Array) for one operand, and (_LEAN2, ..., id, value, Array) for two; each
-# operand's node id (None: a constant), NumPy value and Array.
+# value, weak) for one operand, and (_LEAN2, ..., id, value, weak) for two: the
+# result's NumPy value, then each operand's node id (None: a constant), NumPy value
+# and weak type. No Arrays or tracers: the tape holds only NumPy values.
 _LEAN1 = "lean unary"
 _LEAN2 = "lean binary"
-# (Python number, dtype) -> the weakly typed Array it is lifted to (as core._LIFTED).
-_LIFTED_ARRAYS = {}
 
 
-def _lifted(y, dtype):
-    """The weakly typed Array promotion lifts the Python number y to next to a value of
-    `dtype`; remembered where core.lift_number remembers the scalar."""
+class TapeTracer(JVPTracer):
+    """A value on the tape: its primal's NumPy value `_value` and weak type are kept
+    in the tracer itself (no Array per recorded op; `primal`, JVPTracer's slot, is
+    unused: the property makes the Array when asked), its tangent is the node number."""
+    __slots__ = ("_value", "weak_type")
+
+    @property
+    def primal(self):
+        a = _new(Array)
+        a._value = self._value
+        a.weak_type = self.weak_type
+        return a
+
+    @property
+    def aval(self):
+        v = self._value
+        return core.ShapedArray(v.shape, v.dtype, self.weak_type)
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+
+def _tracer(trace, value, weak, node):
+    t = _new(TapeTracer)
+    t._trace = trace
+    t._value = value
+    t.weak_type = weak
+    t.tangent = node
+    return t
+
+
+def _array(value, weak):
     a = _new(Array)
-    a._value = v = core.lift_number(y, dtype)
-    a.weak_type = True
-    if core._LIFTED.get((y, dtype)) is v:
-        _LIFTED_ARRAYS[y, dtype] = a
+    a._value = value
+    a.weak_type = weak
     return a
 
 
@@ -86,16 +117,17 @@ class TapeTrace(core.Trace):
         self.description = description
         self.thread_trace = thread_trace    # the ThreadTrace of the thread it runs in
         self.entries = []
-        self.primals = []   # per node: the inputs, then each traced output
+        self.primals = []   # per node (the inputs, then each traced output): its NumPy value
 
     def new_node(self, primal):
-        self.primals.append(primal)
-        return JVPTracer(self, primal, len(self.primals) - 1)
+        """A tracer of a new node whose primal is the Array `primal`."""
+        self.primals.append(primal._value)
+        return _tracer(self, primal._value, primal.weak_type, len(self.primals) - 1)
 
     def _unpack(self, args):
         vals, ids, traced = [], [], False
         for a in args:
-            if type(a) is JVPTracer and a._trace is self:
+            if type(a) is TapeTracer and a._trace is self:
                 vals.append(a.primal)
                 ids.append(a.tangent)
                 traced = True
@@ -132,10 +164,8 @@ class TapeTrace(core.Trace):
             return out     # only the first argument is differentiated
         if kind is not TAPE_DIAGONAL and out._value.dtype.kind not in "fc":
             return out     # an integer result has no derivative
-        primals = self.primals
-        self.entries.append((kind, prim, params, vals, out, ids, len(primals), None))
-        primals.append(out)
-        return JVPTracer(self, out, len(primals) - 1)
+        self.entries.append((kind, prim, params, vals, out, ids, len(self.primals), None))
+        return self.new_node(out)
 
     def lean_float(self, prim, x, y, swap):
         """core.lean_unary and eager_float_pair on the tape, and the common case of
@@ -148,15 +178,14 @@ class TapeTrace(core.Trace):
                 or prim.multiple_results or core.output_check is not None):
             return None
         t = type(x)
-        if t is JVPTracer and x._trace is self:
-            v0, i0 = x.primal, x.tangent
+        if t is TapeTracer and x._trace is self:
+            i0 = x.tangent
         elif t is Array:
-            v0, i0 = x, None
+            i0 = None
         else:
             return None
-        if type(v0) is not Array:
-            return None
-        x0 = v0._value
+        x0 = x._value
+        w0 = x.weak_type
         dtype = _SCALAR_DTYPES.get(type(x0))
         if dtype is None:
             if type(x0) is not np.ndarray:
@@ -165,23 +194,21 @@ class TapeTrace(core.Trace):
             if dtype.kind != "f":
                 return None
         if y is None:
-            weak = v0.weak_type
+            weak = w0
             traced = i0 is not None
         else:
             t = type(y)
-            if t is JVPTracer and y._trace is self:
-                v1, i1 = y.primal, y.tangent
+            if t is TapeTracer and y._trace is self:
+                i1, x1, w1 = y.tangent, y._value, y.weak_type
             elif t is Array:
-                v1, i1 = y, None
-            elif t is float or t is int:
-                v1, i1 = _LIFTED_ARRAYS.get((y, dtype)), None
-                if v1 is None:
-                    v1 = _lifted(y, dtype)
+                i1, x1, w1 = None, y._value, y.weak_type
+            elif t is float or t is int:   # the value promotion lifts y to
+                i1, w1 = None, True
+                x1 = core._LIFTED.get((y, dtype))
+                if x1 is None:
+                    x1 = core.lift_number(y, dtype)
             else:
                 return None
-            if type(v1) is not Array:
-                return None
-            x1 = v1._value
             d = _SCALAR_DTYPES.get(type(x1))
             if d is None:
                 if type(x1) is not np.ndarray:
@@ -190,8 +217,8 @@ class TapeTrace(core.Trace):
             if d is not dtype and d != dtype:
                 return None
             if swap:
-                v0, v1, i0, i1, x0, x1 = v1, v0, i1, i0, x1, x0
-            weak = v0.weak_type and v1.weak_type
+                i0, i1, x0, x1, w0, w1 = i1, i0, x1, x0, w1, w0
+            weak = w0 and w1
             traced = i0 is not None or i1 is not None
         ts = self.thread_trace     # this thread's: the trace is current in it
         ts.trace = self.parent
@@ -207,21 +234,19 @@ class TapeTrace(core.Trace):
             d = out.dtype
         if d is not dtype and d != dtype:
             return None
-        a = _new(Array)
-        a._value = out
-        a.weak_type = weak
         if not traced:
-            return a
+            return _array(out, weak)
         primals = self.primals
         node = len(primals)
-        # one flat tuple per entry (see `_LEAN`): nested tuples would triple the
-        # objects the garbage collector counts and walks while the tape grows
-        self.entries.append((_LEAN1, prim, node, a, i0, x0, v0) if y is None else
-                            (_LEAN2, prim, node, a, i0, x0, v0, i1, x1, v1))
-        primals.append(a)
-        tracer = _new(JVPTracer)
+        # one flat tuple of NumPy values per entry (see `_LEAN1`): each further object
+        # would cost its allocation and the garbage collector's walks of the growing tape
+        self.entries.append((_LEAN1, prim, node, out, i0, x0, w0) if y is None else
+                            (_LEAN2, prim, node, out, i0, x0, w0, i1, x1, w1))
+        primals.append(out)
+        tracer = _new(TapeTracer)
         tracer._trace = self
-        tracer.primal = a
+        tracer._value = out
+        tracer.weak_type = weak
         tracer.tangent = node
         return tracer
 
@@ -307,12 +332,12 @@ class TapeTrace(core.Trace):
                     kind = TAPE_DIAGONAL
                 else:   # its NumPy rules, last operand first (as the transposed jaxpr)
                     cts[entry[2]] = None
-                    a = entry[3]._value
+                    a = entry[3]
                     if kind is _LEAN1:
-                        _, _, _, _, i, x, v = entry
+                        _, _, _, _, i, x, w = entry
                         c = fast[0](g, a, x)
                     else:
-                        _, _, _, _, i0, x0, v0, i, x, v = entry
+                        _, _, _, _, i0, x0, w0, i, x, w = entry
                         if i is not None:
                             c = fast[1](g, a, x0, x)
                             t = type(c)     # below: _contribute's common case inline
@@ -320,8 +345,8 @@ class TapeTrace(core.Trace):
                                     (t in _SCALAR_DTYPES or (t is np.ndarray and c.shape == x.shape))):
                                 cts[i] = c
                             else:
-                                _contribute(cts, i, c, x, v, accumulate, lean)
-                        i, v = i0, v0
+                                _contribute(cts, i, c, x, w, accumulate, lean)
+                        i, w = i0, w0
                         c = None if i is None else fast[0](g, a, x0, x)
                         x = x0
                     if i is not None:
@@ -330,7 +355,7 @@ class TapeTrace(core.Trace):
                                 (t in _SCALAR_DTYPES or (t is np.ndarray and c.shape == x.shape))):
                             cts[i] = c
                         else:
-                            _contribute(cts, i, c, x, v, accumulate, lean)
+                            _contribute(cts, i, c, x, w, accumulate, lean)
                     continue
             if kind is _GENERIC:
                 self._generic_backward(entry, cts, accumulate)
@@ -432,12 +457,12 @@ class TapeTrace(core.Trace):
                             f"is wrong)")
 
 
-def _contribute(cts, i, c, x, v, accumulate, lean):
+def _contribute(cts, i, c, x, weak, accumulate, lean):
     """Add the raw contribution c (of a NumPy rule) to the cotangent of node i, whose
-    operand is the Array v of NumPy value x."""
+    operand has the NumPy value x and weak type `weak`."""
     t = type(c)     # a NumPy scalar: all operands were scalars too
     if t not in _SCALAR_DTYPES and (t not in _HOST or c.shape != x.shape):
-        c = unbroadcast(Array(c, False), get_aval(v))
+        c = unbroadcast(Array(c, False), get_aval(_array(x, weak)))
     if accumulate is not None:
         accumulate(cts, i, c)
     prev = cts[i]
@@ -451,11 +476,11 @@ def _contribute(cts, i, c, x, v, accumulate, lean):
 
 def _unflattened(entry):
     """A flat entry of `lean_float` in the general entries' form."""
-    if entry[0] is _LEAN1:
-        _, prim, node, ans, i0, x0, v0 = entry
-        return TAPE_DIAGONAL, prim, _NO_PARAMS, (v0,), ans, (i0,), node, (x0,)
-    _, prim, node, ans, i0, x0, v0, i1, x1, v1 = entry
-    return TAPE_DIAGONAL, prim, _NO_PARAMS, (v0, v1), ans, (i0, i1), node, (x0, x1)
+    kind, prim, node, out = entry[:4]
+    ops = entry[4:]     # (id, value, weak) per operand
+    vals = tuple(_array(x, w) for x, w in zip(ops[1::3], ops[2::3]))
+    ans = _array(out, all(w for w in ops[2::3]))
+    return TAPE_DIAGONAL, prim, _NO_PARAMS, vals, ans, ops[::3], node, ops[1::3]
 
 
 def _add(a, b, lean):
@@ -507,12 +532,14 @@ def linearize_flat(fun, primals, description):
     nodes = trace.primals
     args, in_ids = [], []
     for p in primals:
-        if p.dtype.kind in "fc":
-            in_ids.append(len(nodes))
-            nodes.append(p)
-            tracer = _new(JVPTracer)
-            tracer._trace, tracer.primal, tracer.tangent = trace, p, in_ids[-1]
-            p = tracer
+        if type(p) is not Array:
+            raise Unsupported   # a tracer (escaped from a finished transform)
+        v = p._value
+        if v.dtype.kind in "fc":
+            node = len(nodes)
+            in_ids.append(node)
+            nodes.append(v)
+            p = _tracer(trace, v, p.weak_type, node)
         else:
             in_ids.append(None)
         args.append(p)
@@ -524,7 +551,7 @@ def linearize_flat(fun, primals, description):
             core.leave_trace(ts, prev)
         primal_outs, out_ids = [], []
         for o in outs:
-            if type(o) is JVPTracer and o._trace is trace:
+            if type(o) is TapeTracer and o._trace is trace:
                 primal_outs.append(o.primal)
                 out_ids.append(o.tangent)
             else:
