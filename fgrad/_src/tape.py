@@ -431,7 +431,7 @@ class TapeTrace(core.Trace):
         grads = []
         for i in self.in_ids:
             c = None if i is None else cts[i]
-            grads.append(Array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
+            grads.append(_array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
         return grads
 
     def _generic_backward(self, entry, cts, accumulate):
@@ -539,7 +539,9 @@ def linearize_flat(fun, primals, description):
             node = len(nodes)
             in_ids.append(node)
             nodes.append(v)
-            p = _tracer(trace, v, p.weak_type, node)
+            w = p.weak_type
+            p = _new(TapeTracer)
+            p._trace, p._value, p.weak_type, p.tangent = trace, v, w, node
         else:
             in_ids.append(None)
         args.append(p)
