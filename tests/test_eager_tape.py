@@ -386,3 +386,40 @@ def test_tape_entry_with_a_raw_numpy_operand(name):
     got = fgrad.grad(f)(y)
     want = fgrad.grad(reference)(y)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_lean_entries_hold_numpy_values_and_free_without_the_collector():
+    """Element-wise ops on the tape record flat entries of NumPy values (no Arrays or
+    tracers: a tracer on the tape would make a reference cycle through its trace),
+    the traced values are TapeTracers, and the tape is freed by reference counting
+    alone once the gradient is taken (its memory never waits for the collector)."""
+    import weakref
+    traces = []
+
+    def f(x):
+        y = fnp.sin(x) * 1.5 + x     # sin, a constant operand, two traced operands
+        assert type(y) is tape.TapeTracer and y.primal.weak_type is False
+        traces.append(weakref.ref(y._trace))
+        return fnp.sum(y * y)
+
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    gc.disable()
+    try:
+        got = fgrad.grad(f)(x)
+        assert traces and traces[0]() is None   # freed already: no cycle
+    finally:
+        gc.enable()
+    want = (np.cos(x) * np.float32(1.5) + 1) * 2 * (np.sin(x) * np.float32(1.5) + x)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+    ts = core.thread_state()
+    trace = tape.TapeTrace(ts.trace, "test", ts)
+    prev = core.enter_trace(ts, trace)
+    try:
+        t = trace.new_node(core.Array(x))
+        fnp.sin(t) * 1.5 + t
+    finally:
+        core.leave_trace(ts, prev)
+    assert [e[0] for e in trace.entries] == [tape._LEAN1, tape._LEAN2, tape._LEAN2]
+    for entry in trace.entries:
+        assert not any(isinstance(v, (core.Array, core.Tracer)) for v in entry), entry

@@ -63,4 +63,3 @@ def quiet(fn, keywords=False):
             reset(token)
     positional.quiet_inner = fn     # for hot callers that set the state inline (core.lean_unary)
     return positional
-
