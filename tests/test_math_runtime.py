@@ -1,6 +1,7 @@
 """Shared run-time code (cpu.mathlib_runtime, interrupts.resolve): sin, cos and
 the loops' signal polling are compiled once and called by programs, which
 only declare them; the results are those of code that defines them inline."""
+import ctypes
 import json
 import os
 import re
@@ -50,6 +51,29 @@ def test_shared_sin_and_cos_give_the_bits_of_inline_code(dtype, monkeypatch):
     for name in ("sin", "cos"):
         a, b = shared(name, x), inline(name, x)
         np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_unoptimised_slow_path_gives_the_bits_of_an_optimised_one(name, dtype):
+    """`_ph` (Payne-Hanek, huge lanes) is `optnone` to compile faster; with O3
+    on it (the attribute dropped) its results are the same bits."""
+    suffix = "f32" if dtype == np.float32 else "f64"
+    ph = f"fgrad_{name}_{suffix}_ph"
+    text = mathlib.emit_runtime(name, suffix)
+    header = re.search(rf'^define .*@"{ph}".*$', text, re.M).group(0)
+    assert " optnone" in header
+    optimised = text.replace(header, header.replace(" optnone", ""))
+    ctype = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+    x = inputs(dtype)
+    x = x[~(np.abs(x) < 2.0 ** 20)]                 # the lanes it is called for
+    assert x.size > 5000
+    outs = []
+    for ir_text in (text, optimised):
+        module = engine.compile_module(ir_text, [ph], cache=False)
+        fn = ctypes.CFUNCTYPE(ctype, ctype)(module.address(ph))
+        outs.append(np.array([fn(v) for v in x.tolist()], dtype))
+    np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8))
 
 
 def test_programs_call_the_vector_variants(cache):

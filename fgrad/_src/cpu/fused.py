@@ -1134,7 +1134,8 @@ def _emit_group(ir, module, fname, group):
         if moves_only:
             no_unroll(ir, module, back)
         elif trig and level == len(dims) - 1:
-            interleave(ir, module, back, 2, _trig_width(group, reds, dims))
+            width = _trig_width(group, reds, dims)      # (one vector per row: no pair)
+            interleave(ir, module, back, 1 if width else 2, width)
         b.position_at_end(done)
 
     # a group that only copies elements through index maps (transposes, slices,
@@ -1193,7 +1194,9 @@ def _trig_width(group, reds, dims):
     float type as a variant of theirs takes and a host vector holds (it then
     calls that variant once per row), else None. Named in the loop's metadata,
     the vectoriser skips comparing the costs of every width for every call (a
-    third of O3 on a chain of 500 sins); the code, and so its bits, is the same."""
+    third of O3 on a chain of 500 sins), and with no pair of vectors asked for
+    (a row is one vector) it plans no interleaving (a fifth of what O3 had left);
+    the code, and so its bits, is the same."""
     n = dims[-1] if dims else 0
     dtypes = {e.outvars[0].aval.dtype for e in group.eqns}
     if reds or len(dtypes) != 1:

@@ -1235,7 +1235,9 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     """sin/cos as three pieces:
 
     * ``<fname>_ph``: Payne-Hanek for |x| beyond the fast path (and NaN for
-      inf/NaN), scalar, not inlined;
+      inf/NaN), scalar, not inlined, not optimised (`optnone`: rare lanes; O3
+      and code generation of it were 40% of the shared code's compile time,
+      and without fast-math flags optimisation never changes its bits);
     * ``<fname>``: the scalar function (fast path, or a call to ``_ph``
       behind a branch), not inlined, carrying the
       ``vector-function-abi-variant`` attribute;
@@ -1252,6 +1254,7 @@ def _emit_trig(module: ir.Module, fname: str, ty, fma: bool, is_cos: bool) -> ir
     widths = _TRIG_WIDTHS[suffix]
 
     ph = _out_of_line(ir.Function(module, ir.FunctionType(ty, [ty]), fname + "_ph"))
+    ph.attributes.add("optnone")
     b = ir.IRBuilder(ph.append_basic_block("entry"))
     b.ret(_trig_slow(_Em(b, ty, fma), ph.args[0], is_cos))
 
