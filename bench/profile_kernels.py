@@ -8,7 +8,8 @@ or with --step mlp1024 the MLP SGD step at batch 1024 (bench/mlp_sgd.py).
 The step is compiled with every native kernel as a segment of its own (a big
 kernel still shares fgrad's worker threads; nothing else joins its call), run
 once so that every intermediate value exists, then each call is timed alone
-on those values (the min of --repeats). The slowest calls are listed with
+on those values (the min of --repeats; a kernel writing into a donated input
+does so each time). The slowest calls are listed with
 their operand and result shapes, then the totals by kernel label and the share
 of matrix products. A development tool: it reaches into fgrad's jit internals,
 and on a busy machine only the shares mean much.
@@ -43,8 +44,9 @@ def kernel_times(jitted, args, repeats):
     """[(seconds, label, result shapes)] per call of `jitted`'s program at `args`."""
     planned = executable.plan_segments
     executable.plan_segments = _one_kernel_segments
-    try:
-        exe = compile_jaxpr(jitted.lower(*args).jaxpr, "profiled")
+    lowered = jitted.lower(*args)
+    try:   # (donated inputs as the step donates them: its updates run in place)
+        exe = compile_jaxpr(lowered.jaxpr, "profiled", lowered._entry.donated)
     finally:
         executable.plan_segments = planned
     env = exe.template.copy()
