@@ -32,7 +32,7 @@ def test_bias_and_activation_run_on_each_threads_rows_with_eager_bits():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((512, 300)).astype(np.float32)
     w1, w2 = (rng.standard_normal(s).astype(np.float32) / 16 for s in ((300, 256), (256, 128)))
-    b1, b2 = rng.standard_normal(256).astype(np.float32), rng.standard_normal(128).astype(np.float32)
+    b1, b2 = (rng.standard_normal(n).astype(np.float32) for n in (256, 128))
     labels = _labels(_mlp, x, w1, b1, w2, b2)
     # the last kernel writes the program's output, which may be a donated input's
     # memory, so it waits for the whole product
