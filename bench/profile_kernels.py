@@ -1,13 +1,15 @@
 """Per-kernel times of a benchmark's jitted program: the transformer's training
-step (bench/transformer.py) or, with --step resnet, the ResNet block's forward and
-backward (bench/cnn.py).
+step (bench/transformer.py), with --step resnet the ResNet block's forward and
+backward (bench/cnn.py), with --step resmlp the ResMLP AdamW step (bench/resmlp.py)
+or with --step mlp1024 the MLP SGD step at batch 1024 (bench/mlp_sgd.py).
 
-    bench/.venv-peers/bin/python bench/profile_kernels.py [--step resnet] [--top 40] [--repeats 5]
+    bench/.venv-peers/bin/python bench/profile_kernels.py [--step resmlp] [--top 40] [--repeats 5]
 
 The step is compiled with every native kernel as a segment of its own (a big
 kernel still shares fgrad's worker threads; nothing else joins its call), run
 once so that every intermediate value exists, then each call is timed alone
-on those values (the min of --repeats). The slowest calls are listed with
+on those values (the min of --repeats; a kernel writing into a donated input
+does so each time). The slowest calls are listed with
 their operand and result shapes, then the totals by kernel label and the share
 of matrix products. A development tool: it reaches into fgrad's jit internals,
 and on a busy machine only the shares mean much.
@@ -42,8 +44,9 @@ def kernel_times(jitted, args, repeats):
     """[(seconds, label, result shapes)] per call of `jitted`'s program at `args`."""
     planned = executable.plan_segments
     executable.plan_segments = _one_kernel_segments
-    try:
-        exe = compile_jaxpr(jitted.lower(*args).jaxpr, "profiled")
+    lowered = jitted.lower(*args)
+    try:   # (donated inputs as the step donates them: its updates run in place)
+        exe = compile_jaxpr(lowered.jaxpr, "profiled", lowered._entry.donated)
     finally:
         executable.plan_segments = planned
     env = exe.template.copy()
@@ -82,7 +85,24 @@ def resnet_step():
     return cnn.res_block_grad(g), (cnn.res_params(), x)
 
 
-STEPS = {"transformer": transformer_step, "resnet": resnet_step}
+def resmlp_step():
+    """bench/resmlp.py's jitted AdamW step (donated) and its first arguments."""
+    import resmlp
+    step, model, opt_state = resmlp.fgrad_train_step(True)
+    return step, (model, opt_state, *resmlp.batches(1)[0])
+
+
+def mlp1024_step():
+    """bench/mlp_sgd.py's jitted SGD step at batch 1024 and its arguments."""
+    import mlp_sgd
+    rng = np.random.default_rng(1024)
+    params = mlp_sgd.init_params(rng)
+    x = rng.standard_normal((1024, 784)).astype(np.float32)
+    return fgrad.jit(mlp_sgd.fgrad_step), (params, x, rng.integers(0, 10, 1024))
+
+
+STEPS = {"transformer": transformer_step, "resnet": resnet_step, "resmlp": resmlp_step,
+         "mlp1024": mlp1024_step}
 
 
 def main():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import fgrad.numpy as fnp
-from fgrad import jit, lax
+from fgrad import jit, lax, tree
 from fgrad._src.cpu import fused
 from fgrad._src.jit import executable
 from fgrad._src.jit.primitive import compile_jaxpr
@@ -677,6 +677,50 @@ def test_centred_values_are_recomputed_not_stored_with_the_same_bits(monkeypatch
     stored = [k.label.split(" (split")[0] for k in _exe(f, x).kernels]
     assert stored[-1] == "native:div", stored
     assert np.array_equal(got, np.asarray(jit(lambda x: f(x))(x)))
+
+
+def _adam_like(gs, ps, ms, vs):
+    """An AdamW-like update of each parameter: independent chains over one shape."""
+    out = []
+    for g, p, m, v in zip(gs, ps, ms, vs):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        out.append((p - 1e-3 * (m / (fnp.sqrt(v) + 1e-8) + 1e-4 * p), m, v))
+    return out
+
+
+def test_independent_chains_walking_many_arrays_are_split_with_the_same_bits(monkeypatch):
+    """8 updates of (256, 256) parameters read 32 arrays and store 24: the plan runs
+    them in groups of at most MAX_STREAMS arrays (two updates of 7 each); the
+    same element-wise equations give the same bits as the one group and as eager."""
+    rng = np.random.default_rng(14)
+    args = [[rng.standard_normal((256, 256)).astype(np.float32) for _ in range(8)]
+            for _ in range(4)]
+    args[3] = [np.abs(v) for v in args[3]]
+    kernels = _exe(_adam_like, *args).kernels
+    assert len(kernels) == 4, [k.label for k in kernels]
+    assert all(len(k.ins) == 8 and len(k.outs) == 6 for k in kernels)
+    got = jit(_adam_like)(*args)
+    plan = executable.plan
+    monkeypatch.setattr(executable, "plan", lambda *a, **k: plan(*a, **{**k, "streams": None}))
+    assert len(_exe(_adam_like, *args).kernels) == 1
+    one = jit(lambda *a: _adam_like(*a))(*args)
+    for g, o, e in zip(tree.leaves(got), tree.leaves(one),
+                       tree.leaves(_adam_like(*args))):
+        assert np.array_equal(np.asarray(g), np.asarray(o))
+        assert np.array_equal(np.asarray(g), np.asarray(e))
+
+
+def test_chains_sharing_an_array_or_over_small_domains_are_not_split():
+    """Chains that read one array of the domain's size stay one group (it is read
+    once), and so do chains over a domain that fits in cache."""
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    ys = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(20)]
+    assert len(_exe(lambda x, ys: [x * y + 1.0 for y in ys], x, ys).kernels) == 1
+    small = [y[:64, :64] for y in ys]
+    assert len(_exe(lambda ys: [y * 2.0 + 1.0 for y in ys], small).kernels) == 1
+    assert len(_exe(lambda ys: [y * 2.0 + 1.0 for y in ys], ys).kernels) == 3
 
 
 def _reduce_ref(name, x, axes):

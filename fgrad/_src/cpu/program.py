@@ -295,9 +295,10 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
         b.cbranch(ready, after, loop)
         b.position_at_end(after)
 
+    chained = chained_rows(seg, parallel, lambda st: bodies[id(st)][1][1])
     for step in seg.members:
-        if not hasattr(step, "reads"):
-            continue              # an alias: its result already has its source's pointer
+        if not hasattr(step, "reads") or id(step) in chained.values():
+            continue              # an alias (its result has its source's pointer), or chained
         outer = bodies[id(step)][1][1]
         if id(step) not in split:
             if main is None:
@@ -336,6 +337,8 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                     outs = [b.gep(scratch, [b.mul(chunk, const(n_out))], inbounds=True,
                                   source_etype=real)]
                 call(step, lo, hi, outs)
+                if id(step) in chained:
+                    call(chained[id(step)], lo, hi)
                 b.atomic_rmw("add", done, const(1), "release")
         loops.loop(ir, b, fn, 0, k, attempt, "attempt")
         with b.if_then(main):
@@ -354,6 +357,54 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 loops.loop(ir, b, fn, 0, n_out, add_parts, "part")
     restore()
     return b.load(err, typ=i1)
+
+
+def chained_rows(seg, parallel, outer):
+    """{id(product): the member after it} (`outer(member)`: the extent of its split
+    loop) where a split matrix product is followed
+    by a split element-wise kernel over its output's rows that reads that output
+    element by element: each thread runs the kernel on the rows of its chunk
+    right after computing them (no wait between the two; the rows are still in
+    its cache). Not where the kernel's outputs may share bytes with the product's
+    operands (another thread may still read them)."""
+    if parallel is None:
+        return {}
+    steps = [st for st in seg.members if hasattr(st, "reads")]
+    out = {}
+    for gemm, kernel in zip(steps, steps[1:]):
+        if parallel.split.get(id(gemm)) != blas.SPLIT_ROWS \
+                or parallel.split.get(id(kernel)) != blas.SPLIT_ROWS \
+                or gemm.eqns[0].primitive.name != "dot_general" or kernel.reductions \
+                or id(gemm) in out.values():
+            continue
+        spec = blas.gemm_spec(gemm.eqns[0])
+        product = gemm.outputs[0]
+        if spec is None or spec.batch or min(spec.m, spec.n) < 2 \
+                or not tuple(kernel.shape) == tuple(product.aval.shape) == (spec.m, spec.n) \
+                or outer(gemm) != spec.m or outer(kernel) != spec.m:
+            continue
+        if any(a is product and m is not None for a, (_, m) in zip(kernel.inputs, kernel.reads)):
+            continue              # read through a view: other rows
+        if _may_overlap(seg, kernel.outputs, _arrays_read(gemm)):
+            continue
+        out[id(gemm)] = kernel
+    return out
+
+
+def _may_overlap(seg, written, read):
+    """Whether a Var of `written` may share bytes with one of `read` (both in the
+    workspace and overlapping, or written not in the workspace at all: an output
+    may be written in place of a donated input)."""
+    def span(v):
+        v = seg.aliases.get(v, v)
+        start = seg.offsets.get(v)
+        return None if start is None else (start, start + _nbytes(v.aval))
+    spans = [span(a) for a in read if type(a) is Var]
+    for v in written:
+        w = span(v)
+        if w is None or any(r is not None and r[0] < w[1] and w[0] < r[1] for r in spans):
+            return True
+    return False
 
 
 def make_segment_caller(seg, entry, entry_name, prepare, inplace, address, parallel=None):

@@ -23,7 +23,7 @@ from ..compiler.dots import blas_layout_dots
 from ..compiler.fusion import VIEWS, Fused, identity_map, plan, view_map
 from ..cpu import compiler_lock, interrupts, mpi, threads
 from ..cpu.blas import SPLIT_SUM
-from ..cpu.program import plan_segments
+from ..cpu.program import chained_rows, plan_segments
 from ..config import config
 from ..core import Array
 from ..jaxpr import Literal, Var, pretty_print
@@ -139,6 +139,9 @@ class Executable:
         self.kernels = []        # the program's steps, as listed by as_text
         self.calls = []          # what a call runs: steps, with segments as one call each
         pairs_of = dict(zip(map(id, groups), inplace))
+        chained = [{id(k) for k in chained_rows(seg, f.parallel,
+                                                lambda g: fused.group_info(g, loops)[1]).values()}
+                   for seg, f in zip(segments, segment_fns)]
         written = set()
         for index, step in enumerate(steps):
             if type(step) is Fused:
@@ -164,6 +167,8 @@ class Executable:
                     sums = parallel.split[id(step)] == SPLIT_SUM
                     kernel.label += (f" (split over {parallel.chunks} threads"
                                      f"{', partial sums' if sums else ''})")
+                if id(step) in chained[j]:
+                    kernel.label += " (each thread's rows right after the product's)"
                 if first_member:
                     seg = segments[j]
                     self.calls.append(Kernel(segment_fns[j], [ref(a) for a in seg.imported],
