@@ -101,8 +101,8 @@ from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
-               lane_product, lapack, outputs, pool, program, sorting, structural, summation,
-               threads, windows)
+               lane_product, lapack, outputs, pool, program, sorting, streaming, structural,
+               summation, threads, windows)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
@@ -1032,7 +1032,11 @@ def _emit_group(ir, module, fname, group):
             if dt.kind == "c":
                 complex_emit.store(cx, body.args[n_in + j], flat, vals[v], dt)
                 continue
-            p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
+            if streamed:    # into the block's buffer (see emit_streamed)
+                p = b.gep(streamed[j], [b.sub(flat, block[0], flags=("nuw", "nsw"))],
+                          inbounds=True, source_etype=mt)
+            else:
+                p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
             b.store(cx.to_mem(vals[v], dt), p)
         if cx.errors:
             acc = b.load(err_slot, typ=ir.IntType(1))
@@ -1060,6 +1064,8 @@ def _emit_group(ir, module, fname, group):
         emit = emit_level
         if pairwise and not by_rows and level == len(dims) - 1:
             emit = emit_blocks
+        if streamed:
+            emit = emit_streamed
         if pairwise and level == sums_from:
             # the nest from here sums into one element of each output (by rows:
             # into a row of them) in blocks, pairwise
@@ -1103,6 +1109,29 @@ def _emit_group(ir, module, fname, group):
         b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
         b.position_at_end(done)
 
+    def emit_streamed(level, flat, offs, start, stop):
+        """The (only) loop cut into blocks that end on a cache line of the first
+        output, each computed into `streamed` and then streamed out (see streaming)."""
+        pre = b.block
+        loop = body.append_basic_block("stream")
+        done = body.append_basic_block("stream_done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        first = b.phi(i64, name="block")
+        first.add_incoming(start, pre)
+        last = streaming.block_end(ir, b, body.args[n_in], first, stop, outs[0].aval.dtype.itemsize)
+        block[:] = [first]
+        emit_level(level, flat, offs, first, last)
+        for j, v in enumerate(outs):
+            size = v.aval.dtype.itemsize
+            dst = b.gep(body.args[n_in + j], [first], inbounds=True, source_etype=cx.mem_ty(v.aval.dtype))
+            b.call(streaming.copy(ir, module),
+                   [dst, streamed[j], b.mul(b.sub(last, first), ir.Constant(i64, size))])
+        first.add_incoming(last, b.block)
+        b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
+        b.position_at_end(done)
+        streaming.fence(ir, module, b)
+
     def emit_level(level, flat, offs, start, stop):
         """for i in [start, stop) (at least once) over dims[level], the deeper levels inside."""
         n = dims[level]
@@ -1144,6 +1173,16 @@ def _emit_group(ir, module, fname, group):
     # the vectoriser interleaves a loop calling sin/cos variants once; inlined
     # (mathlib), their long dependency chains gain from two vectors in flight
     trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
+    # big outputs of a flat element-wise loop: streamed through a buffer per output
+    streamed, block = [], []
+    if not reds and len(dims) == 1 and not moves_only \
+            and all(v.aval.dtype.kind != "c" for v in outs) and streaming.wanted(
+                _x86(), sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in outs)):
+        per_block = streaming.BLOCK_BYTES // outs[0].aval.dtype.itemsize   # see block_end
+        streamed = [b.alloca(cx.mem_ty(v.aval.dtype), size=per_block, name=f"block{j}")
+                    for j, v in enumerate(outs)]
+        for a in streamed:
+            a.align = streaming.LINE
     if math.prod(domain) > 0:
         if dims:     # an empty range runs nothing (the loops below run at least once)
             run = body.append_basic_block("run")
@@ -1603,7 +1642,7 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                     seg.workspace) for seg, n in zip(segments, segment_names)]
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
                                  f"{threads.num_threads()} blas {blas.available()} "
-                                 f"lapack {lapack.available()}")
+                                 f"lapack {lapack.available()} stream {streaming.stream_bytes()}")
     found = engine.load_alias(alias, entries) if alias else None
     if found is not None:
         # the code was compiled for these infos and plans (they set loop bounds and

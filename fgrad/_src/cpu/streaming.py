@@ -1,0 +1,120 @@
+"""Streaming (non-temporal) stores for the big outputs of element-wise kernels.
+
+A plain store to a line that is not in the cache first reads the line
+(read-for-ownership), so a kernel reading x and y and writing out moves 16
+bytes per float32 element where 12 are needed. Past the caches that read is
+a quarter of the traffic. `_emit_group` then computes each block of
+`BLOCK_BYTES` into a buffer on the stack (it stays in L1) and `copy` writes
+the block's whole cache lines with aligned non-temporal stores (`MOVNTPS`,
+which skip the read), its partial lines at either end with plain ones; the
+kernel ends with `fence`, so a thread's streamed lines are visible before it
+reports its share done. Only the stores change, never a value computed.
+x86 only (the fence is SFENCE).
+
+A kernel streams when its outputs are at least as big as the last-level cache
+(`stream_bytes`): smaller ones may still be in cache for the next kernel,
+which a streamed output would have to read from memory. Some hosts skip the
+read themselves: on the Intel Xeon of bench/README.md (480 MB of L3), a
+kernel forced to stream (x*y + 1 on 10^7 float32) took the time of plain
+stores.
+"""
+import functools
+import os
+
+LINE = 64
+BLOCK_BYTES = 8192          # per output: two pages of L1 per block
+DEFAULT_CACHE = 32 << 20    # when the host does not say (see stream_bytes)
+
+
+def wanted(x86, out_bytes):
+    """Whether a kernel writing `out_bytes` in all streams its outputs (on x86, from
+    `stream_bytes()`)."""
+    return x86 and out_bytes >= stream_bytes()
+
+
+@functools.cache
+def stream_bytes():
+    """The size of the host's last-level cache (see cache_size)."""
+    return cache_size("/sys/devices/system/cpu/cpu0/cache")
+
+
+def cache_size(root):
+    """The size of the highest cache level Linux's sysfs lists under `root`
+    (index*/level, index*/size such as 491520K), else DEFAULT_CACHE."""
+    sizes = {}
+    try:
+        for entry in (e for e in os.listdir(root) if e.startswith("index")):
+            with open(os.path.join(root, entry, "level")) as f:
+                level = int(f.read())
+            with open(os.path.join(root, entry, "size")) as f:
+                size = f.read().strip()
+            sizes[level] = int(size.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(size[-1:], 0)
+    except (OSError, ValueError):
+        return DEFAULT_CACHE
+    return sizes[max(sizes)] if sizes else DEFAULT_CACHE
+
+
+def block_end(ir, b, out, first, hi, itemsize):
+    """The end of the block starting at element `first` (< hi): BLOCK_BYTES
+    further, moved back so that it ends on a cache line of `out` (so only the
+    first and last blocks of a range have partial lines), at most `hi`."""
+    i64 = ir.IntType(64)
+    base = b.ptrtoint(out, i64)
+    size = ir.Constant(i64, itemsize)
+    end = b.add(base, b.mul(b.add(first, ir.Constant(i64, BLOCK_BYTES // itemsize)), size))
+    last = b.udiv(b.sub(b.and_(end, ir.Constant(i64, -LINE)), base), size)
+    return b.select(b.icmp_unsigned("<", last, hi), last, hi)
+
+
+def copy(ir, module):
+    """`void fgrad_stream_copy(ptr dst, ptr src, i64 n)`: n bytes from src (any
+    alignment) to dst; the whole 64-byte lines of dst by non-temporal stores."""
+    fn = module.globals.get("fgrad_stream_copy")
+    if fn is not None:
+        return fn
+    ptr, i64, i8 = ir.PointerType(), ir.IntType(64), ir.IntType(8)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64]), "fgrad_stream_copy")
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    dst, src, n = fn.args
+    for a in (dst, src):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    memcpy = module.globals.get("llvm.memcpy.p0.p0.i64") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [ptr, ptr, i64, ir.IntType(1)]),
+        "llvm.memcpy.p0.p0.i64")
+    line = ir.Constant(i64, LINE)
+    to_line = b.and_(b.sub(ir.Constant(i64, 0), b.ptrtoint(dst, i64)), ir.Constant(i64, LINE - 1))
+    head = b.select(b.icmp_unsigned("<", to_line, n), to_line, n)
+    lines = b.udiv(b.sub(n, head), line)
+    tail = b.add(head, b.mul(lines, line))
+    false = ir.Constant(ir.IntType(1), 0)
+    b.call(memcpy, [dst, src, head, false])
+    vec = ir.VectorType(ir.IntType(32), LINE // 4)
+    nontemporal = module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+    pre = b.block
+    loop, done = fn.append_basic_block("lines"), fn.append_basic_block("lines_done")
+    b.cbranch(b.icmp_unsigned("<", head, tail), loop, done)
+    b.position_at_end(loop)
+    at = b.phi(i64, name="at")
+    at.add_incoming(head, pre)
+    v = b.load(b.gep(src, [at], inbounds=True, source_etype=i8), typ=vec)
+    v.align = 4
+    st = b.store(v, b.gep(dst, [at], inbounds=True, source_etype=i8))
+    st.align = LINE
+    st.set_metadata("nontemporal", nontemporal)
+    nxt = b.add(at, line, flags=("nuw",))
+    at.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_unsigned("<", nxt, tail), loop, done)
+    b.position_at_end(done)
+    b.call(memcpy, [b.gep(dst, [tail], inbounds=True, source_etype=i8),
+                    b.gep(src, [tail], inbounds=True, source_etype=i8), b.sub(n, tail), false])
+    b.ret_void()
+    return fn
+
+
+def fence(ir, module, b):
+    """SFENCE at `b`: the streamed stores before it are ordered before what follows."""
+    fn = module.globals.get("llvm.x86.sse.sfence") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse.sfence")
+    b.call(fn, [])
