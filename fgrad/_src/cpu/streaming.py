@@ -11,19 +11,23 @@ kernel ends with `fence`, so a thread's streamed lines are visible before it
 reports its share done. Only the stores change, never a value computed.
 x86 only (the fence is SFENCE).
 
-A kernel streams when its outputs are at least as big as the last-level cache
-(`stream_bytes`): smaller ones may still be in cache for the next kernel,
-which a streamed output would have to read from memory. Some hosts skip the
-read themselves: on the Intel Xeon of bench/README.md (480 MB of L3), a
-kernel forced to stream (x*y + 1 on 10^7 float32) took the time of plain
-stores.
+A kernel streams when its outputs are at least as big as the last-level cache,
+at most `MAX_STREAM_BYTES` (`stream_bytes`): smaller ones may still be in
+cache for the next kernel, which a streamed output would have to read from
+memory. The cap is measured: on the bench host (an Intel Xeon VM whose sysfs
+lists 480 MB of L3, 2 cores) out = x*y + 1 on float32 took 0.68 / 2.0 / 8.2 ms
+with plain stores at 10^6 / 3*10^6 / 10^7 elements and 0.47 / 1.4 / 6.5 ms
+streamed (NumPy's copy: 0.25 / 0.85 / 5.4 ms); followed by a sum of its
+output, streaming lost at 10^6 (0.66 -> 0.86 ms), broke even at 2*10^6 and
+won at 3*10^6 (2.7 -> 2.4 ms).
 """
 import functools
 import os
 
 LINE = 64
 BLOCK_BYTES = 8192          # per output: two pages of L1 per block
-DEFAULT_CACHE = 32 << 20    # when the host does not say (see stream_bytes)
+MAX_STREAM_BYTES = 1 << 23  # 8 MiB (see above)
+DEFAULT_CACHE = 32 << 20    # when the host does not say (see cache_size)
 
 
 def wanted(x86, out_bytes):
@@ -34,8 +38,8 @@ def wanted(x86, out_bytes):
 
 @functools.cache
 def stream_bytes():
-    """The size of the host's last-level cache (see cache_size)."""
-    return cache_size("/sys/devices/system/cpu/cpu0/cache")
+    """The size of the host's last-level cache (see cache_size), at most MAX_STREAM_BYTES."""
+    return min(cache_size("/sys/devices/system/cpu/cpu0/cache"), MAX_STREAM_BYTES)
 
 
 def cache_size(root):
