@@ -904,12 +904,22 @@ def _emit_group(ir, module, fname, group):
     # reduced output var -> its reduction equation
     reducing = {e.outvars[0]: e for e in red_outs}
 
+    # a group that only copies elements through index maps (transposes, slices,
+    # broadcasts) keeps its loops rolled: see loops.no_unroll
+    read_vars = {v for v, _ in reads}
+    moves_only = not reds and all(e.outvars[0] in read_vars for e in elementwise)
+    # big outputs of one flat loop are streamed: the function below computes a block
+    # of them into buffers, streaming.wrap makes the body of it
+    streamed = not reds and len(dims) == 1 and not moves_only \
+        and all(v.aval.dtype.kind != "c" for v in outs) and streaming.wanted(
+            _x86(), sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in outs))
+
     # body(ptr noalias in..., ptr noalias out..., i64 lo, i64 hi) -> i1 (selector out of
     # range); [lo, hi) is the range of the outermost loop this call runs
     body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out) + [i64, i64])
-    body = ir.Function(module, body_ty, fname + "_body")
+    body = ir.Function(module, body_ty, fname + ("_block" if streamed else "_body"))
     body.linkage = "internal"
-    body.attributes.add("alwaysinline")
+    body.attributes.add("noinline" if streamed else "alwaysinline")
     body.attributes.add("nounwind")
     for k, a in enumerate(body.args[:n_in + n_out]):
         a.add_attribute("noalias")
@@ -1032,11 +1042,8 @@ def _emit_group(ir, module, fname, group):
             if dt.kind == "c":
                 complex_emit.store(cx, body.args[n_in + j], flat, vals[v], dt)
                 continue
-            if streamed:    # into the block's buffer (see emit_streamed)
-                p = b.gep(streamed[j], [b.sub(flat, block[0], flags=("nuw", "nsw"))],
-                          inbounds=True, source_etype=mt)
-            else:
-                p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
+            at = b.sub(flat, lo, flags=("nuw", "nsw")) if streamed else flat  # see streaming.wrap
+            p = b.gep(body.args[n_in + j], [at], inbounds=True, source_etype=mt)
             b.store(cx.to_mem(vals[v], dt), p)
         if cx.errors:
             acc = b.load(err_slot, typ=ir.IntType(1))
@@ -1064,8 +1071,6 @@ def _emit_group(ir, module, fname, group):
         emit = emit_level
         if pairwise and not by_rows and level == len(dims) - 1:
             emit = emit_blocks
-        if streamed:
-            emit = emit_streamed
         if pairwise and level == sums_from:
             # the nest from here sums into one element of each output (by rows:
             # into a row of them) in blocks, pairwise
@@ -1109,29 +1114,6 @@ def _emit_group(ir, module, fname, group):
         b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
         b.position_at_end(done)
 
-    def emit_streamed(level, flat, offs, start, stop):
-        """The (only) loop cut into blocks that end on a cache line of the first
-        output, each computed into `streamed` and then streamed out (see streaming)."""
-        pre = b.block
-        loop = body.append_basic_block("stream")
-        done = body.append_basic_block("stream_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        first = b.phi(i64, name="block")
-        first.add_incoming(start, pre)
-        last = streaming.block_end(ir, b, body.args[n_in], first, stop, outs[0].aval.dtype.itemsize)
-        block[:] = [first]
-        emit_level(level, flat, offs, first, last)
-        for j, v in enumerate(outs):
-            size = v.aval.dtype.itemsize
-            dst = b.gep(body.args[n_in + j], [first], inbounds=True, source_etype=cx.mem_ty(v.aval.dtype))
-            b.call(streaming.copy(ir, module),
-                   [dst, streamed[j], b.mul(b.sub(last, first), ir.Constant(i64, size))])
-        first.add_incoming(last, b.block)
-        b.cbranch(b.icmp_unsigned("<", last, stop), loop, done)
-        b.position_at_end(done)
-        streaming.fence(ir, module, b)
-
     def emit_level(level, flat, offs, start, stop):
         """for i in [start, stop) (at least once) over dims[level], the deeper levels inside."""
         n = dims[level]
@@ -1166,23 +1148,9 @@ def _emit_group(ir, module, fname, group):
             interleave(ir, module, back, 2, _trig_width(group, reds, dims))
         b.position_at_end(done)
 
-    # a group that only copies elements through index maps (transposes, slices,
-    # broadcasts) keeps its loops rolled: see loops.no_unroll
-    read_vars = {v for v, _ in reads}
-    moves_only = not reds and all(e.outvars[0] in read_vars for e in elementwise)
     # the vectoriser interleaves a loop calling sin/cos variants once; inlined
     # (mathlib), their long dependency chains gain from two vectors in flight
     trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
-    # big outputs of a flat element-wise loop: streamed through a buffer per output
-    streamed, block = [], []
-    if not reds and len(dims) == 1 and not moves_only \
-            and all(v.aval.dtype.kind != "c" for v in outs) and streaming.wanted(
-                _x86(), sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in outs)):
-        per_block = streaming.BLOCK_BYTES // outs[0].aval.dtype.itemsize   # see block_end
-        streamed = [b.alloca(cx.mem_ty(v.aval.dtype), size=per_block, name=f"block{j}")
-                    for j, v in enumerate(outs)]
-        for a in streamed:
-            a.align = streaming.LINE
     if math.prod(domain) > 0:
         if dims:     # an empty range runs nothing (the loops below run at least once)
             run = body.append_basic_block("run")
@@ -1201,6 +1169,9 @@ def _emit_group(ir, module, fname, group):
             sums.release()
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
+    if streamed:
+        body = streaming.wrap(ir, module, fname + "_body", body, n_in,
+                              [v.aval.dtype.itemsize for v in outs])
 
     # (reports a selector error, extent of the level running [lo, hi), whether it may
     # be split over threads: see _split_level)
