@@ -84,3 +84,17 @@ def test_cache_size_reads_the_highest_level(tmp_path):
     (tmp_path / "uevent").write_text("")
     assert streaming.cache_size(str(tmp_path)) == 480 << 20
     assert streaming.cache_size(str(tmp_path / "missing")) == streaming.DEFAULT_CACHE
+
+
+def test_a_streamed_block_reports_a_selector_error(monkeypatch):
+    from fgrad import lax
+    monkeypatch.setattr(streaming, "stream_bytes", lambda: 0)
+    n = 5000                      # three blocks; the bad selector is in the last
+    cases = [np.arange(n, dtype=np.float32) * k for k in (1, 10, 100)]
+    which = np.arange(n, dtype=np.int32) % 3
+    g = jit(lambda w, a, b, c: lax.select_n(w, a, b, c))
+    assert "!nontemporal" in _exe(g, which, *cases).llvm_ir
+    _same_bits(g(which, *cases), np.choose(which, cases))
+    which[-2] = 7
+    with pytest.raises(ValueError, match="invalid entry"):
+        g(which, *cases)

@@ -78,6 +78,11 @@ square roots, comparisons and conversions are bit-for-bit NumPy's (a float64
 their impls); transcendental functions are the float32 ones rounded (<= 1
 half ulp).
 
+A flat element-wise loop whose outputs reach `streaming.stream_bytes()` (the
+last-level cache, at most 8 MiB) writes them with non-temporal stores, block
+by block through buffers on the stack (`streaming`): the same values, without
+reading each output line before writing it.
+
 Standalone kernels (`can_lower_alone`): BLAS matmuls (`blas`), gather and the
 scatters (`indexing`), and pad, concatenate, dynamic_slice,
 dynamic_update_slice, the cumulative reductions and argmax / argmin
