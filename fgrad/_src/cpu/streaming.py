@@ -78,7 +78,7 @@ def wrap(ir, module, name, block, n_in, itemsizes):
     `block` stays a function of its own, called per block: inlined, its loop nested
     in the block loop, LLVM rematerialised 28 constants in the vector loop (208
     instructions per 32 elements of sin(x)*y + exp(-x*x) instead of 169)."""
-    ptr, i64, i1 = ir.PointerType(), ir.IntType(64), ir.IntType(1)
+    i64, i1 = ir.IntType(64), ir.IntType(1)
     fn = ir.Function(module, block.function_type, name)
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline")
