@@ -78,6 +78,11 @@ square roots, comparisons and conversions are bit-for-bit NumPy's (a float64
 their impls); transcendental functions are the float32 ones rounded (<= 1
 half ulp).
 
+A flat element-wise loop whose outputs reach `streaming.stream_bytes()` (the
+last-level cache, at most 8 MiB) writes them with non-temporal stores, block
+by block through buffers on the stack (`streaming`): the same values, without
+reading each output line before writing it.
+
 Standalone kernels (`can_lower_alone`): BLAS matmuls (`blas`), gather and the
 scatters (`indexing`), and pad, concatenate, dynamic_slice,
 dynamic_update_slice, the cumulative reductions and argmax / argmin
@@ -101,8 +106,8 @@ from ..compiler.layout import c_strides, collapse, domain_strides
 from ..jaxpr import Literal
 from ..lax.elementwise import MAX_UNROLLED_POW as _MAX_UNROLLED_POW
 from . import (blas, compiler_lock, complex_emit, convolution, engine, indexing, interrupts,
-               lane_product, lapack, outputs, pool, program, sorting, structural, summation,
-               threads, windows)
+               lane_product, lapack, outputs, pool, program, sorting, streaming, structural,
+               summation, threads, windows)
 from .dispatch import NativeEntry
 from . import scipy_kernels  # the special functions' emitters
 from . import mpi  # fgrad.distributed's collectives as MPI calls
@@ -904,12 +909,22 @@ def _emit_group(ir, module, fname, group):
     # reduced output var -> its reduction equation
     reducing = {e.outvars[0]: e for e in red_outs}
 
+    # a group that only copies elements through index maps (transposes, slices,
+    # broadcasts) keeps its loops rolled: see loops.no_unroll
+    read_vars = {v for v, _ in reads}
+    moves_only = not reds and all(e.outvars[0] in read_vars for e in elementwise)
+    # big outputs of one flat loop are streamed: the function below computes a block
+    # of them into buffers, streaming.wrap makes the body of it
+    streamed = not reds and len(dims) == 1 and not moves_only \
+        and all(v.aval.dtype.kind != "c" for v in outs) and streaming.wanted(
+            _x86(), sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in outs))
+
     # body(ptr noalias in..., ptr noalias out..., i64 lo, i64 hi) -> i1 (selector out of
     # range); [lo, hi) is the range of the outermost loop this call runs
     body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out) + [i64, i64])
-    body = ir.Function(module, body_ty, fname + "_body")
+    body = ir.Function(module, body_ty, fname + ("_block" if streamed else "_body"))
     body.linkage = "internal"
-    body.attributes.add("alwaysinline")
+    body.attributes.add("noinline" if streamed else "alwaysinline")
     body.attributes.add("nounwind")
     for k, a in enumerate(body.args[:n_in + n_out]):
         a.add_attribute("noalias")
@@ -1032,7 +1047,8 @@ def _emit_group(ir, module, fname, group):
             if dt.kind == "c":
                 complex_emit.store(cx, body.args[n_in + j], flat, vals[v], dt)
                 continue
-            p = b.gep(body.args[n_in + j], [flat], inbounds=True, source_etype=mt)
+            at = b.sub(flat, lo, flags=("nuw", "nsw")) if streamed else flat  # see streaming.wrap
+            p = b.gep(body.args[n_in + j], [at], inbounds=True, source_etype=mt)
             b.store(cx.to_mem(vals[v], dt), p)
         if cx.errors:
             acc = b.load(err_slot, typ=ir.IntType(1))
@@ -1138,10 +1154,6 @@ def _emit_group(ir, module, fname, group):
             interleave(ir, module, back, 1 if width else 2, width)
         b.position_at_end(done)
 
-    # a group that only copies elements through index maps (transposes, slices,
-    # broadcasts) keeps its loops rolled: see loops.no_unroll
-    read_vars = {v for v, _ in reads}
-    moves_only = not reds and all(e.outvars[0] in read_vars for e in elementwise)
     # the vectoriser interleaves a loop calling sin/cos variants once; inlined
     # (mathlib), their long dependency chains gain from two vectors in flight
     trig = any(e.primitive.name in ("sin", "cos") for e in elementwise)
@@ -1163,6 +1175,9 @@ def _emit_group(ir, module, fname, group):
             sums.release()
     b.ret(b.load(err_slot, typ=ir.IntType(1)) if err_slot is not None
           else ir.Constant(ir.IntType(1), 0))
+    if streamed:
+        body = streaming.wrap(ir, module, fname + "_body", body, n_in,
+                              [v.aval.dtype.itemsize for v in outs])
 
     # (reports a selector error, extent of the level running [lo, hi), whether it may
     # be split over threads: see _split_level)
@@ -1606,7 +1621,7 @@ def compile_groups(groups, name, inplace=None, segments=(), flush=False, loops=N
                     seg.workspace) for seg, n in zip(segments, segment_names)]
         alias = engine.cache_key(f"fgrad program {fingerprint} {tables} threads "
                                  f"{threads.num_threads()} blas {blas.available()} "
-                                 f"lapack {lapack.available()}")
+                                 f"lapack {lapack.available()} stream {streaming.stream_bytes()}")
     found = engine.load_alias(alias, entries) if alias else None
     if found is not None:
         # the code was compiled for these infos and plans (they set loop bounds and
