@@ -1,0 +1,164 @@
+"""fgrad.numpy against NumPy where a composite function used to answer wrongly
+without a word: on edge values (powers of two and ten, infinities and NaNs,
+empty and one-element inputs), eagerly and under jit (which must give the
+same bits as eager). Each test names the defect class it guards."""
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+from fgrad.test_util import check_grads
+from test_differential_fuzz import assert_same, run_both
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+REAL = [np.float16, np.float32, np.float64]
+
+
+def _exponents(dt):
+    """Every integer power of two that is a finite non-zero `dt` (subnormals too)."""
+    info = np.finfo(dt)
+    return np.arange(info.minexp - info.nmant, info.maxexp).astype(dt)
+
+
+def _ulps(got, want):
+    """Distance in units in the last place of `want` (finite values)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want)
+    return np.abs(got - want.astype(np.float64)) / np.spacing(np.abs(want)).astype(np.float64)
+
+
+# ----------------------------------------------------------------------------
+# exp2, log2, log10: exact where NumPy is exact (they were exp(x ln 2) and
+# log(x) / ln b, with tens to hundreds of ulps at large |x| and int(log2(2**29))
+# giving 28)
+
+@pytest.mark.parametrize("dt", REAL, ids=lambda d: np.dtype(d).name)
+def test_exp2_and_log2_are_exact_at_integers_and_powers_of_two(dt):
+    k = _exponents(dt)
+    p = (2.0 ** k.astype(np.float64)).astype(dt)   # exact (NumPy's float32 exp2(127) is not)
+    for f, x, want in [(fnp.exp2, k, p), (fnp.log2, p, k)]:
+        eager, jitted = run_both(f, x)
+        assert_same(eager, want, what=f"{f.__name__}[{np.dtype(dt)}] eager")
+        assert_same(jitted, want, what=f"{f.__name__}[{np.dtype(dt)}] jit")
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_exp2_log2_log10_within_an_ulp(dt):
+    rng = np.random.default_rng(0)
+    info = np.finfo(dt)
+    x = rng.uniform(info.minexp - info.nmant, info.maxexp - 1, 4000).astype(dt)
+    pos = np.exp2(rng.uniform(info.minexp - info.nmant, info.maxexp - 1, 4000)).astype(dt)
+    for f, arg in [(fnp.exp2, x), (fnp.log2, pos), (fnp.log10, pos)]:
+        want = getattr(np, f.__name__)(arg.astype(np.longdouble)).astype(dt)
+        for who, got in zip(("eager", "jit"), run_both(f, arg)):
+            assert _ulps(got, want).max() <= 1, f"{f.__name__}[{np.dtype(dt)}] {who}"
+
+
+def test_log10_of_exact_powers_of_ten():
+    for dt, top in [(np.float32, 10), (np.float64, 22)]:     # 10**k exact in dt
+        k = np.arange(0, top + 1)
+        x = (10.0 ** k).astype(dt)
+        for who, got in zip(("eager", "jit"), run_both(fnp.log10, x)):
+            assert_same(got, k.astype(dt), what=f"log10[{np.dtype(dt)}] {who}")
+
+
+@pytest.mark.parametrize("dt", REAL, ids=lambda d: np.dtype(d).name)
+def test_exp2_log2_log10_special_values(dt):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0, 2.0], dt)
+    for name in ("exp2", "log2", "log10"):
+        eager, jitted = run_both(getattr(fnp, name), x)
+        want = getattr(np, name)(x)
+        assert_same(eager, want, what=f"{name}[{np.dtype(dt)}] eager")
+        assert_same(jitted, want, what=f"{name}[{np.dtype(dt)}] jit")
+
+
+def test_exp2_log2_log10_derivatives_and_complex():
+    x = np.array([0.3, 1.0, 2.0, 1024.0, 3.7])
+    check_grads(fnp.exp2, (x / 100,), order=2)
+    check_grads(fnp.log2, (x,), order=2)
+    check_grads(fnp.log10, (x,), order=2)
+    z = np.array([1 + 2j, -1 + 0j, 0.5 - 3j], np.complex128)
+    for name in ("exp2", "log2", "log10"):
+        assert np.allclose(getattr(fnp, name)(z), getattr(np, name)(z), rtol=1e-14)
+
+
+# ----------------------------------------------------------------------------
+# convolve / correlate: a tap used to multiply the zero padding too, so an inf
+# or NaN in the kernel made NaN of outputs it does not touch
+
+NONFINITE = np.array([-0.0, 0.0, np.nan, np.inf, -np.inf, 1.5, -2.5, 0.5, -0.5, 2.5])
+
+
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("name", ["convolve", "correlate"])
+@pytest.mark.parametrize("sizes", [(10, 10), (10, 3), (3, 10), (2, 1)])
+def test_convolve_keeps_nonfinite_values_local(name, mode, sizes):
+    a = NONFINITE[:sizes[0]].astype(np.float32)
+    v = NONFINITE[::-1][:sizes[1]].astype(np.float32)
+    want = getattr(np, name)(a, v, mode)
+    f = lambda a, v: getattr(fnp, name)(a, v, mode)          # noqa: E731
+    eager, jitted = run_both(f, a, v)
+    assert_same(eager, want, what=f"{name} {mode} eager")
+    assert_same(jitted, eager, what=f"{name} {mode} jit")
+
+
+@pytest.mark.slow
+def test_convolve_long_kernel_keeps_nan_local():
+    """Kernels longer than polynomial._UNROLL take a fori_loop."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(300)
+    v = rng.standard_normal(200)
+    v[0] = np.nan
+    got, want = np.asarray(fnp.convolve(a, v)), np.convolve(a, v)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.allclose(got, want, equal_nan=True, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# linspace: a traced start or stop took a float32 formula while eager calls
+# NumPy in float64 (jit and eager differed; histogram's edges with them), and
+# dtype=int truncated where NumPy floors
+
+def _linspace_reference(start, stop, num, endpoint, dtype):
+    """NumPy's linspace in float64, rounded once to the result dtype (fgrad's
+    documented float64 computation), floored for integer dtypes as NumPy does."""
+    out, step = np.linspace(np.float64(start), np.float64(stop), num, endpoint=endpoint,
+                            retstep=True)
+    if np.dtype(dtype).kind in "iu":
+        out = np.floor(out)
+        return out.astype(dtype), np.asarray(step, np.float32)
+    return out.astype(dtype), np.asarray(step, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("endpoint", [True, False])
+def test_linspace_jit_equals_eager_and_numpy(dtype, endpoint):
+    rng = np.random.default_rng(2)
+    pairs = [(0.1, 0.7), (-5.0, 0.0), (1.0, 1.0), (0.0, 1e-310)] + \
+        [tuple(p) for p in rng.standard_normal((2, 2)) * 100]
+    for start, stop in pairs:
+        for num in (0, 1, 2, 7):
+            f = lambda a, b: fnp.linspace(a, b, num, endpoint=endpoint,   # noqa: E731
+                                          retstep=True, dtype=dtype)
+            a, b = np.float64(start), np.float64(stop)
+            eager = [np.asarray(r) for r in f(a, b)]
+            jitted = [np.asarray(r) for r in fgrad.jit(f)(a, b)]
+            want = _linspace_reference(a, b, num, endpoint, dtype)
+            what = f"linspace({start}, {stop}, {num}, endpoint={endpoint})"
+            for e, j, w in zip(eager, jitted, want):
+                assert_same(e, w, what=what + " eager")
+                assert_same(j, e, what=what + " jit")
+
+
+def test_linspace_integer_dtype_floors():
+    assert np.array_equal(fnp.linspace(-5, 0, 4, dtype=int), [-5, -4, -2, 0])
+    jitted = fgrad.jit(lambda a: fnp.linspace(a, 0.0, 4, dtype=np.int32))(-5.0)
+    assert np.array_equal(jitted, [-5, -4, -2, 0])
+
+
+def test_histogram_edges_jit_equals_eager():
+    x = np.array([-0.3, 0.2, 0.1, -0.2, 0.05], np.float32)
+    eager, jitted = run_both(lambda x: fnp.histogram(x, bins=7)[1], x)
+    assert_same(jitted, eager, what="histogram edges")
+    assert_same(eager, np.histogram(x.astype(np.float64), bins=7)[1].astype(np.float32),
+                what="histogram edges vs NumPy")
