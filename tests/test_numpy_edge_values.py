@@ -77,9 +77,28 @@ def test_exp2_log2_log10_derivatives_and_complex():
     check_grads(fnp.exp2, (x / 100,), order=2)
     check_grads(fnp.log2, (x,), order=2)
     check_grads(fnp.log10, (x,), order=2)
-    z = np.array([1 + 2j, -1 + 0j, 0.5 - 3j], np.complex128)
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128], ids=lambda d: np.dtype(d).name)
+def test_complex_exp2_log2_log10_keep_zero_parts(dt):
+    """A complex product or quotient by ln 2 made NaN of inf·0: log2(0j) was
+    -inf+nanj (NumPy: -inf+0j), exp2(inf+0j) inf+nanj."""
+    re = np.array([-2.0, -0.0, 0.0, 0.5, 1.0, np.inf, -np.inf, np.nan])
+    im = np.array([0.0, -0.0, 1.0, -1.0, np.inf])
+    z = (re[:, None] + 0j * im[None, :]).astype(dt)
+    z.imag = np.broadcast_to(im, z.shape)
+    z = z.ravel()
     for name in ("exp2", "log2", "log10"):
-        assert np.allclose(getattr(fnp, name)(z), getattr(np, name)(z), rtol=1e-14)
+        want = getattr(np, name)(z)
+        for who, got in zip(("eager", "jit"), run_both(getattr(fnp, name), z)):
+            for part in ("real", "imag"):
+                g, w = getattr(got, part), getattr(want, part)
+                assert np.array_equal(np.isnan(g), np.isnan(w)), f"{name} {who} {part}"
+                assert np.allclose(g, w, rtol=4 * np.finfo(g.dtype).eps, atol=0,
+                                   equal_nan=True), f"{name} {who} {part}"
+                zero = (w == 0)
+                assert np.array_equal(np.signbit(g[zero]), np.signbit(w[zero])), \
+                    f"{name} {who} {part}: signs of zeros"
 
 
 # ----------------------------------------------------------------------------

@@ -325,8 +325,15 @@ def exp2(x, /):
     """2**x as pow(2, x) (exact at integers; exp(x·ln 2) was tens of ulps off)."""
     x = _inexact1(x)
     if _kind(x) == "c":
-        return lax.exp(lax.mul(x, _c(x, math.log(2))))
+        return lax.exp(_per_part(lax.mul, x, math.log(2)))
     return lax.pow(_c(x, 2.0), x)
+
+
+def _per_part(op, z, k):
+    """op(z, k) for complex z and real k, on each part (a complex product or
+    quotient would make NaN of inf·0: log2(0j) is -inf+0j, not -inf+nanj)."""
+    re, im = lax.real(z), lax.imag(z)
+    return lax.complex(op(re, _c(re, k)), op(im, _c(im, k)))
 
 
 def _split(d, bits=53):
@@ -388,7 +395,7 @@ def log2(x, /):
     """Real x: computed in float64 (exact at powers of two), rounded once."""
     x = _inexact1(x)
     if _kind(x) == "c":
-        return lax.div(lax.log(x), _c(x, math.log(2)))
+        return _per_part(lax.div, lax.log(x), math.log(2))
     return _via_float64(_log2_float64, x)
 
 
@@ -396,7 +403,7 @@ def log10(x, /):
     """Real x: computed in float64, rounded once (log10(1000) is 3)."""
     x = _inexact1(x)
     if _kind(x) == "c":
-        return lax.div(lax.log(x), _c(x, math.log(10)))
+        return _per_part(lax.div, lax.log(x), math.log(10))
     return _via_float64(_log10_float64, x)
 
 
