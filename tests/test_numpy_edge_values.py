@@ -181,3 +181,32 @@ def test_histogram_edges_jit_equals_eager():
     assert_same(jitted, eager, what="histogram edges")
     assert_same(eager, np.histogram(x.astype(np.float64), bins=7)[1].astype(np.float32),
                 what="histogram edges vs NumPy")
+
+
+# ----------------------------------------------------------------------------
+# median / quantile with infinities: NumPy's lerp (inf - inf, inf·0) made NaN
+# of the median of [-inf, -inf, 1] (an odd count: no interpolation at all) and
+# of [3, inf]; NumPy's median (a mean of the middle values) gives -inf and inf
+
+INFINITE_ROWS = [[-np.inf, -np.inf, 1.0], [3.0, np.inf], [np.inf, np.inf], [1.0, -np.inf],
+                 [-np.inf, np.inf], [3.0, np.nan, np.inf], [1.0, 2.0, np.nan]]
+
+
+@pytest.mark.parametrize("row", INFINITE_ROWS, ids=str)
+def test_median_with_infinities_is_numpys(row):
+    x = np.array(row, np.float32)
+    for name in ("median", "nanmedian"):
+        want = getattr(np, name)(x)
+        eager, jitted = run_both(getattr(fnp, name), x)
+        assert_same(eager, want, what=f"{name}({row}) eager")
+        assert_same(jitted, eager, what=f"{name}({row}) jit")
+
+
+def test_quantile_next_to_an_infinity_is_that_infinity():
+    x = np.array([-np.inf, -np.inf, 1.0, 2.0, np.inf], np.float32)
+    q = np.array([0.0, 0.125, 0.25, 0.5, 0.625, 0.75, 0.875, 1.0], np.float32)
+    # positions q·4: 0, .5, 1, 2, 2.5, 3, 3.5, 4
+    want = np.array([-np.inf, -np.inf, -np.inf, 1.0, 1.5, 2.0, np.inf, np.inf], np.float32)
+    eager, jitted = run_both(lambda x: fnp.quantile(x, q), x)
+    assert_same(eager, want, what="quantile eager")
+    assert_same(jitted, eager, what="quantile jit")
