@@ -210,3 +210,22 @@ def test_quantile_next_to_an_infinity_is_that_infinity():
     eager, jitted = run_both(lambda x: fnp.quantile(x, q), x)
     assert_same(eager, want, what="quantile eager")
     assert_same(jitted, eager, what="quantile jit")
+
+
+# ----------------------------------------------------------------------------
+# eigh reads one triangle (as NumPy and LAPACK): an inf or NaN in the other
+# one made every eigenvalue NaN, eagerly and in the native LAPACK kernel
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_ignores_the_triangle_it_does_not_read(uplo):
+    lower = np.array([[2.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.25, -1.0, 3.0]])
+    junk = np.triu(np.full((3, 3), np.nan), 1)
+    a = lower + junk if uplo == "L" else lower.T + junk.T
+    a = np.stack([a, np.where(np.isnan(a), np.inf, a)])
+    want = np.linalg.eigvalsh(a, uplo)
+    for who, got in zip(("eager", "jit"), run_both(lambda a: fnp.linalg.eigvalsh(a, uplo), a)):
+        assert np.allclose(got, want, rtol=1e-12), who
+    bad = a.copy()
+    bad[:, 0, 2] = bad[:, 2, 0] = np.nan            # in both triangles: NaN out
+    for who, got in zip(("eager", "jit"), run_both(lambda a: fnp.linalg.eigvalsh(a, uplo), bad)):
+        assert np.isnan(got).all(), who
