@@ -229,3 +229,15 @@ def test_eigh_ignores_the_triangle_it_does_not_read(uplo):
     bad[:, 0, 2] = bad[:, 2, 0] = np.nan            # in both triangles: NaN out
     for who, got in zip(("eager", "jit"), run_both(lambda a: fnp.linalg.eigvalsh(a, uplo), bad)):
         assert np.isnan(got).all(), who
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, np.inf, "fro"], ids=str)
+def test_cond_of_a_singular_matrix_is_inf(p):
+    """NumPy turns a singular matrix's 0/0 into inf (a NaN entry stays NaN);
+    fgrad's cond of the zero matrix was NaN. Empty matrices raise, as NumPy."""
+    a = np.stack([np.zeros((2, 2)), np.eye(2), [[1.0, np.nan], [0.0, 1.0]]])
+    want = np.array([np.linalg.cond(m, p) if not np.isnan(m).any() else np.nan for m in a])
+    for who, got in zip(("eager", "jit"), run_both(lambda a: fnp.linalg.cond(a, p), a)):
+        assert np.array_equal(got, want, equal_nan=True), who
+    with pytest.raises(np.linalg.LinAlgError, match="empty"):
+        fnp.linalg.cond(np.zeros((0, 0)), p)
