@@ -241,3 +241,52 @@ def test_cond_of_a_singular_matrix_is_inf(p):
         assert np.array_equal(got, want, equal_nan=True), who
     with pytest.raises(np.linalg.LinAlgError, match="empty"):
         fnp.linalg.cond(np.zeros((0, 0)), p)
+
+
+# ----------------------------------------------------------------------------
+# Student's t and Cauchy far tails: z^2 overflowed (|z| > 1e154, 1.8e19 in
+# float32), so the log density was -inf and the quantiles stopped at ±1.3e154
+# (±1.8e19); the closed forms for df = 1 (Cauchy) and df = 2 are the references
+
+def test_t_quantiles_far_in_the_tails():
+    import fgrad.scipy.stats as fst
+    q = np.array([1e-10, 1e-50, 1e-100, 1e-150])
+    cauchy = -1 / np.tan(np.pi * q)
+    two = (2 * q - 1) / np.sqrt(2 * q * (1 - q))
+    assert np.allclose(fst.t.ppf(q, 1.0), cauchy, rtol=1e-12)
+    assert np.allclose(fst.t.isf(q, 1.0), -cauchy, rtol=1e-12)
+    assert np.allclose(fst.t.ppf(np.r_[q, 1e-300], 2.0), np.r_[two, -np.sqrt(0.5e300)],
+                       rtol=1e-12)
+    q32 = np.array([1e-10, 1e-20], np.float32)
+    want = (-1 / np.tan(np.pi * q32.astype(np.float64))).astype(np.float32)
+    assert np.allclose(fst.t.ppf(q32, np.float32(1)), want, rtol=1e-5)
+
+
+def test_t_and_cauchy_log_density_of_huge_points():
+    import fgrad.scipy.stats as fst
+    x = np.array([-1e300, -1e200, 1e160, 1e300])
+    want = -np.log(np.pi) - 2 * np.log(np.abs(x))        # 1 + x^2 is x^2 here
+    assert np.allclose(fst.cauchy.logpdf(x), want, rtol=1e-15)
+    assert np.allclose(fst.t.logpdf(x, 1.0), want, rtol=1e-14)
+    x32 = np.array([-1e30, 3e38], np.float32)
+    want32 = -np.log(np.pi) - 2 * np.log(np.abs(x32.astype(np.float64)))
+    assert np.allclose(fst.cauchy.logpdf(x32), want32, rtol=1e-6)
+    assert np.allclose(fst.t.logpdf(x32, np.float32(1)), want32, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------
+# gcd: |min| of a signed type wraps to min, Euclid's steps then met negative
+# values and gcd(-7, -128) in int8 was -1 (NumPy: 1)
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+def test_gcd_lcm_at_the_integer_extremes(dt):
+    info = np.iinfo(dt)
+    v = np.array(sorted({info.min, info.min + 1, 0, 1, 7, 12, info.max - 1, info.max}
+                        | ({-1, -7, -18} if info.min < 0 else set())), dt)
+    a, b = (x.ravel() for x in np.meshgrid(v, v))
+    for name in ("gcd", "lcm"):
+        want = getattr(np, name)(a, b)
+        eager, jitted = run_both(getattr(fnp, name), a, b)
+        assert_same(eager, want, what=f"{name}[{np.dtype(dt)}] eager")
+        assert_same(jitted, eager, what=f"{name}[{np.dtype(dt)}] jit")
