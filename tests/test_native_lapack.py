@@ -196,9 +196,9 @@ def test_triangular_solve_shapes(dt, a_shape, b_shape):
 @pytest.mark.parametrize("dt", [np.float64, np.complex64])
 def test_failures_agree_with_eager(dt):
     """A matrix that is not positive definite: that batch element's factor is NaN;
-    singular matrices factor and solve to inf/NaN; a NaN or inf anywhere in a
-    matrix (the triangle eigh does not read included) gives eigh and svd NaN
-    results without calling LAPACK, the same in jit and eager."""
+    singular matrices factor and solve to inf/NaN; a NaN or inf in a matrix (for
+    eigh: in the triangle it reads, as NumPy) gives eigh and svd NaN results
+    without calling LAPACK, the same in jit and eager."""
     rng = np.random.default_rng(4)
     a = _spd(rng, (3, 4, 4), dt)
     a[1, 2, 2] = -50.0
@@ -224,6 +224,9 @@ def test_failures_agree_with_eager(dt):
         assert not any(np.isnan(np.asarray(o)[1]).any() for o in got)
     unread = _spd(rng, (2, 3, 3), dt)
     unread[1, 0, 2] = np.inf                    # above the diagonal: eigh reads below
+    _assert_same_bits(jit(linalg.eigh)(unread), linalg.eigh(unread))
+    assert np.isfinite(jit(linalg.eigh)(unread)[1]).all()
+    unread[1, 2, 0] = np.inf                    # and below: NaN
     _assert_same_bits(jit(linalg.eigh)(unread), linalg.eigh(unread))
     assert np.isnan(jit(linalg.eigh)(unread)[1][1]).all()
 

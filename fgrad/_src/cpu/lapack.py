@@ -326,20 +326,27 @@ class _Kernel:
         self.loop(count, lambda k: self.b.store(nan, self.at(dst, self.b.add(offset, k),
                                                              nan.type)), "k")
 
-    def unless_finite(self, src, offset, count, failed, finite):
+    def unless_finite(self, src, offset, count, failed, finite, triangle=None):
         """failed() when one of the `count` elements at src[offset] is an inf or a
         NaN (either part of a complex one), else finite(): the impls check so
-        instead of handing LAPACK such a matrix (it fails, printing why)."""
+        instead of handing LAPACK such a matrix (it fails, printing why). With
+        triangle=(n, lower), only the n×n matrix's triangle LAPACK reads counts."""
         b, ir = self.b, self.ir
         inf = ir.Constant(self.real, float("inf"))
 
         def check(t, ok):
             x = b.load(self.at(src, b.add(offset, t)), typ=self.elem)
+            good = ir.Constant(self.i1, 1)
             for part in ([b.extract_value(x, 0), b.extract_value(x, 1)] if self.complex
                          else [x]):
-                ok = b.and_(ok, b.and_(b.fcmp_ordered(">", part, b.fneg(inf)),
-                                       b.fcmp_ordered("<", part, inf)))
-            return ok
+                good = b.and_(good, b.and_(b.fcmp_ordered(">", part, b.fneg(inf)),
+                                           b.fcmp_ordered("<", part, inf)))
+            if triangle is not None:
+                n, lower = self.const(triangle[0], t.type), triangle[1]
+                row, col = b.udiv(t, n), b.urem(t, n)
+                read = b.icmp_unsigned("<=" if lower else ">=", col, row)
+                good = b.or_(good, b.not_(read))
+            return b.and_(ok, good)
         ok = loops.fold(ir, b, self.fn, count, check, ir.Constant(self.i1, 1), "t")
         with b.if_else(ok, likely=True) as (then, otherwise):
             with then:
@@ -541,8 +548,8 @@ def _qr(k, shape, *, full_matrices):
 
 def _eigh(k, shape, *, lower):
     """?syevd ('V'; ?heevd for complex, with its real workspace) per matrix with
-    the queried workspaces; NaN where the matrix holds an inf or NaN (LAPACK is
-    not called) or info != 0."""
+    the queried workspaces; NaN where the triangle it reads holds an inf or NaN
+    (LAPACK is not called) or info != 0."""
     n, b = shape[-1], k.b
     routine = _calls("eigh", k.complex)[0]
     a, w_buf, info = k.buffer(n * n), k.buffer(n, k.real_size), k.slot(k.i32)
@@ -577,7 +584,7 @@ def _eigh(k, shape, *, lower):
             k.to_columns(k.ins[0], offset, n, n, a, n)
             k.call(routine, head + tail)
             k.if_else(info, failed, succeeded)
-        k.unless_finite(k.ins[0], offset, n * n, failed, decompose)
+        k.unless_finite(k.ins[0], offset, n * n, failed, decompose, triangle=(n, lower))
     k.batch(_batch_size(shape), matrix)
 
 

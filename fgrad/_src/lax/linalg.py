@@ -359,7 +359,7 @@ def _eigh_abstract_eval(a, *, lower):
 def _eigh_impl(a, *, lower):
     """?syevd (?heevd for complex; divide and conquer, eigenvectors) per matrix,
     reading the `lower` or upper triangle (a complex diagonal's imaginary parts
-    are taken as zero); a matrix with an inf or NaN, or info > 0 (no
+    are taken as zero); an inf or NaN in that triangle, or info > 0 (no
     convergence), gives NaN."""
     v = np.zeros(a.shape, a.dtype)
     w = np.zeros(a.shape[:-1], _dtypes.real_dtype(a.dtype))
@@ -372,7 +372,8 @@ def _eigh_impl(a, *, lower):
     if a.dtype.kind == "c":
         sizes["lrwork"] = _lwork(query[2])
     for i in np.ndindex(a.shape[:-2]):
-        if not np.isfinite(a[i]).all():   # LAPACK would fail on it (and print why)
+        read = np.tril(a[i]) if lower else np.triu(a[i])
+        if not np.isfinite(read).all():   # LAPACK would fail on it (and print why)
             v[i], w[i] = np.nan, np.nan
             continue
         wi, vi, info = syevd(a[i], compute_v=1, lower=int(lower), **sizes)

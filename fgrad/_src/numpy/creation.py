@@ -166,28 +166,49 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
             dtype = dtypes.default_float
     dtype = dtypes.canonicalize(dtype)
     check_size("linspace", (num,), dtype)
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    step_dtype = dtype if dtype.kind in "fc" else dtypes.default_float
     if not isinstance(start, Tracer) and not isinstance(stop, Tracer):
-        wide = np.complex128 if dtype.kind == "c" else np.float64
         out, step = np.linspace(np.asarray(start, wide), np.asarray(stop, wide),
                                 num, endpoint=endpoint, retstep=True, axis=axis)
-        out = Array(np.asarray(out).astype(dtype), False)
-        return (out, Array(np.asarray(step, dtype), False)) if retstep else out
+        out = np.asarray(out)
+        if dtype.kind in "iu":
+            out = np.floor(out)            # as NumPy's dtype=int (not truncation)
+        out = Array(out.astype(dtype), False)
+        return (out, Array(np.asarray(step, step_dtype), False)) if retstep else out
+    from .shape import moveaxis
+    out, step = _traced_linspace(_asarray(start, wide), _asarray(stop, wide), num, endpoint)
+    out = moveaxis(out, 0, axis)
+    if dtype.kind in "iu":
+        out = lax.floor(out)
+    out = lax.convert_element_type(out, dtype)
+    return (out, lax.convert_element_type(step, step_dtype)) if retstep else out
+
+
+def _traced_linspace(start, stop, num, endpoint):
+    """(values along a new axis 0, step), by NumPy's float64 formula, so jit and
+    eager (which calls NumPy) give the same bits."""
     from . import ufuncs
-    from .shape import broadcast_arrays, expand_dims, moveaxis
-    compute = dtype if dtype.kind in "fc" else dtypes.default_float
-    start, stop = broadcast_arrays(_asarray(start, compute), _asarray(stop, compute))
+    from .reductions import any as any_
+    from .shape import broadcast_arrays, expand_dims
+    start, stop = broadcast_arrays(start, stop)
     div = (num - 1) if endpoint else num
     delta = ufuncs.subtract(stop, start)
-    step = ufuncs.true_divide(delta, div) if div > 0 else delta
-    i = Array(np.arange(num, dtype=compute).reshape((num,) + (1,) * start.ndim), False)
-    out = ufuncs.add(expand_dims(start, 0), ufuncs.multiply(i, expand_dims(step, 0)))
+    i = Array(np.arange(num, dtype=start.dtype).reshape((num,) + (1,) * start.ndim), False)
+    if div > 0:
+        step = ufuncs.true_divide(delta, div)
+        # where a step underflows to 0, NumPy scales i/div by delta instead
+        out = ufuncs.where(any_(ufuncs.equal(step, 0)),
+                           ufuncs.multiply(ufuncs.true_divide(i, div), expand_dims(delta, 0)),
+                           ufuncs.multiply(i, expand_dims(step, 0)))
+    else:
+        step = Array(np.asarray(np.nan, start.dtype), False)    # undefined, as NumPy's
+        out = ufuncs.multiply(i, expand_dims(delta, 0))
+    out = ufuncs.add(out, expand_dims(start, 0))
     if endpoint and num > 1:
         last = Array((np.arange(num) == num - 1).reshape((num,) + (1,) * start.ndim), False)
         out = ufuncs.where(last, expand_dims(stop, 0), out)
-    out = moveaxis(out, 0, axis)
-    if out.dtype != dtype:
-        out = lax.convert_element_type(out, dtype)
-    return (out, step) if retstep else out
+    return out, step
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):

@@ -101,7 +101,8 @@ def _int_pair(name, x1, x2):
 
 def gcd(x1, x2, /):
     """The greatest common divisor of |x1| and |x2| (elementwise, Euclid's steps in a
-    while_loop)."""
+    while_loop). |min| of a signed type wraps to min itself, so the steps may
+    meet negative values: the last one's abs is the answer (as NumPy's)."""
     a, b = _int_pair("gcd", x1, x2)
     a, b = lax.broadcast_to(a, broadcast_shapes(a.shape, b.shape)), lax.broadcast_to(
         b, broadcast_shapes(a.shape, b.shape))
@@ -112,7 +113,7 @@ def gcd(x1, x2, /):
         safe = ufuncs.where(nonzero, b, 1)
         return ufuncs.where(nonzero, b, a), ufuncs.where(nonzero, ufuncs.remainder(a, safe), 0)
 
-    return lax.while_loop(lambda ab: reductions.any(ab[1] != 0), step, (a, b))[0]
+    return ufuncs.abs(lax.while_loop(lambda ab: reductions.any(ab[1] != 0), step, (a, b))[0])
 
 
 def lcm(x1, x2, /):

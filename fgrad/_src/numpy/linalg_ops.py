@@ -495,13 +495,19 @@ def cond(x, p=None):
     """The condition number in norm p: s_max / s_min for p None or 2 (s_min / s_max
     for -2), else norm(x, p) * norm(inv(x), p)."""
     x = _matrices("cond", x)
+    if 0 in x.shape[-2:]:
+        raise LinAlgError(f"cond: not defined on empty matrices, got {tuple(x.shape)}")
     if p in (None, 2, -2):
         s = svdvals(x)
         big, small = s[..., 0], s[..., -1]
-        return big / small if p != -2 else small / big
-    if x.shape[-1] != x.shape[-2]:
-        raise LinAlgError(f"cond: norm {p!r} needs square matrices, got {tuple(x.shape)}")
-    return norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+        r = big / small if p != -2 else small / big
+    else:
+        if x.shape[-1] != x.shape[-2]:
+            raise LinAlgError(f"cond: norm {p!r} needs square matrices, got {tuple(x.shape)}")
+        r = norm(x, p, axis=(-2, -1)) * norm(inv(x), p, axis=(-2, -1))
+    # as NumPy: a singular matrix's NaN (0 / 0) is inf unless x holds a NaN
+    singular = ufuncs.isnan(r) & ~reductions.any(ufuncs.isnan(x), axis=(-2, -1))
+    return ufuncs.where(singular, np.inf, r)
 
 
 def multi_dot(arrays, *, out=None):

@@ -299,20 +299,20 @@ _UNROLL = 128   # kernels up to this many taps: one static slice per tap
 def _convolve(a, v, mode):
     """full/same/valid convolution of 1-d a and v with len(a) >= len(v), by shift and
     add over v's taps (static slices up to _UNROLL taps, a fori_loop of dynamic
-    slices beyond): work O((len(a) + len(v))·len(v)), memory O(len(a) + len(v))."""
+    slices beyond): work O((len(a) + len(v))·len(v)), memory O(len(a) + len(v)).
+    Each tap's products land only where they overlap a (as in NumPy, sums start
+    from +0.0), so an inf or NaN in v reaches no output it does not touch."""
     n, m = a.shape[0], v.shape[0]
-    pad = zeros(m - 1, a.dtype)
-    ap = concatenate([pad, a, pad])
     length = n + m - 1
-    taps = flip(v, 0)
     if m <= _UNROLL:
-        full = taps[0] * ap[:length]
-        for j in range(1, m):
-            full = full + taps[j] * ap[j:j + length]
+        full = zeros(length, a.dtype)
+        for j in range(m):
+            full = full + lax.pad(v[j] * a, 0, [(j, m - 1 - j, 0)])
     else:
         def add_tap(j, acc):
-            return acc + lax.dynamic_index_in_dim(taps, j, 0, False) * \
-                lax.dynamic_slice_in_dim(ap, j, length)
+            tap = lax.dynamic_index_in_dim(v, j, 0, False)
+            part = lax.dynamic_slice_in_dim(acc, j, n) + tap * a
+            return lax.dynamic_update_slice_in_dim(acc, part, j, 0)
         full = lax.fori_loop(0, m, add_tap, zeros(length, a.dtype))
     if mode == "full":
         return full

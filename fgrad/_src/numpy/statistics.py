@@ -123,9 +123,14 @@ def _at_positions(s, q, count, method):
         t = ufuncs.where(above == below, 0.0, 0.5)
     else:
         t = pos - below
-    # NumPy's lerp: from the nearer end, so t = 0 and t = 1 give lo and hi exactly
+    # NumPy's lerp: from the nearer end, so t = 0 and t = 1 give lo and hi exactly.
+    # Between two values an infinite one wins (lo + hi: NaN for -inf and inf): the
+    # lerp alone gives NaN (inf - inf, inf·0), as NumPy's quantile does, though not
+    # its median, for [-inf, -inf, 1] or [3, inf]
     diff = hi - lo
-    return ufuncs.where(t >= 0.5, hi - diff * (1 - t), lo + diff * t)
+    mixed = ufuncs.where(t >= 0.5, hi - diff * (1 - t), lo + diff * t)
+    mixed = ufuncs.where(ufuncs.isinf(lo) | ufuncs.isinf(hi), lo + hi, mixed)
+    return ufuncs.where(t == 0, lo, ufuncs.where(t == 1, hi, mixed))
 
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",

@@ -5,6 +5,7 @@ int32 + float32 -> float32) and is written with lax operations only, so it
 works on tracers and is differentiable wherever the maths is.
 """
 import math
+from decimal import Decimal, localcontext
 
 import numpy as np
 
@@ -321,18 +322,89 @@ sqrt = _unary_inexact("sqrt", lax.sqrt_p)
 
 @_half_in_float32
 def exp2(x, /):
+    """2**x as pow(2, x) (exact at integers; exp(x·ln 2) was tens of ulps off)."""
     x = _inexact1(x)
-    return lax.exp(lax.mul(x, _c(x, math.log(2))))
+    if _kind(x) == "c":
+        return lax.exp(_per_part(lax.mul, x, math.log(2)))
+    return lax.pow(_c(x, 2.0), x)
+
+
+def _per_part(op, z, k):
+    """op(z, k) for complex z and real k, on each part (a complex product or
+    quotient would make NaN of inf·0: log2(0j) is -inf+0j, not -inf+nanj)."""
+    re, im = lax.real(z), lax.imag(z)
+    return lax.complex(op(re, _c(re, k)), op(im, _c(im, k)))
+
+
+def _split(d, bits=53):
+    """A Decimal as (hi, lo) float64s whose sum carries about 53 + bits of it (hi
+    keeps `bits` significant bits, so hi times a small integer is exact)."""
+    scale = Decimal(2) ** (bits - math.frexp(float(d))[1])
+    hi = float(round(d * scale) / scale)
+    return hi, float(d - Decimal(hi))
+
+
+with localcontext() as _ctx:
+    _ctx.prec = 40
+    _INV_LN2 = _split(1 / Decimal(2).ln())
+    _INV_LN10 = _split(1 / Decimal(10).ln())
+    _LOG10_2 = _split(Decimal(2).ln() / Decimal(10).ln(), bits=40)
+
+
+def _times(x, pair):
+    """x times the constant hi + lo (finite x): about one rounding, not two."""
+    return lax.add(lax.mul(x, _c(x, pair[0])), lax.mul(x, _c(x, pair[1])))
+
+
+def _via_float64(fn, x):
+    """fn (a float64 formula) of real x, rounded once to x's dtype."""
+    if x.dtype == dtypes.float64:
+        return fn(x)
+    return lax.convert_element_type(fn(lax.convert_element_type(x, dtypes.float64)), x.dtype)
+
+
+def _binade(x):
+    """(ok, e, log m) with x = m·2**e, e = round(log2 x), for finite x > 0 (ok);
+    m = 1 at powers of two, so log m = 0 exactly."""
+    ok = lax.bitwise_and(lax.is_finite(x), lax.gt(x, _c(x, 0)))
+    safe = lax.select_n(ok, _c(x, 1), x)
+    e = lax.stop_gradient(lax.round(lax.mul(lax.log(safe), _c(x, _INV_LN2[0])),
+                                    rounding_method="to_nearest_even"))
+    half = lax.floor(lax.mul(e, _c(x, 0.5)))       # 2**-e in two steps: no overflow
+    m = lax.mul(lax.mul(safe, lax.pow(_c(x, 2.0), lax.neg(half))),
+                lax.pow(_c(x, 2.0), lax.sub(half, e)))
+    return ok, e, lax.log(m)
+
+
+def _log2_float64(x):
+    """e + log2(m): exact at powers of two, within an ulp elsewhere."""
+    ok, e, log_m = _binade(x)
+    out = lax.add(e, _times(log_m, _INV_LN2))
+    return lax.select_n(ok, lax.mul(lax.log(x), _c(x, _INV_LN2[0])), out)
+
+
+def _log10_float64(x):
+    """e·log10(2) + log10(m), e·hi exact (hi has 40 bits): within an ulp."""
+    ok, e, log_m = _binade(x)
+    small = lax.add(_times(log_m, _INV_LN10), lax.mul(e, _c(x, _LOG10_2[1])))
+    out = lax.add(lax.mul(e, _c(x, _LOG10_2[0])), small)
+    return lax.select_n(ok, lax.mul(lax.log(x), _c(x, _INV_LN10[0])), out)
 
 
 def log2(x, /):
+    """Real x: computed in float64 (exact at powers of two), rounded once."""
     x = _inexact1(x)
-    return lax.div(lax.log(x), _c(x, math.log(2)))
+    if _kind(x) == "c":
+        return _per_part(lax.div, lax.log(x), math.log(2))
+    return _via_float64(_log2_float64, x)
 
 
 def log10(x, /):
+    """Real x: computed in float64, rounded once (log10(1000) is 3)."""
     x = _inexact1(x)
-    return lax.div(lax.log(x), _c(x, math.log(10)))
+    if _kind(x) == "c":
+        return _per_part(lax.div, lax.log(x), math.log(10))
+    return _via_float64(_log10_float64, x)
 
 
 def cbrt(x, /):

@@ -53,6 +53,14 @@ def log1mexp(a):
     return fnp.where(near_zero, hi, lo)
 
 
+def log1p_square(a):
+    """log(1 + a^2) without overflowing a^2: 2 log|a| + log1p(a^-2) for |a| > 1."""
+    big = fnp.abs(a) > 1
+    b = guard(big, fnp.abs(a), 2.0)
+    small = guard(big, 0.0, a)
+    return fnp.where(big, 2 * fnp.log(b) + fnp.log1p(1 / (b * b)), fnp.log1p(small * small))
+
+
 def log_cdf_from_tails(lower, upper):
     """log(lower) for a cdf `lower` with complement `upper` (both accurate): where
     lower > 1/2, log1p(-upper) keeps the accuracy that log(1 - tiny) loses."""

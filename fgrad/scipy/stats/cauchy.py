@@ -9,6 +9,7 @@ import math as _math
 import fgrad.numpy as _fnp
 
 from ._util import guard as _guard
+from ._util import log1p_square as _log1p_square
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
 from ._util import standardize as _standardize
@@ -16,7 +17,7 @@ from ._util import standardize as _standardize
 
 def logpdf(x, loc=0, scale=1):
     z, scale = _standardize(x, loc, scale)
-    out = -_math.log(_math.pi) - _fnp.log(scale) - _fnp.log1p(z * z)
+    out = -_math.log(_math.pi) - _fnp.log(scale) - _log1p_square(z)
     return _nan_unless(scale > 0, out, z)
 
 

@@ -8,8 +8,10 @@ x is the density (a custom JVP rule).
 The tails lose accuracy for very large df, to about df * 1e-16 relative (the
 incomplete beta's argument df / (df + z^2) rounds near 1; SciPy's kernel uses
 the complementary function, which fgrad.scipy.special lacks). ppf and isf invert
-the cdf by root finding; beyond |z| ~ 1e154 (z^2 overflows:
-quantiles below ~1e-150 for df <= 2) they stop at about ±1.3e154.
+the cdf by root finding. The far tail takes df / z^2 as (df / z) / z, not z^2
+(which overflowed beyond |z| ~ 1e154, 1.8e19 in float32, where the quantiles
+stopped); that ratio loses digits as it goes subnormal (|z| beyond ~1e154,
+1e19 in float32) and is 0 beyond ~1e161 (4e22), where the quantiles stop.
 """
 import math as _math
 
@@ -21,6 +23,7 @@ from fgrad.scipy import special as _special
 from . import norm as _norm
 from . import _solve as _solve_
 from ._util import guard as _guard
+from ._util import log1p_square as _log1p_square
 from ._util import log_cdf_from_tails as _log_cdf_from_tails
 from ._util import nan_unless as _nan_unless
 from ._util import promote as _promote
@@ -50,7 +53,7 @@ def logpdf(x, df, loc=0, scale=1):
     nu = _guard(finite, df, 1.0)
     half = (nu + 1) / 2
     out = (_log_gamma_ratio(nu / 2) - 0.5 * _math.log(2 * _math.pi)
-           - half * _fnp.log1p(z * z / nu) - _fnp.log(scale))
+           - half * _log1p_square(z / _fnp.sqrt(nu)) - _fnp.log(scale))
     out = _fnp.where(finite, out, _norm.logpdf(z) - _fnp.log(scale))
     return _nan_unless(valid, out, z)
 
@@ -66,10 +69,11 @@ def _lower_tail(z, df):
     split of Cephes' stdtr). The normal tail for df = inf."""
     finite = ~_fnp.isinf(df)
     nu = _guard(finite, df, 1.0)
-    t2 = z * z
-    near = t2 <= 4
-    w_far = nu / (nu + _guard(near, 2 * nu, t2))
-    w_near = _guard(near, t2, nu) / (nu + _guard(near, t2, nu))
+    near = _fnp.abs(z) <= 2
+    t2 = _guard(near, z, 1.0) ** 2
+    r = nu / _guard(near, 1.0, z) / _guard(near, 1.0, z)   # nu / z^2, z^2 may overflow
+    w_far = r / (1 + r)
+    w_near = t2 / (nu + t2)
     far_tail = 0.5 * _special.betainc(nu / 2, 0.5, w_far)
     near_tail = 0.5 - 0.5 * _special.betainc(0.5, nu / 2, w_near)
     tail = _fnp.where(near, near_tail, far_tail)
