@@ -196,7 +196,11 @@ def _reduction_axes(name, x, axis):
 
 
 def _max_shift(x, axes):
-    """The maximum over `axes` (kept dims), gradient-stopped, 0 where not finite."""
+    """The maximum over `axes` (kept dims), gradient-stopped, 0 where not finite
+    or where `axes` are empty (so an empty sum gives log 0 = -inf, as SciPy)."""
+    if any(x.shape[a] == 0 for a in axes):
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return lax.expand_dims(fnp.zeros(kept, x.dtype), axes)
     m = lax.reduce_max(x, axes)
     m = lax.select_n(lax.is_finite(m), _c(m, 0), m)
     m = lax.stop_gradient(m)

@@ -290,3 +290,70 @@ def test_gcd_lcm_at_the_integer_extremes(dt):
         eager, jitted = run_both(getattr(fnp, name), a, b)
         assert_same(eager, want, what=f"{name}[{np.dtype(dt)}] eager")
         assert_same(jitted, eager, what=f"{name}[{np.dtype(dt)}] jit")
+
+
+# ----------------------------------------------------------------------------
+# logaddexp2 scaled its operands by ln 2 and back (a few ulps: logaddexp2(120, 120)
+# was 120.99999); now hi + log1p(2**(lo - hi)) / ln 2 keeps hi exact
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_logaddexp2_within_two_ulps_of_its_scale_and_exact_at_ties(dt):
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal(4000) * 60).astype(dt)
+    b = (a + rng.standard_normal(4000) * 4).astype(dt)
+    want = np.logaddexp2(a.astype(np.longdouble), b.astype(np.longdouble)).astype(dt)
+    # ulps at the larger operand's scale: near 0 the sum cancels, for NumPy too
+    scale = np.spacing(np.maximum(np.abs(want), np.abs(np.maximum(a, b)))).astype(np.float64)
+    for who, got in zip(("eager", "jit"), run_both(fnp.logaddexp2, a, b)):
+        err = np.abs(np.asarray(got, np.float64) - want.astype(np.float64)) / scale
+        assert err.max() <= 2, f"logaddexp2[{np.dtype(dt)}] {who}: {err.max()} ulps"
+    ties = np.array([-1000.0, -3.0, 0.0, 1.0, 120.0, 1000.0], dt)
+    for who, got in zip(("eager", "jit"), run_both(fnp.logaddexp2, ties, ties)):
+        assert_same(got, ties + dt(1), what=f"logaddexp2 ties[{np.dtype(dt)}] {who}")
+    special = np.array([np.inf, -np.inf, np.inf, np.nan, 0.0, -np.inf], dt)
+    other = np.array([np.inf, -np.inf, -np.inf, 1.0, -0.0, 3.0], dt)
+    for who, got in zip(("eager", "jit"), run_both(fnp.logaddexp2, special, other)):
+        assert_same(got, np.logaddexp2(special, other), what=f"logaddexp2 special {who}")
+
+
+# ----------------------------------------------------------------------------
+# logsumexp over an empty axis raised NumPy's "zero-size array to reduction
+# operation maximum" (its shift); the sum of no terms is 0, so the answer is -inf
+
+def test_logsumexp_and_softmax_of_empty_axes():
+    import fgrad.scipy.special as fss
+    for shape, axis, want_shape in [((0,), None, ()), ((0, 3), 0, (3,)), ((3, 0), 0, (0,))]:
+        x = np.zeros(shape, np.float32)
+        for who, got in zip(("eager", "jit"),
+                            run_both(lambda v: fss.logsumexp(v, axis=axis), x)):
+            assert_same(got, np.full(want_shape, -np.inf, np.float32), what=f"{shape} {who}")
+    g = fgrad.grad(lambda v: fss.logsumexp(v, axis=0).sum())(np.zeros((0, 3)))
+    assert g.shape == (0, 3)
+    assert fgrad.nn.softmax(np.zeros((2, 0), np.float32), axis=-1).shape == (2, 0)
+
+
+# ----------------------------------------------------------------------------
+# sinh and cosh beyond |x| = 1 were exp(|x| - ln 2) ± ...: rounding |x| - ln 2
+# first cost up to 25 ulps in float32 and 495 in float64 at large |x|
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_sinh_cosh_within_two_ulps_up_to_overflow(dt):
+    top = np.log(np.finfo(dt).max) + np.log(2)          # where cosh overflows
+    rng = np.random.default_rng(2)
+    x = np.concatenate([rng.uniform(-top, top, 4000),
+                        rng.uniform(top - 2, top, 500) * rng.choice([-1, 1], 500)]).astype(dt)
+    for name in ("sinh", "cosh"):
+        want = getattr(np, name)(x.astype(np.longdouble)).astype(dt)
+        finite = np.isfinite(want)
+        for who, got in zip(("eager", "jit"), run_both(getattr(fnp, name), x)):
+            assert_same(np.isfinite(got), finite, what=f"{name} finite {who}")
+            assert _ulps(got[finite], want[finite]).max() <= 2, f"{name}[{np.dtype(dt)}] {who}"
+
+
+def test_sinh_cosh_derivatives_up_to_overflow():
+    x = np.array([0.3, -1.5, 2.0, -7.0, 30.0])
+    check_grads(fnp.sinh, (x,), order=2)
+    check_grads(fnp.cosh, (x,), order=2)
+    big = np.array([709.9, -710.2])        # exp(|x|) overflows, cosh(x) does not
+    np.testing.assert_allclose(fgrad.vmap(fgrad.grad(fnp.sinh))(big), np.cosh(big), rtol=1e-15)
+    np.testing.assert_allclose(fgrad.vmap(fgrad.grad(fnp.cosh))(big), np.sinh(big), rtol=1e-15)
