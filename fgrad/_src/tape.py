@@ -397,15 +397,7 @@ class TapeTrace(core.Trace):
                         x = vals[k]
                         if c.shape != x.shape:
                             c = unbroadcast(c, get_aval(x))
-                    if accumulate is not None:
-                        accumulate(cts, i, c)
-                    prev = cts[i]
-                    if prev is None:
-                        cts[i] = c
-                    elif type(prev) is type(c) and type(c) in _SCALAR_DTYPES and lean:
-                        cts[i] = prev + c    # _add's case of two raw scalars (add's float_impl)
-                    else:
-                        cts[i] = _add(prev, c, lean)
+                    _add_into(cts, i, c, accumulate, lean)
                 continue
             ct = _boxed(ct)
             if kind is TAPE_LINEAR:
@@ -463,6 +455,12 @@ def _contribute(cts, i, c, x, weak, accumulate, lean):
     t = type(c)     # a NumPy scalar: all operands were scalars too
     if t not in _SCALAR_DTYPES and (t not in _HOST or c.shape != x.shape):
         c = unbroadcast(Array(c, False), get_aval(_array(x, weak)))
+    _add_into(cts, i, c, accumulate, lean)
+
+
+def _add_into(cts, i, c, accumulate, lean):
+    """Add the contribution c to the cotangent of node i (and report it to
+    `accumulate`, when given)."""
     if accumulate is not None:
         accumulate(cts, i, c)
     prev = cts[i]
