@@ -357,3 +357,22 @@ def test_sinh_cosh_derivatives_up_to_overflow():
     big = np.array([709.9, -710.2])        # exp(|x|) overflows, cosh(x) does not
     np.testing.assert_allclose(fgrad.vmap(fgrad.grad(fnp.sinh))(big), np.cosh(big), rtol=1e-15)
     np.testing.assert_allclose(fgrad.vmap(fgrad.grad(fnp.cosh))(big), np.sinh(big), rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------
+# det and slogdet of a singular matrix gave -0.0 where NumPy gives +0.0 (the LU
+# product's sign of zero)
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex128],
+                         ids=lambda d: np.dtype(d).name)
+def test_det_and_slogdet_sign_of_a_singular_matrix_are_plus_zero(dt):
+    a = np.array([[[1, 2], [2, 4]], [[0, 1], [0, 0]], [[2, 0], [0, 3]]], dt)
+    for who, got in zip(("eager", "jit"), run_both(fnp.linalg.det, a)):
+        assert_same(got, np.linalg.det(a).astype(dt), ulps=2, what=f"det {who}")
+    want_sign, want_log = np.linalg.slogdet(a)
+    signs = run_both(lambda m: fnp.linalg.slogdet(m).sign, a)
+    logs = run_both(lambda m: fnp.linalg.slogdet(m).logabsdet, a)
+    for who, sign, logabs in zip(("eager", "jit"), signs, logs):
+        assert_same(sign, want_sign.astype(dt), ulps=2, what=f"slogdet sign {who}")
+        assert_same(logabs, want_log.astype(np.finfo(dt).dtype), ulps=2, what=f"logabsdet {who}")
+    check_grads(fnp.linalg.det, (np.array([[2.0, 0.5], [0.3, 1.5]]),), order=2)

@@ -174,9 +174,10 @@ def _lu_sign_and_diagonal(name, a):
 
 
 def det(a):
-    """The determinant of each square matrix, from its LU factors."""
+    """The determinant of each square matrix, from its LU factors; a singular one
+    gives +0.0, as NumPy's (adding 0 turns the product's -0.0 into +0.0)."""
     sign, d = _lu_sign_and_diagonal("det", a)
-    return sign * reductions.prod(d, axis=-1)
+    return sign * reductions.prod(d, axis=-1) + 0
 
 
 def slogdet(a):
@@ -188,7 +189,7 @@ def slogdet(a):
         unit = ufuncs.where(size == 0, 0, d / ufuncs.where(size == 0, 1, size))
     else:
         unit = ufuncs.sign(d)
-    sign = sign * reductions.prod(unit, axis=-1)
+    sign = sign * reductions.prod(unit, axis=-1) + 0      # +0.0 when singular
     return SlogdetResult(sign, reductions.sum(ufuncs.log(ufuncs.abs(d)), axis=-1))
 
 
