@@ -243,7 +243,7 @@ class TapeTrace(core.Trace):
         self.entries.append((_LEAN1, prim, node, out, i0, x0, w0) if y is None else
                             (_LEAN2, prim, node, out, i0, x0, w0, i1, x1, w1))
         primals.append(out)
-        tracer = _new(TapeTracer)
+        tracer = _new(TapeTracer)     # _tracer(self, out, weak, node), inline
         tracer._trace = self
         tracer._value = out
         tracer.weak_type = weak
