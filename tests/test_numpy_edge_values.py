@@ -376,3 +376,17 @@ def test_det_and_slogdet_sign_of_a_singular_matrix_are_plus_zero(dt):
         assert_same(sign, want_sign.astype(dt), ulps=2, what=f"slogdet sign {who}")
         assert_same(logabs, want_log.astype(np.finfo(dt).dtype), ulps=2, what=f"logabsdet {who}")
     check_grads(fnp.linalg.det, (np.array([[2.0, 0.5], [0.3, 1.5]]),), order=2)
+
+
+def test_sinh_cosh_overflow_quietly_with_infinite_derivatives():
+    import warnings
+    x = np.array([89.5, 100.0, np.inf, -np.inf], np.float32)      # past float32 cosh's range
+    for name in ("sinh", "cosh"):
+        with np.errstate(over="ignore"):
+            want = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")       # as exp's overflow: inf without a warning
+            got = np.asarray(getattr(fnp, name)(x))
+            assert_same(got, want, what=name)
+            slope = np.asarray(fgrad.vmap(fgrad.grad(getattr(fnp, name)))(x))
+            assert np.all(np.isinf(slope)), (name, slope)

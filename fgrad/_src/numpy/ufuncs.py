@@ -4,6 +4,7 @@ Each function promotes its operands (util.promote: Python scalars are weak,
 int32 + float32 -> float32) and is written with lax operations only, so it
 works on tracers and is differentiable wherever the maths is.
 """
+import functools
 import math
 from decimal import Decimal, localcontext
 
@@ -508,24 +509,36 @@ def _half_exps(a):
     """(exp(a)/2, exp(-a)/2) for a >= 0, within an ulp or two of each: 0.5·exp(a)
     and 0.5/exp(a) up to `top`, where exp overflows; beyond it (cosh still fits up
     to top + ln 2) exp(top)/2 · exp(a - top), whose a - top is exact and whose
-    derivative never forms exp(a). (exp(a - ln 2) rounded a - ln 2 first: up to
-    25 ulps in float32, 495 in float64.)"""
-    top = _exp_top(a.dtype)
+    derivative never forms exp(a); past `limit`, where that overflows, exp(a)
+    itself (inf without a warning, as the transcendentals give it). (exp(a - ln 2)
+    rounded a - ln 2 first: up to 25 ulps in float32, 495 in float64.)"""
+    top, half_top, limit = _exp_limits(a.dtype)
     fits = lax.le(a, _c(a, top))
+    over = lax.gt(a, _c(a, limit))
     e = lax.exp(lax.select_n(fits, _c(a, top), a))          # never inf
-    rest = lax.exp(lax.sub(lax.select_n(fits, a, _c(a, top)), _c(a, top)))
-    half_top = np.exp(top) / 2      # a constant: the same bits eagerly and under jit
-    up = lax.select_n(fits, lax.mul(_c(a, half_top), rest), lax.mul(_c(a, 0.5), e))
-    return up, lax.div(_c(a, 0.5), e)
+    between = lax.select_n(fits, lax.select_n(over, a, _c(a, limit)), _c(a, top))
+    rest = lax.exp(lax.sub(between, _c(a, top)))
+    beyond = lax.exp(lax.select_n(over, _c(a, 0), a))        # inf only where taken
+    big = lax.select_n(over, lax.mul(_c(a, half_top), rest), beyond)
+    return lax.select_n(fits, big, lax.mul(_c(a, 0.5), e)), lax.div(_c(a, 0.5), e)
 
 
-def _exp_top(dtype):
-    """The largest `dtype` value whose exp is finite, near log(max)."""
+@functools.cache
+def _exp_limits(dtype):
+    """(top, exp(top)/2, limit) in `dtype`: top the largest value whose exp is
+    finite, limit the largest a with exp(top)/2 · exp(a - top) finite. Constants,
+    so eager and jit use the same bits."""
     with np.errstate(over="ignore"):
         top = np.log(np.finfo(dtype).max)
         while not np.isfinite(np.exp(top)):
             top = np.nextafter(top, dtype.type(0))
-    return top
+        half_top = np.exp(top) / dtype.type(2)
+        limit = top + np.log(np.finfo(dtype).max / half_top)   # then to the last finite
+        for _ in range(4):
+            limit = np.nextafter(limit, dtype.type(np.inf))
+        while not np.isfinite(half_top * np.exp(limit - top)):
+            limit = np.nextafter(limit, dtype.type(0))
+    return top, half_top, limit
 
 
 @_half_in_float32
