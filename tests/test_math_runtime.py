@@ -16,6 +16,7 @@ import fgrad
 import fgrad.numpy as fnp
 from fgrad import lax
 from fgrad._src.cpu import disk_cache, engine, mathlib, mathlib_runtime, switch_interval
+from fgrad._src.jaxpr import all_eqns
 
 from test_mathlib import Runner
 
@@ -105,6 +106,54 @@ def test_a_long_loop_inlines_its_variant_with_the_shared_bits(dtype, cache):
     np.testing.assert_array_equal(out.view(np.uint8), short.view(np.uint8))
 
 
+def _functions(asm):
+    """Each function's assembly in `asm`, local labels numbered per function."""
+    parts = re.split(r"^(\w+):[ \t]*(?:#.*)?$", asm, flags=re.M)
+    return {parts[i]: re.sub(r"\.(LBB|LCPI|Ltmp)\d+_", ".L", parts[i + 1].split(".Lfunc_end")[0])
+            for i in range(1, len(parts), 2)}
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("suffix", ["f32", "f64"])
+def test_each_piece_is_the_code_of_the_whole_module(name, suffix):
+    """Each exported function of the runtime, compiled as a piece of its own
+    (what it calls kept as internal copies), is the machine code it has in the
+    whole module, and so are those copies: the same bits. (In position-
+    independent code, a piece calls its own `_ph` directly, not through the
+    PLT.)"""
+    text = mathlib.emit_runtime(name, suffix)
+    whole = _functions(engine.optimized_asm(text))
+    for piece in mathlib_runtime.symbols(name, suffix):
+        own = _functions(engine.optimized_asm(text, entries=[piece]))
+        assert set(own) < set(whole)
+        for fn, code in own.items():
+            assert code == whole[fn], (piece, fn)
+
+
+_ONLY_V8 = """
+import json, numpy as np, fgrad, fgrad.numpy as fnp
+from fgrad._src.cpu import engine, mathlib_runtime
+f = fgrad.jit(lambda x: fnp.sin(x) * 3.0)
+out = np.asarray(f(np.linspace(-9, 9, 8, dtype=np.float32)))
+print(json.dumps([sorted(mathlib_runtime._loaded), engine.host_vector_bits(),
+                  next(iter(f._cache.values())).executable.compile_stats.needs]))
+"""
+
+
+def test_a_program_loads_only_the_pieces_it_calls(cache):
+    """A program of 8 floats calls sin's variant of 8 lanes only: a new process
+    compiles (and loads) that piece alone, not the whole runtime of sin."""
+    env = dict(os.environ, FGRAD_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", _ONLY_V8], env=env, timeout=300,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, bits, needs = json.loads(done.stdout.splitlines()[-1])
+    assert loaded == needs
+    if bits >= 256:
+        assert needs == ["fgrad_sin_f32_v8"]
+
+
 def test_a_scan_polls_through_the_shared_function(cache):
     def f(x):
         return lax.scan(lambda h, _: (fnp.sin(h) * 0.5 + 0.25, None), x, None, length=10)[0]
@@ -125,8 +174,12 @@ def test_an_alias_needing_an_unknown_function_is_not_loaded(cache):
     functions: any other name and the record is ignored (the caller compiles)."""
     text = Runner(np.float32, ["sin"]).text
     cm = engine.compile_module(text, ["apply_sin"])
-    assert cm.stats.needs == ["fgrad_sin_f32"] + [
-        f"fgrad_sin_f32_v{n}" for n in mathlib_runtime.WIDTHS["f32"]]    # not its _ph
+    # what the optimised code calls: the scalar function (the remainder) and one
+    # variant, not those the vectoriser did not pick, nor the variants' _ph
+    called = re.findall(r"call [^\n]*@\"?(fgrad_sin_f32\w*)", engine.optimized_ir(text))
+    assert sorted(cm.stats.needs) == sorted(set(called))
+    assert "fgrad_sin_f32" in cm.stats.needs
+    assert len(cm.stats.needs) < len(mathlib_runtime.symbols("sin", "f32")) - 1
     key = "d" * 64
     engine.save_alias(key, cm, {})
     assert engine.load_alias(key, ["apply_sin"]) is not None
@@ -178,7 +231,8 @@ def test_sin_and_cos_are_found_in_nested_programs_with_their_real_type():
         w = lax.cond(x[0] > 0, lambda v: fnp.cos(v), lambda v: v, z)
         return y, w, fnp.exp(x)
     jaxpr = fgrad.make_jaxpr(f)(np.ones(4, np.float32), np.ones(2, np.complex128)).jaxpr
-    assert set(mathlib_runtime._calls(jaxpr)) == {("sin", "f32"), ("cos", "f64")}
+    pieces = {p for eqn in all_eqns(jaxpr) for p in mathlib_runtime._pieces(eqn)}
+    assert pieces == {"fgrad_sin_f32_v4", "fgrad_cos_f64_v2"}
 
 
 _PREFETCH = """
@@ -211,7 +265,11 @@ def test_a_cold_process_compiles_sin_on_a_background_thread(cache):
         out, compiled_on = stdout.splitlines()[-2:]
         runs.append((out, json.loads(compiled_on)))
     default = sys.getswitchinterval()
-    assert runs[0][1] == [[["fgrad math runtime", False, switch_interval.INTERVAL]],
+    # 40 floats: the variant of 16 lanes over 32, then that of 8 (AVX-512; on
+    # other hosts, other pieces): each compiled on the thread, then loaded
+    pieces = len(runs[0][1][0])
+    assert pieces >= 1
+    assert runs[0][1] == [[["fgrad math runtime", False, switch_interval.INTERVAL]] * pieces,
                           ["MainThread"], default]
-    assert runs[1][1] == [[["MainThread", True, default]], [], default]
+    assert runs[1][1] == [[["MainThread", True, default]] * pieces, [], default]
     assert runs[1][0] == runs[0][0]

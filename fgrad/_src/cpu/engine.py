@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
-ENGINE_VERSION = "15"
+ENGINE_VERSION = "16"
 
 #: A function attribute (string, "true"): with `alwaysinline`, calls to the
 #: function that optimisation made (the vectoriser's calls of a vector variant)
@@ -114,20 +114,27 @@ def initialize() -> None:
             _initialized = True
 
 
-def _cpu_fingerprint() -> str | None:
-    """A digest of this CPU's identification and flags (Linux), else None: what
-    LLVM's view of the CPU is made from, read without LLVM."""
+@functools.lru_cache(maxsize=None)
+def _cpuinfo() -> tuple[str, ...]:
+    """The lines of /proc/cpuinfo's first processor block (none where there is
+    no such file)."""
     lines = []
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:                # the first processor's block only
+            for line in f:
                 if not line.strip():
                     break
-                lines.append(line)
+                lines.append(line.rstrip("\n"))
     except OSError:
-        return None
+        pass
+    return tuple(lines)
+
+
+def _cpu_fingerprint() -> str | None:
+    """A digest of this CPU's identification and flags (Linux), else None: what
+    LLVM's view of the CPU is made from, read without LLVM."""
     keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
-    lines = [ln.rstrip("\n") for ln in lines if ln.split(":", 1)[0].strip() in keep]
+    lines = [ln for ln in _cpuinfo() if ln.split(":", 1)[0].strip() in keep]
     if not lines:
         return None
     h = hashlib.sha256("\n".join([platform.machine(), llvmlite.__version__] + lines).encode())
@@ -182,6 +189,15 @@ def host_vector_bits() -> int:
     if not host_triple().startswith(("x86_64", "i386", "i686")):
         return 128
     return 512 if host_has_feature("avx512f") else 256 if host_has_feature("avx") else 128
+
+
+def vector_bits_hint() -> int:
+    """`host_vector_bits()` as /proc/cpuinfo's flags tell it, without loading
+    LLVM where they are there (a guess: `mathlib_runtime.to_compile`)."""
+    flags = [ln.split(":", 1)[1].split() for ln in _cpuinfo() if ln.startswith("flags")]
+    if not flags or platform.machine() not in ("x86_64", "AMD64", "i386", "i686"):
+        return host_vector_bits()
+    return 512 if "avx512f" in flags[0] else 256 if "avx" in flags[0] else 128
 
 
 def host_target_machine(opt: int = 3) -> "llvmlite.binding.TargetMachine":
@@ -441,15 +457,21 @@ def _optimize(mod, opt: int, text: str) -> None:
         pm.run(mod, pb)
 
 
-def _drop_unused(mod, entries) -> None:
-    """After optimisation, every function but the entries is internal, and those
-    nothing calls any more (e.g. the vector variants of a math function the
-    vectoriser did not pick, kept weak_odr until it ran) are deleted rather than
-    compiled."""
+def _drop_unused(mod, entries, optimised=True) -> None:
+    """Every function but the entries is made internal, and those nothing calls
+    are deleted rather than compiled. After optimisation (`optimised`) so is
+    `llvm.compiler.used`, which kept the vector variants of a math function
+    (declared, or defined weak_odr) until the vectoriser had looked for them:
+    the variants it did not pick go too, and what stays declared is what the
+    code calls."""
     llvm = _binding()
     for fn in mod.functions:
         if not fn.is_declaration and fn.name not in entries:
             fn.linkage = llvm.Linkage.internal
+    if optimised:
+        for gv in mod.global_variables:
+            if gv.name == "llvm.compiler.used":
+                gv.linkage = llvm.Linkage.internal
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
     pm.run(mod, llvm.create_pass_builder(_kept_target_machine(3),
@@ -466,14 +488,19 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
         return str(mod)
 
 
-def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
-    """Host assembly of the optimised module."""
+def optimized_asm(llvm_ir_text: str, opt: int = 3, entries=None) -> str:
+    """Host assembly of the optimised module; with `entries`, of them and what
+    they call, as `compile_module(..., prune=True)` compiles them."""
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
         tm = _kept_target_machine(opt)
         _set_target(mod, tm)
+        if entries is not None:
+            _drop_unused(mod, set(entries), optimised=False)
         _optimize(mod, opt, llvm_ir_text)
+        if entries is not None:
+            _drop_unused(mod, set(entries))
         return tm.emit_assembly(mod)
 
 
@@ -554,21 +581,30 @@ def _link_shared(mod, opt: int) -> bytes:
 
 def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                    cache_dir: Path | str | None = None, *, cache: bool = True,
-                   opt: int = 3, export: bool = False) -> CompiledModule:
+                   opt: int = 3, export: bool = False,
+                   prune: bool = False) -> CompiledModule:
     """Compile LLVM IR text for the host and return a `CompiledModule`.
 
     `entry_names` are looked up eagerly (a missing one raises CompileError).
     `cache_dir`: where compiled code is cached (default `default_cache_dir()`);
     `cache=False` bypasses the disk cache.  Statistics are in `.stats`.
     `export`: a shared library's symbols resolve those of code loaded later.
+    `prune`: only the entries and what they call are optimised and compiled
+    (one piece of a module's text: `mathlib_runtime`).
+
+    The run-time functions the code calls (`add_resolver`) are loaded before
+    it: those the optimised module still calls when it is compiled with
+    entries (not the vector variants the vectoriser did not pick), else every
+    one the text declares.
     """
     entry_names = list(entry_names)
     t_start = time.perf_counter()
-    stats = CompileStats(needs=_resolve_declared(llvm_ir_text))
+    stats = CompileStats()
     shared = _links_as_shared_library(llvm_ir_text)
     name = None
     if cache:
-        stats.key = cache_key(llvm_ir_text, opt)
+        stats.key = cache_key(llvm_ir_text + (f"\n; pruned to {entry_names}" if prune else ""),
+                              opt)
         name = f"{stats.key}{'.so' if shared else '.o'}"
         stats.cache_path = str(disk_cache.root(cache_dir) / "cpu" / name)
 
@@ -578,6 +614,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
             payload, err = disk_cache.read(name, cache_dir)
             stats.cache_error = err
             if payload is not None:
+                stats.needs = _resolve_declared(llvm_ir_text)
                 try:
                     code = (_load_library(payload, export) if shared
                             else _engine_from_object(payload, opt))
@@ -599,11 +636,20 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         t0 = time.perf_counter()
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
+        if prune:
+            _drop_unused(mod, set(entry_names), optimised=False)
         t1 = time.perf_counter()
         _optimize(mod, opt, llvm_ir_text)
         if entry_names:
             _drop_unused(mod, set(entry_names))
         t2 = time.perf_counter()
+        if entry_names:     # (run-time code loaded now is in no phase's time)
+            stats.needs = [fn.name for fn in mod.functions
+                           if fn.is_declaration and _resolved(fn.name)]
+        else:
+            stats.needs = _resolve_declared(llvm_ir_text)
+        _register_symbols(llvm)
+        t_loaded = time.perf_counter()
         payload = cm = None
         if shared:
             try:
@@ -629,7 +675,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         t3 = time.perf_counter()
         stats.parse_ms = (t1 - t0) * 1e3
         stats.optimize_ms = (t2 - t1) * 1e3
-        stats.codegen_ms = (t3 - t2) * 1e3
+        stats.codegen_ms = (t3 - t_loaded) * 1e3
         if payload:
             stats.object_bytes = len(payload)
         if name is not None and payload:
@@ -686,18 +732,18 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
 
 
 def compile_runtime(tag: str, entry_names: Iterable[str], emit, *,
-                    export: bool = False) -> CompiledModule:
+                    export: bool = False, prune: bool = False) -> CompiledModule:
     """fgrad's own run-time code (`emit()` -> IR text), which depends only on
     fgrad's sources and `tag`: found through an alias in the disk cache by a new
-    process without emitting any IR, else emitted and compiled. `export`: see
-    `compile_module`."""
+    process without emitting any IR, else emitted and compiled. `export`,
+    `prune`: see `compile_module`."""
     entry_names = list(entry_names)
     alias = _runtime_alias(tag)
     found = load_alias(alias, entry_names, export=export) if alias else None
     if found is not None:
         return found[0]
     with _lock:                 # (emitting may import llvmlite.ir: see compiler_lock)
-        module = compile_module(emit(), entry_names, export=export)
+        module = compile_module(emit(), entry_names, export=export, prune=prune)
     if alias:
         save_alias(alias, module, {})
     return module

@@ -1607,7 +1607,7 @@ def call_when_used_often(module: ir.Module, uses: dict | None = None,
             b.ret(_BODIES[name](_Em(b, vty, _host_fma()), *vf.args))
 
 
-INLINE_TRIG_ELEMENTS = 1 << 18
+INLINE_TRIG_ELEMENTS = mathlib_runtime.INLINE_TRIG_ELEMENTS
 
 
 def inline_trig_variants(module: ir.Module):

@@ -15,15 +15,23 @@ with its symbols global, so that a program's
 shared library resolves them when it is loaded (and MCJIT through
 `engine.add_symbol`).
 
-`engine` asks `resolve(name)` for each function a module declares (before it
-compiles or loads one from the disk cache); the names are fixed here, never
+Each exported function is compiled on its own, as a piece (`engine`'s
+`prune`: the scalar function, one vector variant, or `_ph`, from the same IR
+text, what it calls kept as internal copies: the same code), when a program
+calls it: a program of 8 floats calls only `_v8`, which alone compiles in less
+than half the time of the whole module.
+
+`engine` asks `resolve(name)` for each function a compiled module still calls
+(or one loaded from the disk cache declares); the names are fixed here, never
 taken from disk. `prefetch(to_compile(jaxpr))`, when a program is about to be
-planned, starts that on a background thread for the sin and cos the program
-computes that the disk cache lacks: LLVM then compiles them (about 55 ms of a
-fresh process's first call) while Python plans and emits the program (the
-thread holds the compiler lock meanwhile, as any compile does). Their IR is
-emitted before the thread starts, on the caller's thread.
+planned, starts that on a background thread for the pieces the sin and cos
+the program computes will likely call (`_pieces`: a guess from their shapes)
+that the disk cache lacks: LLVM then compiles them while Python plans and
+emits the program (the thread holds the compiler lock meanwhile, as any
+compile does). Their IR is emitted before the thread starts, on the caller's
+thread.
 """
+import math
 import re
 
 import numpy as np
@@ -36,52 +44,90 @@ __all__ = ["resolve", "to_compile", "prefetch"]
 
 FUNCTIONS = ("sin", "cos")
 WIDTHS = {"f64": (2, 4, 8), "f32": (4, 8, 16)}     # lanes of their vector variants
+#: Loops over this many elements or more define their own vector variant
+#: (`mathlib.inline_trig_variants`) and call only the exported `_ph`.
+INLINE_TRIG_ELEMENTS = 1 << 18
 _NAME = re.compile(r"fgrad_(sin|cos)_(f32|f64)(?:_v\d+|_ph)?\Z")
-_loaded = {}        # fgrad_<name>_<f32|f64> -> its CompiledModule (alive for the process)
-_prefetched = set()  # names a prefetch thread was started for
+_loaded = {}        # piece (an exported function's name) -> its CompiledModule
+_prefetched = set()  # pieces a prefetch thread was started for
 # the real type whose sin and cos a primitive's dtype calls
 _SUFFIX = {np.dtype(t): s for t, s in ((np.float32, "f32"), (np.complex64, "f32"),
                                         (np.float64, "f64"), (np.complex128, "f64"))}
 
 
 def resolve(name, text=None):
-    """Load the runtime code defining `name`, if it is a math-runtime name;
-    whether it is one. `text`: its IR, when already emitted (`prefetch`)."""
+    """Load the runtime piece defining `name`, if it is a math-runtime name;
+    whether it is one. `text`: its function's IR, when already emitted
+    (`prefetch`)."""
     m = _NAME.match(name)
-    if m is None:
+    if m is None or name not in symbols(m.group(1), m.group(2)):
         return False
-    fname = f"fgrad_{m.group(1)}_{m.group(2)}"
     with lock:
-        if fname not in _loaded:
-            _loaded[fname] = _load(m.group(1), m.group(2), text)
+        if name not in _loaded:
+            _loaded[name] = _load(name, m.group(1), m.group(2), text)
     return True
 
 
 def to_compile(jaxpr):
-    """The runtime functions the sin and cos equations in `jaxpr` (and its
-    sub-jaxprs) call that are neither loaded, nor in the disk cache, nor being
-    prefetched."""
-    names = {f"fgrad_{p}_{s}" for p, s in _calls(jaxpr)} - _loaded.keys() - _prefetched
+    """The runtime pieces the sin and cos equations in `jaxpr` (and its
+    sub-jaxprs) likely call that are neither loaded, nor in the disk cache, nor
+    being prefetched."""
+    names = {p for eqn in all_eqns(jaxpr) for p in _pieces(eqn)}
+    names -= _loaded.keys() | _prefetched
     return sorted(n for n in names if not engine.runtime_cached(_tag(n)))
 
 
 def prefetch(names):
-    """Emit the IR of `names` (runtime function names from `to_compile`) here
-    and compile it on a background thread, with a short GIL switch interval
-    (see `switch_interval`). Emitting is Python, which would only share the
-    GIL with the caller's work on that thread and reach LLVM later."""
+    """Emit the IR of `names` (pieces from `to_compile`) here and compile them
+    on a background thread, with a short GIL switch interval (see
+    `switch_interval`). Emitting is Python, which would only share the GIL with
+    the caller's work on that thread and reach LLVM later."""
     if names:
         _prefetched.update(names)
-        texts = [(name, _emit(*_NAME.match(name).groups())) for name in names]
-        switch_interval.compile_in_background(resolve, texts, "fgrad math runtime")
+        texts = {}
+        for name in names:
+            fname, suffix = _NAME.match(name).groups()
+            if (fname, suffix) not in texts:
+                texts[fname, suffix] = _emit(fname, suffix)
+        text_of = {name: texts[_NAME.match(name).groups()] for name in names}
+        switch_interval.compile_in_background(_resolve_all, [(names, text_of)],
+                                              "fgrad math runtime")
 
 
-def _calls(jaxpr):
-    """(sin or cos, f32 or f64) of each such equation in `jaxpr`, nested ones too."""
-    for eqn in all_eqns(jaxpr):
-        name = eqn.primitive.name
-        if name in FUNCTIONS and eqn.outvars[0].aval.dtype in _SUFFIX:
-            yield name, _SUFFIX[eqn.outvars[0].aval.dtype]
+def _resolve_all(names, text_of):
+    """Load `names` one after the other, the lock held throughout (so that the
+    program's thread, waiting for it, does not compile the last ones itself)."""
+    with lock:
+        for name in names:
+            resolve(name, text_of[name])
+
+
+def _pieces(eqn):
+    """The pieces a sin or cos equation's loop likely calls (none for other
+    equations), as LLVM's loop vectoriser splits a loop over its n elements:
+    the variant of the host's widest vectors over as many of them as it holds
+    (a long loop's own copy of it, `mathlib.inline_trig_variants`, calls
+    `_ph`), narrower variants over what is left, widest first, the scalar
+    function for the last ones. A guess (the program loads what it calls):
+    a wrong one costs a compile on the background thread."""
+    aval = eqn.outvars[0].aval if eqn.primitive.name in FUNCTIONS else None
+    suffix = _SUFFIX.get(aval.dtype) if aval is not None else None
+    if suffix is None:
+        return []
+    fname = f"fgrad_{eqn.primitive.name}_{suffix}"
+    n = math.prod(aval.shape)
+    widest = min(max(WIDTHS[suffix]), engine.vector_bits_hint() // (32 if suffix == "f32" else 64))
+    pieces = []
+    if n >= INLINE_TRIG_ELEMENTS:
+        pieces.append(f"{fname}_ph")
+    elif n >= widest:
+        pieces.append(f"{fname}_v{widest}")
+    rest = n % widest
+    for width in sorted(WIDTHS[suffix], reverse=True):
+        if width < widest and rest >= width:
+            pieces.append(f"{fname}_v{width}")
+            rest -= width
+    return pieces + [fname] * (rest > 0)
 
 
 def symbols(name, suffix):
@@ -92,8 +138,8 @@ def symbols(name, suffix):
     return [fname] + [f"{fname}_v{n}" for n in WIDTHS[suffix]] + [f"{fname}_ph"]
 
 
-def _tag(fname):
-    return f"math {fname}"
+def _tag(piece):
+    return f"math {piece}"
 
 
 def _emit(name, suffix):
@@ -101,13 +147,11 @@ def _emit(name, suffix):
     return mathlib.emit_runtime(name, suffix)
 
 
-def _load(name, suffix, text=None):
+def _load(piece, name, suffix, text=None):
     def emit():
         return _emit(name, suffix) if text is None else text
-    entries = symbols(name, suffix)
-    module = engine.compile_runtime(_tag(entries[0]), entries, emit, export=True)
-    for entry in entries:
-        engine.add_symbol(entry, module.address(entry))
+    module = engine.compile_runtime(_tag(piece), [piece], emit, export=True, prune=True)
+    engine.add_symbol(piece, module.address(piece))
     return module
 
 
