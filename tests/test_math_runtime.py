@@ -154,6 +154,20 @@ def test_a_program_loads_only_the_pieces_it_calls(cache):
         assert needs == ["fgrad_sin_f32_v8"]
 
 
+@pytest.mark.skipif(not engine.host_triple().startswith("x86_64"),
+                    reason="the guess is made for x86's vector widths")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_prefetch_guesses_the_pieces_a_loop_calls(dtype, cache):
+    """`to_compile` guesses which pieces a loop of n elements calls (the
+    vectoriser's widest vectors, then narrower ones over the rest, then the
+    scalar function) so that the background thread compiles just those."""
+    for n in (1, 3, 4, 8, 13, 16, 28, 40, 100):
+        f = fgrad.jit(lambda x: fnp.sin(x) * 2.0)
+        f(np.ones(n, dtype))
+        needs = next(iter(f._cache.values())).executable.compile_stats.needs
+        assert sorted(mathlib_runtime._pieces("sin", np.dtype(dtype), (n,))) == sorted(needs), n
+
+
 def test_a_scan_polls_through_the_shared_function(cache):
     def f(x):
         return lax.scan(lambda h, _: (fnp.sin(h) * 0.5 + 0.25, None), x, None, length=10)[0]
@@ -231,7 +245,9 @@ def test_sin_and_cos_are_found_in_nested_programs_with_their_real_type():
         w = lax.cond(x[0] > 0, lambda v: fnp.cos(v), lambda v: v, z)
         return y, w, fnp.exp(x)
     jaxpr = fgrad.make_jaxpr(f)(np.ones(4, np.float32), np.ones(2, np.complex128)).jaxpr
-    pieces = {p for eqn in all_eqns(jaxpr) for p in mathlib_runtime._pieces(eqn)}
+    pieces = {p for eqn in all_eqns(jaxpr) if eqn.primitive.name in ("sin", "cos")
+              for p in mathlib_runtime._pieces(eqn.primitive.name, eqn.outvars[0].aval.dtype,
+                                               eqn.outvars[0].aval.shape)}
     assert pieces == {"fgrad_sin_f32_v4", "fgrad_cos_f64_v2"}
 
 

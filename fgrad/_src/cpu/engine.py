@@ -191,6 +191,7 @@ def host_vector_bits() -> int:
     return 512 if host_has_feature("avx512f") else 256 if host_has_feature("avx") else 128
 
 
+@functools.lru_cache(maxsize=None)
 def vector_bits_hint() -> int:
     """`host_vector_bits()` as /proc/cpuinfo's flags tell it, without loading
     LLVM where they are there (a guess: `mathlib_runtime.to_compile`)."""

@@ -72,7 +72,9 @@ def to_compile(jaxpr):
     """The runtime pieces the sin and cos equations in `jaxpr` (and its
     sub-jaxprs) likely call that are neither loaded, nor in the disk cache, nor
     being prefetched."""
-    names = {p for eqn in all_eqns(jaxpr) for p in _pieces(eqn)}
+    calls = {(eqn.primitive.name, eqn.outvars[0].aval.dtype, eqn.outvars[0].aval.shape)
+             for eqn in all_eqns(jaxpr) if eqn.primitive.name in FUNCTIONS}
+    names = {p for call in calls for p in _pieces(*call)}
     names -= _loaded.keys() | _prefetched
     return sorted(n for n in names if not engine.runtime_cached(_tag(n)))
 
@@ -102,20 +104,19 @@ def _resolve_all(names, text_of):
             resolve(name, text_of[name])
 
 
-def _pieces(eqn):
-    """The pieces a sin or cos equation's loop likely calls (none for other
-    equations), as LLVM's loop vectoriser splits a loop over its n elements:
+def _pieces(name, dtype, shape):
+    """The pieces sin or cos (`name`) of a `dtype` array of `shape` likely calls,
+    as LLVM's loop vectoriser splits a loop over its n elements:
     the variant of the host's widest vectors over as many of them as it holds
     (a long loop's own copy of it, `mathlib.inline_trig_variants`, calls
     `_ph`), narrower variants over what is left, widest first, the scalar
     function for the last ones. A guess (the program loads what it calls):
     a wrong one costs a compile on the background thread."""
-    aval = eqn.outvars[0].aval if eqn.primitive.name in FUNCTIONS else None
-    suffix = _SUFFIX.get(aval.dtype) if aval is not None else None
+    suffix = _SUFFIX.get(dtype)
     if suffix is None:
         return []
-    fname = f"fgrad_{eqn.primitive.name}_{suffix}"
-    n = math.prod(aval.shape)
+    fname = f"fgrad_{name}_{suffix}"
+    n = math.prod(shape)
     widest = min(max(WIDTHS[suffix]), engine.vector_bits_hint() // (32 if suffix == "f32" else 64))
     pieces = []
     if n >= INLINE_TRIG_ELEMENTS:
