@@ -90,6 +90,16 @@ def test_fingerprint_tells_programs_apart():
     assert k1 != k2                                                      # constant values
 
 
+def test_fingerprint_tells_apart_what_follows_a_literal():
+    """An array's bytes go into the fingerprint between texts: the equations,
+    operands and types after a literal count as much as those before it."""
+    x = np.ones((3, 4), np.float32)
+    variants = [lambda x: (x * 2.0 + x).sum(axis=0), lambda x: (x * 2.0 - x).sum(axis=0),
+                lambda x: (x * 2.0 + x).max(axis=0), lambda x: (x * 2.0 + x * x).sum(axis=0)]
+    keys = [fingerprint(_closed(f, x), "f") for f in variants]
+    assert None not in keys and len(set(keys)) == len(keys)
+
+
 def test_programs_with_callbacks_have_no_fingerprint():
     x = np.ones(3, np.float32)
     closed = _closed(lambda x: fgrad.debug.callback(lambda v: None, x) or x * 2, x)
