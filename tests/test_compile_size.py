@@ -9,7 +9,7 @@ import pytest
 
 import fgrad
 import fgrad.numpy as fnp
-from fgrad._src.cpu import engine
+from fgrad._src.cpu import engine, fused
 
 
 def image_grid(nrow, ncol, imagevecs, imshape):
@@ -135,10 +135,12 @@ def test_native_scan_body_is_optimised_once(length):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
-def test_trig_loop_width_hint_changes_no_code(dtype, n):
+def test_trig_loop_width_hint_changes_no_code(dtype, n, monkeypatch):
     # fused._trig_width names the width LLVM's vectoriser would pick (sparing its
     # search over widths) and asks for no pair of vectors (a row is one): the
     # optimised code is that of the loop without the hint and with a pair asked for
+    # (the loop emitted as a loop: not as vector code, see the next test)
+    monkeypatch.setattr(fused, "_one_vector", lambda *args: None)
     x = np.linspace(-2, 2, n).astype(dtype)
     text = fgrad.jit(lambda v: fnp.sin(v) * 1.5 + fnp.cos(v)).lower(x).as_text()
     text = text[text.index("; ModuleID"):]
@@ -152,3 +154,58 @@ def test_trig_loop_width_hint_changes_no_code(dtype, n):
     assert code(text) == code(unhinted)
     if n * np.dtype(dtype).itemsize == 16:      # one 128-bit vector: hinted on every host
         assert text != unhinted and '!"llvm.loop.interleave.count", i32 1 }' in text
+
+
+def _functions(asm):
+    """Each function's assembly, local labels numbered per function."""
+    return re.sub(r"\.(LBB|LCPI|Ltmp)\d+_\d+", ".L", asm)
+
+
+def _line(n, dtype, shift=0.0):
+    return (np.linspace(-3, 3, n) + shift).astype(dtype)
+
+
+_ONE_VECTOR = [
+    ("chain", lambda x: fnp.sin(fnp.sin(x) * 1.5) * 2.0, (_line(8, np.float32),)),
+    ("two inputs", lambda x, y: fnp.cos(x) / (y - 0.5) + (-x) * fnp.sin(y),
+     (_line(8, np.float32), _line(8, np.float32, 0.1))),
+    ("a scalar", lambda x, a: fnp.sin(x * a) + a, (_line(8, np.float32), np.float32(0.7))),
+    ("float64", lambda x: fnp.sin(x) * fnp.cos(x) - x, (_line(4, np.float64),)),
+    ("16 lanes", lambda x: fnp.cos(x) + 1.0, (_line(16, np.float32),)),
+]
+
+
+@pytest.mark.parametrize("name, fn, args", _ONE_VECTOR, ids=[c[0] for c in _ONE_VECTOR])
+def test_a_loop_over_one_vector_is_emitted_as_the_vector_code_it_becomes(name, fn, args,
+                                                                         monkeypatch):
+    # fused._one_vector: a kernel calling sin or cos over exactly one vector is
+    # emitted as vector code (no loop for the vectoriser): the same assembly as
+    # the loop's, so the same bits; and what it computes is what eager computes
+    x = args[0]
+    n = x.size
+    if n * x.dtype.itemsize * 8 > engine.host_vector_bits():
+        pytest.skip("the host's vectors are narrower")
+
+    def text():
+        t = fgrad.jit(fn).lower(*args).as_text()
+        return t[t.index("; ModuleID"):]
+    vector = text()
+    assert re.search(rf"call <{n} x (float|double)> @\"fgrad_(sin|cos)_f\d\d_v{n}\"", vector)
+    assert "llvm.loop" not in vector
+    with monkeypatch.context() as m:
+        m.setattr(fused, "_one_vector", lambda *a: None)
+        loop = text()
+    assert "llvm.loop" in loop
+    assert _functions(engine.optimized_asm(vector)) == _functions(engine.optimized_asm(loop))
+    np.testing.assert_allclose(np.asarray(fgrad.jit(fn)(*args)), np.asarray(fn(*args)),
+                               rtol=1e-6 if x.dtype == np.float32 else 1e-14)
+
+
+def test_a_kernel_worth_splitting_over_threads_stays_a_loop(monkeypatch):
+    # its body may run a part of the vector on each thread (fused.parallel_plan)
+    monkeypatch.setattr(fused, "SPLIT_WORK", 10)
+    x = _line(8, np.float32)
+    f = fgrad.jit(lambda v: fnp.sin(v) * 2.0)
+    t = f.lower(x).as_text()
+    assert "(split over" in t and "llvm.loop" in t and "load <8 x float>" not in t
+    np.testing.assert_allclose(np.asarray(f(x)), np.sin(x) * 2.0, rtol=1e-6)

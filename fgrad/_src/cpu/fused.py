@@ -919,6 +919,7 @@ def _emit_group(ir, module, fname, group):
         and all(v.aval.dtype.kind != "c" for v in outs) and streaming.wanted(
             _x86(), sum(math.prod(v.aval.shape) * v.aval.dtype.itemsize for v in outs))
 
+    lanes = None if streamed or moves_only else _one_vector(group, reds, dims, layout)
     # body(ptr noalias in..., ptr noalias out..., i64 lo, i64 hi) -> i1 (selector out of
     # range); [lo, hi) is the range of the outermost loop this call runs
     body_ty = ir.FunctionType(ir.IntType(1), [ptr] * (n_in + n_out) + [i64, i64])
@@ -1057,6 +1058,52 @@ def _emit_group(ir, module, fname, group):
             b.store(acc, err_slot)
             cx.errors.clear()
 
+    def emit_vector(n):
+        """The loop over one vector of n lanes ([lo, hi) is [0, n): see
+        _one_vector) as the loop vectoriser makes it: vector loads of the
+        inputs (a scalar's splat), each operation on vectors (sin and cos: their
+        variant of n lanes), vector stores; nothing left for it to do."""
+        vty = ir.VectorType(cx.ty(outs[0].aval.dtype), n)      # (one type: see _one_vector)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+        splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n)
+
+        def at(ptr_arg, dt):
+            return b.gep(ptr_arg, [zero], inbounds=True, source_etype=cx.mem_ty(dt))
+
+        def splat(x):
+            one = b.insert_element(ir.Constant(vty, ir.Undefined), x, lane0)
+            return b.shuffle_vector(one, ir.Constant(vty, ir.Undefined), splat_mask)
+
+        vals, literals = {}, {}
+        for k, (v, _) in enumerate(reads):
+            dt = ins[k].aval.dtype
+            vals[v] = (splat(hoisted[k]) if layout[k][0] == "scalar" else
+                       b.load(at(body.args[k], dt), typ=vty, align=dt.itemsize))
+
+        def read(a):
+            if type(a) is Literal:      # each value splat once (shorter IR than its vectors)
+                c = cx.const(a.aval.dtype, a.val)
+                if str(c) not in literals:
+                    literals[str(c)] = splat(c)
+                return literals[str(c)]
+            return vals[a]
+
+        for eqn in elementwise:
+            if eqn.outvars[0] in vals:
+                continue
+            args = [read(a) for a in eqn.invars]
+            dts = [a.aval.dtype for a in eqn.invars]
+            name = eqn.primitive.name
+            if name in ("sin", "cos"):
+                from . import mathlib
+                scalar = mathlib.emit(module, name, dts[0])
+                vals[eqn.outvars[0]] = b.call(module.globals[f"{scalar.name}_v{n}"], args)
+            else:
+                vals[eqn.outvars[0]] = EMITTERS[name](cx, args, dts, eqn.outvars[0].aval.dtype,
+                                                      eqn.params)
+        for j, v in enumerate(outs):
+            b.store(vals[v], at(body.args[n_in + j], v.aval.dtype), align=v.aval.dtype.itemsize)
+
     def reduced_index(flat, offs):
         """Index of the reductions' output element at this point."""
         kind, st = red_layout
@@ -1164,7 +1211,10 @@ def _emit_group(ir, module, fname, group):
             b.cbranch(b.icmp_unsigned("<", lo, hi), run, skip)
             b.position_at_end(run)
             init_reduced()
-            emit_loops(0, None, [zero] * len(strides))
+            if lanes:
+                emit_vector(lanes)
+            else:
+                emit_loops(0, None, [zero] * len(strides))
             b.branch(skip)
             b.position_at_end(skip)
         else:
@@ -1221,6 +1271,29 @@ def _trig_width(group, reds, dims):
     if suffix is None or n not in mathlib_runtime.WIDTHS[suffix]:
         return None
     return n if n * dt.itemsize * 8 <= engine.host_vector_bits() else None
+
+
+_VECTOR_OPS = frozenset({"add", "sub", "mul", "div", "neg", "sin", "cos"})
+
+
+def _one_vector(group, reds, dims, layout):
+    """The lanes of a kernel calling sin or cos whose one loop runs over exactly
+    one vector of a variant's width (`_trig_width`), of arithmetic, sin and cos
+    on one float type, reading whole arrays or scalars, too little work to be
+    split over threads (so its body always runs [0, lanes)); else None. Such a
+    kernel is emitted as the vector code the loop vectoriser would make of its
+    loop (a quarter of O3 of a chain of 500 sins goes to vectorising it): the
+    same code, so the same bits (a test compares the assembly)."""
+    if len(dims) != 1 or not any(e.primitive.name in ("sin", "cos") for e in group.eqns) \
+            or any(kind not in ("flat", "scalar") for kind, _ in layout) \
+            or _work(group) >= SPLIT_WORK:
+        return None
+    width = _trig_width(group, reds, dims)
+    dt = group.eqns[0].outvars[0].aval.dtype
+    if width is None or any(e.primitive.name not in _VECTOR_OPS
+                            or any(a.aval.dtype != dt for a in e.invars) for e in group.eqns):
+        return None
+    return width
 
 
 def _x86():
