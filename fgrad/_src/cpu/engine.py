@@ -458,9 +458,9 @@ def _optimize(mod, opt: int, text: str) -> None:
         pm.run(mod, pb)
 
 
-def _drop_unused(mod, entries, optimised=True) -> None:
-    """Every function but the entries is made internal, and those nothing calls
-    are deleted rather than compiled. After optimisation (`optimised`) so is
+def _drop_unused(mod, entries) -> None:
+    """After optimisation, every function but the entries is internal, and those
+    nothing calls any more are deleted rather than compiled; so is
     `llvm.compiler.used`, which kept the vector variants of a math function
     (declared, or defined weak_odr) until the vectoriser had looked for them:
     the variants it did not pick go too, and what stays declared is what the
@@ -469,10 +469,9 @@ def _drop_unused(mod, entries, optimised=True) -> None:
     for fn in mod.functions:
         if not fn.is_declaration and fn.name not in entries:
             fn.linkage = llvm.Linkage.internal
-    if optimised:
-        for gv in mod.global_variables:
-            if gv.name == "llvm.compiler.used":
-                gv.linkage = llvm.Linkage.internal
+    for gv in mod.global_variables:
+        if gv.name == "llvm.compiler.used":
+            gv.linkage = llvm.Linkage.internal
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
     pm.run(mod, llvm.create_pass_builder(_kept_target_machine(3),
@@ -489,19 +488,14 @@ def optimized_ir(llvm_ir_text: str, opt: int = 3) -> str:
         return str(mod)
 
 
-def optimized_asm(llvm_ir_text: str, opt: int = 3, entries=None) -> str:
-    """Host assembly of the optimised module; with `entries`, of them and what
-    they call, as `compile_module(..., prune=True)` compiles them."""
+def optimized_asm(llvm_ir_text: str, opt: int = 3) -> str:
+    """Host assembly of the optimised module."""
     initialize()
     with _lock:
         mod = _parse(llvm_ir_text)
         tm = _kept_target_machine(opt)
         _set_target(mod, tm)
-        if entries is not None:
-            _drop_unused(mod, set(entries), optimised=False)
         _optimize(mod, opt, llvm_ir_text)
-        if entries is not None:
-            _drop_unused(mod, set(entries))
         return tm.emit_assembly(mod)
 
 
@@ -582,16 +576,13 @@ def _link_shared(mod, opt: int) -> bytes:
 
 def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
                    cache_dir: Path | str | None = None, *, cache: bool = True,
-                   opt: int = 3, export: bool = False,
-                   prune: bool = False) -> CompiledModule:
+                   opt: int = 3, export: bool = False) -> CompiledModule:
     """Compile LLVM IR text for the host and return a `CompiledModule`.
 
     `entry_names` are looked up eagerly (a missing one raises CompileError).
     `cache_dir`: where compiled code is cached (default `default_cache_dir()`);
     `cache=False` bypasses the disk cache.  Statistics are in `.stats`.
     `export`: a shared library's symbols resolve those of code loaded later.
-    `prune`: only the entries and what they call are optimised and compiled
-    (one piece of a module's text: `mathlib_runtime`).
 
     The run-time functions the code calls (`add_resolver`) are loaded before
     it: those the optimised module still calls when it is compiled with
@@ -604,8 +595,7 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
     shared = _links_as_shared_library(llvm_ir_text)
     name = None
     if cache:
-        stats.key = cache_key(llvm_ir_text + (f"\n; pruned to {entry_names}" if prune else ""),
-                              opt)
+        stats.key = cache_key(llvm_ir_text, opt)
         name = f"{stats.key}{'.so' if shared else '.o'}"
         stats.cache_path = str(disk_cache.root(cache_dir) / "cpu" / name)
 
@@ -637,8 +627,6 @@ def compile_module(llvm_ir_text: str, entry_names: Iterable[str] = (),
         t0 = time.perf_counter()
         mod = _parse(llvm_ir_text)
         _set_target(mod, _kept_target_machine(opt))
-        if prune:
-            _drop_unused(mod, set(entry_names), optimised=False)
         t1 = time.perf_counter()
         _optimize(mod, opt, llvm_ir_text)
         if entry_names:
@@ -733,18 +721,18 @@ def load_alias(alias_key: str, entry_names: Iterable[str] = (),
 
 
 def compile_runtime(tag: str, entry_names: Iterable[str], emit, *,
-                    export: bool = False, prune: bool = False) -> CompiledModule:
+                    export: bool = False) -> CompiledModule:
     """fgrad's own run-time code (`emit()` -> IR text), which depends only on
     fgrad's sources and `tag`: found through an alias in the disk cache by a new
-    process without emitting any IR, else emitted and compiled. `export`,
-    `prune`: see `compile_module`."""
+    process without emitting any IR, else emitted and compiled. `export`: see
+    `compile_module`."""
     entry_names = list(entry_names)
     alias = _runtime_alias(tag)
     found = load_alias(alias, entry_names, export=export) if alias else None
     if found is not None:
         return found[0]
     with _lock:                 # (emitting may import llvmlite.ir: see compiler_lock)
-        module = compile_module(emit(), entry_names, export=export, prune=prune)
+        module = compile_module(emit(), entry_names, export=export)
     if alias:
         save_alias(alias, module, {})
     return module

@@ -15,10 +15,10 @@ with its symbols global, so that a program's
 shared library resolves them when it is loaded (and MCJIT through
 `engine.add_symbol`).
 
-Each exported function is compiled on its own, as a piece (`engine`'s
-`prune`: the scalar function, one vector variant, or `_ph`, from the same IR
-text, what it calls kept as internal copies: the same code), when a program
-calls it: a program of 8 floats calls only `_v8`, which alone compiles in less
+Each exported function is compiled on its own, as a piece (the scalar
+function, one vector variant, or `_ph`: the module's IR with the other
+exported functions made internal, so that what it calls stays as internal
+copies: the same code), when a program calls it: a program of 8 floats calls only `_v8`, which alone compiles in less
 than half the time of the whole module.
 
 `engine` asks `resolve(name)` for each function a compiled module still calls
@@ -150,10 +150,24 @@ def _emit(name, suffix):
 
 def _load(piece, name, suffix, text=None):
     def emit():
-        return _emit(name, suffix) if text is None else text
-    module = engine.compile_runtime(_tag(piece), [piece], emit, export=True, prune=True)
+        return _piece_text(_emit(name, suffix) if text is None else text, piece, name, suffix)
+    module = engine.compile_runtime(_tag(piece), [piece], emit, export=True)
     engine.add_symbol(piece, module.address(piece))
     return module
+
+
+def _piece_text(text, piece, name, suffix):
+    """The IR `text` of sin or cos's runtime module with each exported function
+    but `piece` made internal: optimisation keeps what `piece` calls, drops
+    the rest (a text edit: a parsed module's functions would each cost a call
+    into LLVM, each waiting for the GIL while the program's thread runs)."""
+    for other in symbols(name, suffix):
+        if other != piece:
+            text, found = re.subn(rf'^define (?=[^@\n]*@"{other}"\()', "define internal ",
+                                  text, count=1, flags=re.M)
+            if not found:
+                raise ValueError(f"{other} is not defined in its runtime module")
+    return text
 
 
 engine.add_resolver(resolve)
