@@ -161,7 +161,9 @@ def test_a_program_loads_only_the_pieces_it_calls(cache):
 def test_the_prefetch_guesses_the_pieces_a_loop_calls(dtype, cache):
     """`to_compile` guesses which pieces a loop of n elements calls (the
     vectoriser's widest vectors, then narrower ones over the rest, then the
-    scalar function) so that the background thread compiles just those."""
+    scalar function) so that the background thread compiles just those. (The
+    host's vector width it reads from /proc/cpuinfo, without LLVM: LLVM's.)"""
+    assert engine.vector_bits_hint() == engine.host_vector_bits()
     for n in (1, 3, 4, 8, 13, 16, 28, 40, 100):
         f = fgrad.jit(lambda x: fnp.sin(x) * 2.0)
         f(np.ones(n, dtype))

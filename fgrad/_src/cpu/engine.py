@@ -193,11 +193,15 @@ def host_vector_bits() -> int:
 
 @functools.lru_cache(maxsize=None)
 def vector_bits_hint() -> int:
-    """`host_vector_bits()` as /proc/cpuinfo's flags tell it, without loading
-    LLVM where they are there (a guess: `mathlib_runtime.to_compile`)."""
+    """`host_vector_bits()` guessed without loading LLVM: on x86 from
+    /proc/cpuinfo's flags (256 where there are none), elsewhere 128 (a guess:
+    `mathlib_runtime.to_compile`, which a process that finds its programs in
+    the disk cache runs too)."""
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        return 128
     flags = [ln.split(":", 1)[1].split() for ln in _cpuinfo() if ln.startswith("flags")]
-    if not flags or platform.machine() not in ("x86_64", "AMD64", "i386", "i686"):
-        return host_vector_bits()
+    if not flags:
+        return 256
     return 512 if "avx512f" in flags[0] else 256 if "avx" in flags[0] else 128
 
 
