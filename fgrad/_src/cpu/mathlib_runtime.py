@@ -18,8 +18,9 @@ shared library resolves them when it is loaded (and MCJIT through
 Each exported function is compiled on its own, as a piece (the scalar
 function, one vector variant, or `_ph`: the module's IR with the other
 exported functions made internal, so that what it calls stays as internal
-copies: the same code), when a program calls it: a program of 8 floats calls only `_v8`, which alone compiles in less
-than half the time of the whole module.
+copies: the same code), when a program calls it: a program of 8 floats calls
+only `_v8`, which alone compiles in less than half the time of the whole
+module.
 
 `engine` asks `resolve(name)` for each function a compiled module still calls
 (or one loaded from the disk cache declares); the names are fixed here, never
@@ -57,8 +58,8 @@ _SUFFIX = {np.dtype(t): s for t, s in ((np.float32, "f32"), (np.complex64, "f32"
 
 def resolve(name, text=None):
     """Load the runtime piece defining `name`, if it is a math-runtime name;
-    whether it is one. `text`: its function's IR, when already emitted
-    (`prefetch`)."""
+    whether it is one. `text`: the IR of its function's whole runtime module,
+    when already emitted (`prefetch`)."""
     m = _NAME.match(name)
     if m is None or name not in symbols(m.group(1), m.group(2)):
         return False
