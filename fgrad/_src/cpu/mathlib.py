@@ -1081,12 +1081,13 @@ def _trig_fast_f32(em: _Em, x, is_cos: bool):
     """float32 arithmetic throughout (needs FMA), |x| < 2^20.
 
     Reduction: n = rint(|x| 2/pi), r = |x| - n pi/2 as rh + rl with pi/2 =
-    P1 + P2 + P3 (24-bit pieces): |x| - n P1 is exact (FMA; for n > 0 both
+    P1 + P2 + P3 (24-bit pieces): a = |x| - n P1 is exact (FMA; for n > 0 both
     are multiples of 2^-24 and the difference is below 1), n P2 = p + pe
-    exactly (FMA), |x| - n P1 - p = rh + e exactly (TwoSum), rl = e - pe -
-    n P3.  |r| >= 2^-27.8 for every float32 in (pi/4, 2^20) (found by an
-    exhaustive search), so the ~2^-75 n error of P1 + P2 + P3 and the
-    rounding of rl stay below 2^-50 relative.  n may be off by one where
+    exactly (FMA), a - p = rh + e exactly (Fast2Sum: a is a multiple of
+    2^-24 below 1 and |p| < 1, so a needs no lower exponent than p; for n = 0
+    p = 0), rl = e - pe - n P3.  |r| >= 2^-27.8 for every float32 in (pi/4,
+    2^20) (found by an exhaustive search), so the ~2^-75 n error of P1 + P2 +
+    P3 and the rounding of rl stay below 2^-50 relative.  n may be off by one where
     |x| 2/pi is within its rounding error of a half-integer (|r| up to
     ~0.87); the kernels stay within 2^-27.9 relative there.
 
@@ -1100,7 +1101,7 @@ def _trig_fast_f32(em: _Em, x, is_cos: bool):
     a = em.fma(nneg, P1, ax)
     p = em.mul(nf, P2)
     pe = em.fma(nf, P2, em.neg(p))
-    rh, e = em.two_sum(a, em.neg(p))
+    rh, e = em.fast_two_sum(a, em.neg(p))
     rl = em.fma(nneg, P3, em.sub(e, pe))
     z = em.mul(rh, rh)
     ks = em.add(rh, em.fma(em.mul(rh, z), em.poly(z, _c("sinS_f32")), rl))
