@@ -36,11 +36,13 @@ Nothing uses fast-math flags, so results do not depend on the caller's flags
 (callers must not set function-wide "unsafe-fp-math"-style attributes on
 functions these get inlined into).  Methods:
 
-* exp, expm1: Cody-Waite reduction x = n ln2 + r (ln2 in two parts, the first
-  short enough that n*ln2_hi is exact; float32 on FMA hosts: 24-bit parts,
-  x - n*ln2_hi exact in an FMA, n rounded inside one), a minimax polynomial for
-  expm1(r) on |r| <= ln2/2 and the rounding error of r fed back as a
-  correction; 2^n applied as two factors so subnormal results round once.
+* exp, expm1: Cody-Waite reduction x = n ln2 + r + c (ln2 in two parts, the
+  first short enough that n*ln2_hi is exact; r = x - n*ln2_hi - n*ln2_lo
+  rounded and c its rounding error; float32 on FMA hosts: 24-bit parts,
+  x - n*ln2_hi exact in an FMA, n rounded inside one, and for exp r is that
+  and c = -n*ln2_lo), a minimax polynomial for p = expm1(r) on |r| <= ln2/2
+  and c fed back as p + c(1 + p); 2^n applied as two factors so subnormal
+  results round once.
 * log, log1p: exponent/mantissa split through bitcasts (subnormals prescaled),
   m in [sqrt(1/2), sqrt(2)), log(1+f) = f - f^2/2 + s(f^2/2 + R(s^2)),
   s = f/(2+f) (fdlibm's scheme with our own minimax R); log1p adds the
@@ -113,6 +115,11 @@ _I64 = ir.IntType(64)
 #   logQ:  (2 atanh(s) - 2s - 2s^3/3)/s^5 in z = s^2       [2^-55.3]
 #   sinS:  (sin r - r)/r^3 in z = r^2, |r| <= pi/4         [2^-56.6 / 2^-27.6]
 #   cosC:  (cos r - 1 + z/2)/z^2, z = r^2                  [2^-58.6 / 2^-29.6]
+#          (f32: three coefficients, a minimax (Lawson's iteration) of cos's
+#          relative error on |r| <= 0.88, the reach of an n off by one,
+#          rounded to float32 one at a time, the rest refitted: 2^-31.2, the
+#          four of the plain fit 2^-29.8; one FMA fewer, cos r still within
+#          1 ulp, slightly more results 1 ulp off: 0.85% -> 0.88% on a sample)
 #   erfA:  erf(x)/x - 1 in z = x^2, |x| < 1                 [2^-55.7 / 2^-26.0]
 #   erfBk: erfc(x) in t = x - mid on [1,2],[2,3],[3,4],[4,6] (f64)
 #          and [1,2],[2,4] (f32), absolute          [<= 2^-58.3 / 2^-26.7]
@@ -156,8 +163,7 @@ _COEFFS = {
         '0x1.6dbe300000000p-19',
     ),
     "cosC_f32": (
-        '0x1.5555560000000p-5', '-0x1.6c16c00000000p-10', '0x1.a015c40000000p-16',
-        '-0x1.2524620000000p-22',
+        '0x1.55553e0000000p-5', '-0x1.6c05a60000000p-10', '0x1.983dfa0000000p-16',
     ),
     "erfA_f64": (
         '0x1.06eba8214db69p-3', '-0x1.812746b0379e6p-2', '0x1.ce2f21a042b34p-4',
@@ -640,6 +646,13 @@ class _Em:
         ni = self.isub(self.bits_of(t), self.bits_of(self.k(magic)))
         return nf, ni
 
+    def rint_mul(self, x, y):
+        """`rint(x*y)` as `rint` gives it, the product rounded once (in an FMA:
+        one operation fewer; needs the host's FMA)."""
+        magic = self.C.magic
+        t = self.fma(x, y, magic)
+        return self.sub(t, magic), self.isub(self.bits_of(t), self.bits_of(self.k(magic)))
+
     def pow2(self, n):
         """2^n for integer n in the normal exponent range."""
         return self.from_bits(self.shl(self.iadd(n, self.C.bias), self.C.mant))
@@ -713,9 +726,14 @@ class _Em:
 # --------------------------------------------------------------------------
 # exp / expm1
 
-def _exp_reduce(em: _Em, x, lo_clamp=None):
+def _exp_reduce(em: _Em, x, lo_clamp=None, fold_lo=True):
     """xc = n ln2 + r + c for xc = x clamped to [lo_clamp, exp_hi] (NaN ->
-    lo_clamp); returns (n as int, r, c), c the rounding error of r.
+    lo_clamp); returns (n as int, r, c), |r| <= ~ln2/2: r = xc - n ln2 rounded
+    and c its rounding error, or with `fold_lo` false (float32 with FMA only)
+    r = xc - n ln2_hi exact and c = -n ln2_lo (|c| <= 2^-16.8, so c^2 is
+    negligible in `_expm1_kernel`): two operations fewer, for exp, whose
+    result 1 + p absorbs the second rounding at p's scale that this costs in
+    `_expm1_kernel` (expm1's 2^n p + (2^n - 1) may cancel: up to 2 ulp).
     Without `lo_clamp` x is taken as clamped already (xc = x)."""
     C = em.C
     xc = x if lo_clamp is None else em.clamp(x, lo_clamp, C.exp_hi)
@@ -726,20 +744,20 @@ def _exp_reduce(em: _Em, x, lo_clamp=None):
         r, c = em.fast_two_sum(hi, em.neg(lo))
         return ni, r, c
     # float32 with FMA: n rounded inside the FMA, xc - n ln2hi exact with a
-    # 24-bit ln2hi (|n| <= 150), c = the rounding error of r (r - rr exact
-    # unless |r| is so small that c does not matter).
-    t = em.fma(xc, C.log2e, C.magic)
-    nf = em.sub(t, C.magic)
-    ni = em.isub(em.bits_of(t), em.bits_of(em.k(C.magic)))
+    # 24-bit ln2hi (|n| <= 150; |ln2lo| < 2^-24), c = the rounding error of
+    # r (r - rr exact unless |r| is so small that c does not matter).
+    nf, ni = em.rint_mul(xc, C.log2e)
     nneg = em.neg(nf)
     hi = em.fma(nneg, C.ln2hi_fma, xc)
+    if not fold_lo:
+        return ni, hi, em.mul(nneg, C.ln2lo_fma)
     r = em.fma(nneg, C.ln2lo_fma, hi)
     c = em.fma(nneg, C.ln2lo_fma, em.sub(hi, r))
     return ni, r, c
 
 
 def _expm1_kernel(em: _Em, r, c):
-    """expm1(r + c) for |r| <= ln2/2, c tiny."""
+    """expm1(r + c) = p + c (1 + p) + O(c^2), p = expm1(r), for |r| <= ~ln2/2, c tiny."""
     p = em.fmuladd(em.mul(r, r), em.poly(r, em.C.expq), r)
     return em.fmuladd(c, em.add(p, 1.0), p)
 
@@ -759,7 +777,7 @@ def _exp_core(em: _Em, x, extra_lo=None, dead=0.0):
     C = em.C
     live = em.gt(x, C.exp_lo)
     xc = em.sel(live, em.sel(em.lt(x, C.exp_hi), x, C.exp_hi), 0.0)
-    ni, r, c = _exp_reduce(em, xc)
+    ni, r, c = _exp_reduce(em, xc, fold_lo=False)
     if extra_lo is not None:
         clamped = em.b.fcmp_unordered("!=", xc, x)
         c = em.add(c, em.sel(clamped, 0.0, extra_lo))
@@ -1080,27 +1098,29 @@ def _trig_fast_f32_in_f64(em: _Em, x, is_cos: bool):
 def _trig_fast_f32(em: _Em, x, is_cos: bool):
     """float32 arithmetic throughout (needs FMA), |x| < 2^20.
 
-    Reduction: n = rint(|x| 2/pi), r = |x| - n pi/2 as rh + rl with pi/2 =
-    P1 + P2 + P3 (24-bit pieces): |x| - n P1 is exact (FMA; for n > 0 both
-    are multiples of 2^-24 and the difference is below 1), n P2 = p + pe
-    exactly (FMA), |x| - n P1 - p = rh + e exactly (TwoSum), rl = e - pe -
-    n P3.  |r| >= 2^-27.8 for every float32 in (pi/4, 2^20) (found by an
-    exhaustive search), so the ~2^-75 n error of P1 + P2 + P3 and the
-    rounding of rl stay below 2^-50 relative.  n may be off by one where
-    |x| 2/pi is within its rounding error of a half-integer (|r| up to
-    ~0.87); the kernels stay within 2^-27.9 relative there.
+    Reduction: n = rint(|x| 2/pi) (the product rounded once, in an FMA),
+    r = |x| - n pi/2 as rh + rl with pi/2 = P1 + P2 + P3 (24-bit pieces):
+    a = |x| - n P1 is exact (FMA; for n > 0 both are multiples of 2^-24 and
+    the difference is below 1), n P2 = p + pe exactly (FMA), a - p = rh + e
+    exactly (Fast2Sum: a is a multiple of 2^-24 below 1 and |p| < 1, so a
+    needs no lower exponent than p; for n = 0 p = 0), rl = e - pe - n P3.
+    |r| >= 2^-27.8 for every float32 in (pi/4, 2^20) (found by an exhaustive
+    search), so the ~2^-75 n error of P1 + P2 + P3 and the rounding of rl
+    stay below 2^-50 relative.  n may be off by one where |x| 2/pi is within
+    the error of 2/pi in float32 of a half-integer (|r| up to ~0.87); the
+    kernels stay within 2^-27.9 relative there.
 
     Kernels on (rh, rl): sin = rh + (rh z S(z) + rl), cos = w + (ew + z^2
     C(z) - rh rl) with w = fl(1 - rh^2/2) and ew its rounding error (FMA)."""
     C = em.C
     P1, P2, P3 = C.pio2_f32
     ax = em.abs(x)
-    nf, ni = em.rint(em.mul(ax, C.twoopi_f32))
+    nf, ni = em.rint_mul(ax, C.twoopi_f32)
     nneg = em.neg(nf)
     a = em.fma(nneg, P1, ax)
     p = em.mul(nf, P2)
     pe = em.fma(nf, P2, em.neg(p))
-    rh, e = em.two_sum(a, em.neg(p))
+    rh, e = em.fast_two_sum(a, em.neg(p))
     rl = em.fma(nneg, P3, em.sub(e, pe))
     z = em.mul(rh, rh)
     ks = em.add(rh, em.fma(em.mul(rh, z), em.poly(z, _c("sinS_f32")), rl))
