@@ -10,7 +10,7 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import jit, lax
-from fgrad._src.cpu import blas
+from fgrad._src.cpu import blas, lane_product
 from fgrad._src.jit.primitive import compile_jaxpr
 
 pytestmark = pytest.mark.skipif(not blas.available(),
@@ -127,13 +127,23 @@ def test_small_products_run_on_the_calling_thread_only():
     ir_small = compile_jaxpr(small.lower(a, b).jaxpr, "f").llvm_ir
     assert "scipy_openblas_set_num_threads64_" in ir_small
     # over PROBE_GEMM multiply-adds a product is never split: OpenBLAS's threads run it
-    big_a = np.ones((1024, 1024), np.float32)
-    ir_big = compile_jaxpr(jit(lambda a, b: a @ b).lower(big_a, big_a).jaxpr, "g").llvm_ir
+    # (a product of rows 1000 wide: not a lane product, see blas.lane_rows)
+    big_a, big_b = np.ones((1024, 1024), np.float32), np.ones((1024, 1000), np.float32)
+    ir_big = compile_jaxpr(jit(lambda a, b: a @ b).lower(big_a, big_b).jaxpr, "g").llvm_ir
     assert "scipy_openblas_set_num_threads64_" not in ir_big
     lib = blas._numpy_openblas()
     before = lib.scipy_openblas_get_num_threads64_()
     np.testing.assert_array_equal(small(a, b), a @ b)
     assert lib.scipy_openblas_get_num_threads64_() == before    # restored
+
+
+def _lane_product(a, b):
+    """a @ b by the lane product's ctypes function, from zero."""
+    out = np.zeros((a.shape[0], b.shape[1]), a.dtype)
+    lane_product.function(a.dtype)(a.ctypes.data, a.shape[1], 1, 0, b.ctypes.data, b.shape[1], 0,
+                                   out.ctypes.data, b.shape[1], a.shape[0], b.shape[1],
+                                   a.shape[1], 1)
+    return out
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -148,7 +158,10 @@ def test_products_give_eager_bits_whatever_their_shape(m, k, n, dt):
     b = RNG.standard_normal((k, n)).astype(dt)
     eager = np.asarray(fnp.asarray(a) @ b)
     parts = blas.parts_of(dt, m, n, k, False)
-    if parts:
+    if blas.lane_rows(dt, n):                           # fgrad's lane product, rows cut anywhere
+        np.testing.assert_array_equal(eager, np.concatenate(
+            [_lane_product(a[r], b) for r in (slice(0, 7), slice(7, m))]))
+    elif parts:
         rows = [slice(c * m // parts, (c + 1) * m // parts) for c in range(parts)]
         np.testing.assert_array_equal(eager, np.concatenate(
             [blas.gemm_from_python(a[r], b) for r in rows]))

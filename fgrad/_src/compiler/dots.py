@@ -27,16 +27,21 @@ from ..lax.shape_ops import transpose_p
 SHORT_SUM = 64        # contracting sizes for which a batched rhs is copied untransposed
 
 
-def blas_layout_dots(closed, takes):
+def blas_layout_dots(closed, takes, rows_first=lambda eqn: False):
     """`closed` with each dot_general that `takes(eqn)` rejects, but accepts once
     its operands are transposed, rewritten that way (the same object when none),
     and so is one whose batched rhs with a short sum is read in place transposed
-    (see _layout)."""
+    (see _layout), or one for which `rows_first(eqn)` holds: the backend reads
+    its rhs by rows of the result's width (cpu/blas.py's lane products), so a
+    rhs stored (free, contracting) is copied (contracting, free) once by a
+    kernel of its own, not by each call of the product."""
     jaxpr = closed.jaxpr
     eqns, changed = [], False
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)):
-            rewritten = _with_transposed_operands(eqn, takes)
+        first = eqn.primitive.name == "dot_general" and rows_first(eqn)
+        if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)
+                                                    or first):
+            rewritten = _with_transposed_operands(eqn, takes, first)
             if rewritten is not None:
                 eqns.extend(rewritten)
                 changed = True
@@ -56,7 +61,7 @@ def _short_rhs_in_place(eqn):
         and math.prod(shape[d] for d in rc) <= SHORT_SUM
 
 
-def _with_transposed_operands(eqn, takes):
+def _with_transposed_operands(eqn, takes, rows_first=False):
     """[transposes of the operands that need one..., the dot on them] that `takes`
     accepts, or None. An operand whose batch dims are not leading but whose other
     dims are in the order a copy would give them stays in place where `takes`
@@ -65,7 +70,7 @@ def _with_transposed_operands(eqn, takes):
     lhs, rhs = eqn.invars
     if type(lhs) is Literal or type(rhs) is Literal:
         return None
-    layouts = [_layout(a.aval.shape, batch, contract, side)
+    layouts = [_layout(a.aval.shape, batch, contract, side, rows_first)
                for a, batch, contract, side in ((lhs, lb, lc, "lhs"), (rhs, rb, rc, "rhs"))]
     in_order = [[d for d in perm if d not in batch] == [d for d in range(len(perm))
                                                          if d not in batch]
@@ -103,7 +108,7 @@ def _rewrite(eqn, layouts, keep):
     return eqns
 
 
-def _layout(shape, batch, contracting, side):
+def _layout(shape, batch, contracting, side, rows_first=False):
     """(permutation, contracting dims first) of an operand to (batch, free,
     contracting) or (batch, contracting, free), contracting dims in pair order:
     the one it already has, else one that keeps its last axis last (the copy then
@@ -114,6 +119,8 @@ def _layout(shape, batch, contracting, side):
     ndim = len(shape)
     free = [d for d in range(ndim) if d not in contracting and d not in batch]
     options = [([*batch, *free, *contracting], False), ([*batch, *contracting, *free], True)]
+    if side == "rhs" and rows_first:
+        return options[1]
     for perm, first in options:
         if perm == list(range(ndim)):
             return perm, first

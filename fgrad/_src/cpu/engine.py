@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: Bump whenever the compilation pipeline changes in a way that changes code.
-ENGINE_VERSION = "15"
+ENGINE_VERSION = "16"
 
 #: A function attribute (string, "true"): with `alwaysinline`, calls to the
 #: function that optimisation made (the vectoriser's calls of a vector variant)

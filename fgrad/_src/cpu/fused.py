@@ -164,6 +164,14 @@ def can_copy(aval):
     return aval.dtype in _ALL or aval.dtype in complex_emit.COMPLEX
 
 
+def rhs_rows_first(eqn):
+    """Whether a dot_general's rhs, stored (free, contracting), is better copied
+    (contracting, free) first: a lane product reads it by rows (blas.lane_rows)."""
+    spec = blas.gemm_spec(eqn)
+    return spec is not None and spec.trans_b and min(spec.m, spec.n) >= 2 \
+        and blas.lane_rows(eqn.outvars[0].aval.dtype, spec.n)
+
+
 def can_lower_alone(eqn):
     """Whether `eqn` (not element-wise) has a native kernel of its own here: a
     dot_general that BLAS gemm runs without copies, a gather or a scatter (on
@@ -1554,7 +1562,11 @@ def parallel_plan(seg, info_of):
                 scratch = max(scratch, n * math.prod(out.shape) * out.dtype.itemsize)
     if not split:
         return None
-    return program.Parallel(split, n, scratch, calls_blas)
+    teams = program.product_teams(seg, split, n)
+    for team in teams.values():
+        for member in team[1:]:
+            del split[id(member)]
+    return program.Parallel(split, n, scratch, calls_blas, teams)
 
 
 def splits_alone(group):
@@ -1709,7 +1721,8 @@ def _plan_records(segments, plans):
     JSON (checked when code compiled by another process is reused)."""
     return [None if plan is None else
             [[[k, plan.split[id(m)]] for k, m in enumerate(seg.members) if id(m) in plan.split],
-             plan.chunks, plan.scratch, plan.blas]
+             plan.chunks, plan.scratch, plan.blas,
+             [[k for k, m in enumerate(seg.members) if m in team] for team in plan.teams.values()]]
             for seg, plan in zip(segments, plans)]
 
 
