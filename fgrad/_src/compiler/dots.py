@@ -36,7 +36,7 @@ def blas_layout_dots(closed, takes, rows_first=lambda eqn: False):
     rhs stored (free, contracting) is copied (contracting, free) once by a
     kernel of its own, not by each call of the product."""
     jaxpr = closed.jaxpr
-    eqns, changed = [], False
+    eqns, changed, early = [], False, []
     for eqn in jaxpr.eqns:
         first = eqn.primitive.name == "dot_general" and rows_first(eqn)
         if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)
@@ -44,12 +44,33 @@ def blas_layout_dots(closed, takes, rows_first=lambda eqn: False):
             rewritten = _with_transposed_operands(eqn, takes, first)
             if rewritten is not None:
                 eqns.extend(rewritten)
+                if first and len(rewritten) > 1 and rewritten[-2].outvars[0] \
+                        is rewritten[-1].invars[1]:
+                    early.append(rewritten[-2])
                 changed = True
                 continue
         eqns.append(eqn)
     if not changed:
         return closed
-    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars), closed.consts)
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, _hoisted(eqns, early),
+                             jaxpr.outvars), closed.consts)
+
+
+def _hoisted(eqns, early):
+    """`eqns` with each of `early` (copies of a rhs) moved up to right after the
+    equation defining its operand (first when that is an input or constant): a
+    weight's copy then runs before the layer's products and its element-wise
+    kernels, not between a product and the kernel that follows it (which runs
+    each thread's rows right after the product's, `program.chained_rows`)."""
+    moved = {id(e) for e in early}
+    defined = {v for e in eqns for v in e.outvars}
+    out = [e for e in early if e.invars[0] not in defined]
+    for e in eqns:
+        if id(e) in moved:
+            continue
+        out.append(e)
+        out.extend(m for m in early if m.invars[0] in e.outvars)
+    return out
 
 
 def _short_rhs_in_place(eqn):

@@ -135,7 +135,7 @@ def _segment(members, steps, readers, program_outs):
             defined[v] = i
             if v in program_outs or readers.get(v, set()) - inside:
                 exported.append(v)
-    beside = _next_products(members, steps)
+    beside = _next_kernels(members, steps)
     last = {}
     for v, d in defined.items():
         if v in exported:
@@ -158,14 +158,14 @@ def _segment(members, steps, readers, program_outs):
     return Segment(list(members), imported, exported, offsets, aliases, size)
 
 
-def _next_products(members, steps):
-    """{member: the next kernel member} where both are matrix products: they may
-    run side by side (see product_teams), so what the first reads must keep its
-    bytes until the second is done."""
+def _next_kernels(members, steps):
+    """{member: the next kernel member} where the first is a matrix product: the
+    next may run beside it (another product, see product_teams) or on each
+    thread's rows right after the product's (see chained_rows), so what the
+    product reads must keep its bytes until the next kernel is done."""
     kernels = [i for i in members if not is_alias(steps[i])]
     return {i: j for i, j in zip(kernels, kernels[1:])
-            if all(hasattr(steps[k], "reads") and steps[k].eqns[0].primitive.name
-                   == "dot_general" for k in (i, j))}
+            if hasattr(steps[i], "reads") and steps[i].eqns[0].primitive.name == "dot_general"}
 
 
 class Parallel:
