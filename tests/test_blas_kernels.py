@@ -319,3 +319,57 @@ def test_products_write_a_transposed_result_in_place(dt):
     for f in (merged, moved, twice):
         for got, want in zip(fgrad.tree.leaves(jit(f)(w, v)), fgrad.tree.leaves(f(w, v))):
             np.testing.assert_array_equal(got, want)
+
+
+lanes_here = pytest.mark.skipif(not blas.lane_rows(np.float32, 16),
+                                reason="lane products need AVX-512")
+
+
+@lanes_here
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_lane_products_give_one_set_of_bits_in_every_layout_and_thread_count(dt, monkeypatch):
+    """A product whose rows are whole vectors wide is the lane product: jit
+    (operands stored either way, batched, on the workers or one thread) and
+    eager give the same bits; a transposed rhs is copied once, by a transpose
+    kernel of its own."""
+    a = RNG.standard_normal((96, 200)).astype(dt)
+    b = RNG.standard_normal((200, 64)).astype(dt)
+    assert blas.lane_rows(dt, 64) and not blas.lane_rows(dt, 60)
+    eager = np.asarray(fnp.asarray(a) @ b)
+    code = compile_jaxpr(jit(lambda a, b: a @ b).lower(a, b).jaxpr, "f").llvm_ir
+    assert f'call void @"{lane_product.symbol(dt)}"' in code and 'call void @"scipy_cblas' \
+        not in code
+    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    layouts = [(lambda a, b: a @ b, (a, b)), (lambda at, b: at.T @ b, (at, b)),
+               (lambda a, bt: a @ bt.T, (a, bt)), (lambda at, bt: at.T @ bt.T, (at, bt))]
+    for f, args in layouts:
+        np.testing.assert_array_equal(np.asarray(jit(f)(*args)), eager)
+        np.testing.assert_array_equal(np.asarray(f(*map(fnp.asarray, args))), eager)
+    assert _transposes(layouts[2][0], a, bt) == [(1, 0)]
+    stacked = np.stack([a, a[::-1]])
+    both = np.asarray(jit(lambda x, b: x @ b)(stacked, b))
+    np.testing.assert_array_equal(both[0], eager)
+    np.testing.assert_array_equal(both[1], eager[::-1])
+    with monkeypatch.context() as m:
+        m.setenv("FGRAD_NUM_THREADS", "1")
+        np.testing.assert_array_equal(np.asarray(jit(lambda a, b: a @ b)(a, b)), eager)
+
+
+@lanes_here
+def test_a_weights_copy_runs_before_the_layer_and_keeps_rows_chained():
+    """x @ w.T with w stored (out, in) (fgrad_nn's Linear): w is copied (in, out)
+    right at the start, so the bias and activation still follow each product on
+    each thread's rows, with eager's bits."""
+    x = RNG.standard_normal((256, 128)).astype(np.float32)
+    w1, w2 = (RNG.standard_normal(s).astype(np.float32) / 8 for s in ((256, 128), (128, 256)))
+    b1 = RNG.standard_normal(256).astype(np.float32)
+
+    def f(x, w1, w2):
+        return fnp.minimum(fnp.maximum(x @ w1.T + b1, 0.0) @ w2.T, 1.0) * 2.0
+    labels = _labels(f, x, w1, w2)
+    assert [lab.split(" ")[0] for lab in labels[:3]] == \
+        ["native:transpose", "native:transpose", "native:dot_general"], labels
+    if any("split over" in lab for lab in labels):
+        assert "each thread's rows right after the product's" in labels[3], labels
+    np.testing.assert_array_equal(np.asarray(jit(f)(x, w1, w2)), np.asarray(f(fnp.asarray(x),
+                                                                               w1, w2)))
