@@ -22,6 +22,7 @@ import math
 from ..core import ShapedArray
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ..lax.shape_ops import transpose_p
+from .fusion import VIEWS
 
 
 SHORT_SUM = 64        # contracting sizes for which a batched rhs is copied untransposed
@@ -34,11 +35,14 @@ def blas_layout_dots(closed, takes, rows_first=lambda eqn: False):
     (see _layout), or one for which `rows_first(eqn)` holds: the backend reads
     its rhs by rows of the result's width (cpu/blas.py's lane products), so a
     rhs stored (free, contracting) is copied (contracting, free) once by a
-    kernel of its own, not by each call of the product."""
+    kernel of its own, not by each call of the product (not a view's: a copy of
+    a view of a view would leave a NumPy step between kernels)."""
     jaxpr = closed.jaxpr
+    views = {v for e in jaxpr.eqns if e.primitive.name in VIEWS for v in e.outvars}
     eqns, changed, early = [], False, []
     for eqn in jaxpr.eqns:
-        first = eqn.primitive.name == "dot_general" and rows_first(eqn)
+        first = eqn.primitive.name == "dot_general" and type(eqn.invars[1]) is Var \
+            and eqn.invars[1] not in views and rows_first(eqn)
         if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)
                                                     or first):
             rewritten = _with_transposed_operands(eqn, takes, first)
