@@ -373,3 +373,16 @@ def test_a_weights_copy_runs_before_the_layer_and_keeps_rows_chained():
         assert "each thread's rows right after the product's" in labels[3], labels
     np.testing.assert_array_equal(np.asarray(jit(f)(x, w1, w2)), np.asarray(f(fnp.asarray(x),
                                                                                w1, w2)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (37, 53), (1000, 20), (1, 17)])
+def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
+    """A copy of a matrix read transposed (a lane product's weight) walks the
+    input in TILE x TILE tiles, not a column at a time: the same elements,
+    whatever the shape, the split over threads or where the view starts."""
+    w = (RNG.standard_normal((shape[0] + 1, shape[1])) * 100).astype(dt)
+    for f, want in ((lambda w: fnp.transpose(w[1:]), w[1:].T), (lambda w: w.T, w.T)):
+        code = compile_jaxpr(jit(f).lower(w).jaxpr, "f").llvm_ir
+        assert '"tu' in code                                # the tiles' loop
+        np.testing.assert_array_equal(np.asarray(jit(f)(w)), want)

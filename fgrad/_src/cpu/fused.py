@@ -1401,6 +1401,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_conv
         elif op in windows.NAMES:
             emit = _emit_windows
+        elif _transposed_copy(g) is not None:
+            emit = _emit_transposed_copy
         else:
             emit = _emit_group
         try:
@@ -1412,6 +1414,72 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
         bodies.append(body)
         infos.append(info)
     return bodies, infos
+
+
+TILE = 16     # a transposed copy's tiles: TILE x TILE elements
+
+
+def _transposed_copy(group):
+    """(rows, cols, ld, offset) when `group` only copies a matrix read transposed
+    (element (i, j) of its rows x cols output is element offset + i + j*ld of its
+    input: a weight copied for a lane product, see compiler/dots.py), else None."""
+    if len(group.shape) != 2 or len(group.eqns) != 1 or len(group.inputs) != 1 \
+            or type(group.inputs[0]) is Literal or len(group.outputs) != 1:
+        return None
+    (view, m), = group.reads
+    dt = np.dtype(view.aval.dtype)
+    if view is not group.outputs[0] or m is None or m.strides[0] != 1 \
+            or dt.kind not in "fiu" or dt.itemsize not in (4, 8):
+        return None
+    rows, cols = group.shape
+    return rows, cols, m.strides[1], m.offset
+
+
+def _emit_transposed_copy(ir, module, fname, group):
+    """A transposed copy in TILE x TILE tiles: the generic loop nest walks the
+    input a column at a time, rows ld elements apart, which for a 256 x 256
+    float32 matrix (rows 1 KiB apart) keeps hitting the same few cache sets; a
+    tile reads TILE lines once each. Its rows [lo, hi) of the output, as the
+    generic kernel's (same info, same bits: a copy)."""
+    from . import loops as nests      # (`loops` names the native loops in this module)
+    rows, cols, ld, offset = _transposed_copy(group)
+    dt = np.dtype(group.outputs[0].aval.dtype)
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    word = ir.IntType(8 * dt.itemsize)
+    body = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, i64, i64]),
+                       fname + "_body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")
+    src, dst, lo, hi = body.args
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def smaller(x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
+
+    def tile_rows(t):
+        i0 = b.add(lo, b.mul(t, const(TILE)))
+        i1 = smaller(b.add(i0, const(TILE)), hi)
+
+        def tile(u):
+            j0 = b.mul(u, const(TILE))
+            j1 = smaller(b.add(j0, const(TILE)), const(cols))
+
+            def row(i):
+                def element(j):
+                    x = b.load(b.gep(src, [b.add(const(offset), b.add(i, b.mul(j, const(ld))))],
+                                     inbounds=True, source_etype=word), typ=word)
+                    b.store(x, b.gep(dst, [b.add(b.mul(i, const(cols)), j)], inbounds=True,
+                                     source_etype=word))
+                nests.upto(ir, b, body, j0, j1, element, "tj")
+            nests.upto(ir, b, body, i0, i1, row, "ti")
+        nests.loop(ir, b, body, 0, -(-cols // TILE), tile, "tu")
+    tiles = b.sdiv(b.add(b.sub(hi, lo), const(TILE - 1)), const(TILE))
+    nests.upto(ir, b, body, const(0), tiles, tile_rows, "tt")
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return body, group_info(group, {})
 
 
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
