@@ -376,7 +376,7 @@ def test_a_weights_copy_runs_before_the_layer_and_keeps_rows_chained():
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.int64])
-@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (37, 53), (1000, 20), (1, 17)])
+@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (37, 53), (1000, 20), (2, 17)])
 def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
     """A copy of a matrix read transposed (a lane product's weight) walks the
     input in TILE x TILE tiles, not a column at a time: the same elements,
@@ -386,3 +386,5 @@ def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
         code = compile_jaxpr(jit(f).lower(w).jaxpr, "f").llvm_ir
         assert '"tu' in code                                # the tiles' loop
         np.testing.assert_array_equal(np.asarray(jit(f)(w)), want)
+    for v in (w[:1], w[:, :1]):         # a row or a column: no tiles, one loop
+        np.testing.assert_array_equal(np.asarray(jit(fnp.transpose)(v)), v.T)

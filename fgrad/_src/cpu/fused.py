@@ -1428,10 +1428,11 @@ def _transposed_copy(group):
         return None
     (view, m), = group.reads
     dt = np.dtype(view.aval.dtype)
-    if view is not group.outputs[0] or m is None or m.strides[0] != 1 \
-            or dt.kind not in "fiu" or dt.itemsize not in (4, 8):
-        return None
     rows, cols = group.shape
+    if view is not group.outputs[0] or m is None or m.strides[0] != 1 or min(rows, cols) < 2 \
+            or dt.kind not in "fiu" or dt.itemsize not in (4, 8) \
+            or group_info(group, {})[1] != rows:      # (its split: by rows of the output)
+        return None
     return rows, cols, m.strides[1], m.offset
 
 
