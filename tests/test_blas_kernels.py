@@ -388,3 +388,16 @@ def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
         np.testing.assert_array_equal(np.asarray(jit(f)(w)), want)
     for v in (w[:1], w[:, :1]):         # a row or a column: no tiles, one loop
         np.testing.assert_array_equal(np.asarray(jit(fnp.transpose)(v)), v.T)
+
+
+@lanes_here
+def test_programs_with_lane_products_name_their_dtypes_for_the_prefetch():
+    """A program's lane products (in a loop's body too) are found before it is
+    planned, so their kernel compiles on a background thread meanwhile."""
+    a32, b32 = np.ones((4, 8), np.float32), np.ones((8, 32), np.float32)
+    body = lambda c, _: (c @ np.ones((32, 32), np.float64), None)  # noqa: E731
+    found = [blas.lane_dtypes(jit(f).lower(*args).jaxpr.jaxpr) for f, args in (
+        (lambda a, b: a @ b, (a32, b32)),
+        (lambda a, b: a @ b[:, :30], (a32, b32)),                # rows 30 wide: OpenBLAS
+        (lambda c: lax.scan(body, c, None, 3)[0], (np.ones((4, 32)),)))]
+    assert found == [{np.dtype(np.float32)}, set(), {np.dtype(np.float64)}]

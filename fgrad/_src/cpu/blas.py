@@ -190,6 +190,22 @@ def lane_rows(dtype, n):
     return dt in _SYMBOLS and n % _lanes(dt) == 0 and _avx512()
 
 
+def lane_dtypes(jaxpr):
+    """The dtypes of `jaxpr`'s products (nested ones too) that are lane products
+    (see lane_rows), whose kernel a program compiles ahead (`fused.prefetch_runtime`)."""
+    from ..jaxpr import all_eqns
+    out = set()
+    for eqn in all_eqns(jaxpr):
+        if eqn.primitive.name == "dot_general":
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            lhs, rhs = (a.aval.shape for a in eqn.invars)
+            m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+            n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+            if min(m, n) >= 2 and lane_rows(eqn.outvars[0].aval.dtype, n):
+                out.add(eqn.outvars[0].aval.dtype)
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def _avx512():
     from . import engine

@@ -1770,7 +1770,8 @@ def prefetch_runtime(jaxpr):
     will call and the disk cache lacks on background threads
     (`mathlib_runtime.prefetch`, `lane_product.prefetch`), emitting's set-up
     done first: a thread then holds the lock while this thread emits."""
-    names, lanes = mathlib_runtime.to_compile(jaxpr), convolution.lane_dtypes(jaxpr)
+    names = mathlib_runtime.to_compile(jaxpr)
+    lanes = convolution.lane_dtypes(jaxpr) | blas.lane_dtypes(jaxpr)
     if names or lanes:
         _prepare_emit()
         mathlib_runtime.prefetch(names)
