@@ -376,9 +376,9 @@ def test_a_weights_copy_runs_before_the_layer_and_keeps_rows_chained():
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.int64])
-@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (37, 53), (1000, 20), (2, 17)])
+@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (137, 153), (1000, 20), (2, 8200)])
 def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
-    """A copy of a matrix read transposed (a lane product's weight) walks the
+    """A big copy of a matrix read transposed (a lane product's weight) walks the
     input in TILE x TILE tiles, not a column at a time: the same elements,
     whatever the shape, the split over threads or where the view starts."""
     w = (RNG.standard_normal((shape[0] + 1, shape[1])) * 100).astype(dt)

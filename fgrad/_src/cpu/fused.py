@@ -1417,12 +1417,15 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
 
 
 TILE = 16     # a transposed copy's tiles: TILE x TILE elements
+TILED = 1 << 14   # from this many elements (64 KiB of float32, L1's size): smaller
+                  # copies stay one rolled loop nest (less code; they fit the cache)
 
 
 def _transposed_copy(group):
-    """(rows, cols, ld, offset) when `group` only copies a matrix read transposed
-    (element (i, j) of its rows x cols output is element offset + i + j*ld of its
-    input: a weight copied for a lane product, see compiler/dots.py), else None."""
+    """(rows, cols, ld, offset) when `group` only copies a matrix of TILED or more
+    elements read transposed (element (i, j) of its rows x cols output is element
+    offset + i + j*ld of its input: a weight copied for a lane product, see
+    compiler/dots.py), else None."""
     if len(group.shape) != 2 or len(group.eqns) != 1 or len(group.inputs) != 1 \
             or type(group.inputs[0]) is Literal or len(group.outputs) != 1:
         return None
@@ -1430,6 +1433,7 @@ def _transposed_copy(group):
     dt = np.dtype(view.aval.dtype)
     rows, cols = group.shape
     if view is not group.outputs[0] or m is None or m.strides[0] != 1 or min(rows, cols) < 2 \
+            or rows * cols < TILED \
             or dt.kind not in "fiu" or dt.itemsize not in (4, 8) \
             or group_info(group, {})[1] != rows:      # (its split: by rows of the output)
         return None
