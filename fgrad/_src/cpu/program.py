@@ -420,9 +420,9 @@ def product_teams(seg, split, chunks):
     about equal in work (within TEAM_BALANCE), none reading another's result
     or writing bytes another reads or writes: the backward pass's weight and
     input gradients of a layer. Each runs whole on one thread beside the
-    others, so each thread packs its product's operands once instead of every
-    thread packing the whole weight for its rows, and the threads wait for
-    each other once per team rather than once per product."""
+    others: the threads wait for each other once per team rather than once
+    per product, and an OpenBLAS gemm packs its weight once instead of once
+    per thread's rows (a lane product packs nothing)."""
     if chunks < 2:
         return {}
     steps = [st for st in seg.members if hasattr(st, "reads")]
