@@ -10,7 +10,7 @@ import pytest
 import fgrad
 import fgrad.numpy as fnp
 from fgrad import jit, lax
-from fgrad._src.cpu import blas
+from fgrad._src.cpu import blas, lane_product
 from fgrad._src.jit.primitive import compile_jaxpr
 
 pytestmark = pytest.mark.skipif(not blas.available(),
@@ -127,13 +127,23 @@ def test_small_products_run_on_the_calling_thread_only():
     ir_small = compile_jaxpr(small.lower(a, b).jaxpr, "f").llvm_ir
     assert "scipy_openblas_set_num_threads64_" in ir_small
     # over PROBE_GEMM multiply-adds a product is never split: OpenBLAS's threads run it
-    big_a = np.ones((1024, 1024), np.float32)
-    ir_big = compile_jaxpr(jit(lambda a, b: a @ b).lower(big_a, big_a).jaxpr, "g").llvm_ir
+    # (a product of rows 1000 wide: not a lane product, see blas.lane_rows)
+    big_a, big_b = np.ones((1024, 1024), np.float32), np.ones((1024, 1000), np.float32)
+    ir_big = compile_jaxpr(jit(lambda a, b: a @ b).lower(big_a, big_b).jaxpr, "g").llvm_ir
     assert "scipy_openblas_set_num_threads64_" not in ir_big
     lib = blas._numpy_openblas()
     before = lib.scipy_openblas_get_num_threads64_()
     np.testing.assert_array_equal(small(a, b), a @ b)
     assert lib.scipy_openblas_get_num_threads64_() == before    # restored
+
+
+def _lane_product(a, b):
+    """a @ b by the lane product's ctypes function, from zero."""
+    out = np.zeros((a.shape[0], b.shape[1]), a.dtype)
+    lane_product.function(a.dtype)(a.ctypes.data, a.shape[1], 1, 0, b.ctypes.data, b.shape[1], 0,
+                                   out.ctypes.data, b.shape[1], a.shape[0], b.shape[1],
+                                   a.shape[1], 1)
+    return out
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -148,7 +158,10 @@ def test_products_give_eager_bits_whatever_their_shape(m, k, n, dt):
     b = RNG.standard_normal((k, n)).astype(dt)
     eager = np.asarray(fnp.asarray(a) @ b)
     parts = blas.parts_of(dt, m, n, k, False)
-    if parts:
+    if blas.lane_rows(dt, n):                           # fgrad's lane product, rows cut anywhere
+        np.testing.assert_array_equal(eager, np.concatenate(
+            [_lane_product(a[r], b) for r in (slice(0, 7), slice(7, m))]))
+    elif parts:
         rows = [slice(c * m // parts, (c + 1) * m // parts) for c in range(parts)]
         np.testing.assert_array_equal(eager, np.concatenate(
             [blas.gemm_from_python(a[r], b) for r in rows]))
@@ -306,3 +319,85 @@ def test_products_write_a_transposed_result_in_place(dt):
     for f in (merged, moved, twice):
         for got, want in zip(fgrad.tree.leaves(jit(f)(w, v)), fgrad.tree.leaves(f(w, v))):
             np.testing.assert_array_equal(got, want)
+
+
+lanes_here = pytest.mark.skipif(not blas.lane_rows(np.float32, 16),
+                                reason="lane products need AVX-512")
+
+
+@lanes_here
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_lane_products_give_one_set_of_bits_in_every_layout_and_thread_count(dt, monkeypatch):
+    """A product whose rows are whole vectors wide is the lane product: jit
+    (operands stored either way, batched, on the workers or one thread) and
+    eager give the same bits; a transposed rhs is copied once, by a transpose
+    kernel of its own."""
+    a = RNG.standard_normal((96, 200)).astype(dt)
+    b = RNG.standard_normal((200, 64)).astype(dt)
+    assert blas.lane_rows(dt, 64) and not blas.lane_rows(dt, 60)
+    eager = np.asarray(fnp.asarray(a) @ b)
+    code = compile_jaxpr(jit(lambda a, b: a @ b).lower(a, b).jaxpr, "f").llvm_ir
+    assert f'call void @"{lane_product.symbol(dt)}"' in code and 'call void @"scipy_cblas' \
+        not in code
+    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    layouts = [(lambda a, b: a @ b, (a, b)), (lambda at, b: at.T @ b, (at, b)),
+               (lambda a, bt: a @ bt.T, (a, bt)), (lambda at, bt: at.T @ bt.T, (at, bt))]
+    for f, args in layouts:
+        np.testing.assert_array_equal(np.asarray(jit(f)(*args)), eager)
+        np.testing.assert_array_equal(np.asarray(f(*map(fnp.asarray, args))), eager)
+    assert _transposes(layouts[2][0], a, bt) == [(1, 0)]
+    stacked = np.stack([a, a[::-1]])
+    both = np.asarray(jit(lambda x, b: x @ b)(stacked, b))
+    np.testing.assert_array_equal(both[0], eager)
+    np.testing.assert_array_equal(both[1], eager[::-1])
+    with monkeypatch.context() as m:
+        m.setenv("FGRAD_NUM_THREADS", "1")
+        np.testing.assert_array_equal(np.asarray(jit(lambda a, b: a @ b)(a, b)), eager)
+
+
+@lanes_here
+def test_a_weights_copy_runs_before_the_layer_and_keeps_rows_chained():
+    """x @ w.T with w stored (out, in) (fgrad_nn's Linear): w is copied (in, out)
+    right at the start, so the bias and activation still follow each product on
+    each thread's rows, with eager's bits."""
+    x = RNG.standard_normal((256, 128)).astype(np.float32)
+    w1, w2 = (RNG.standard_normal(s).astype(np.float32) / 8 for s in ((256, 128), (128, 256)))
+    b1 = RNG.standard_normal(256).astype(np.float32)
+
+    def f(x, w1, w2):
+        return fnp.minimum(fnp.maximum(x @ w1.T + b1, 0.0) @ w2.T, 1.0) * 2.0
+    labels = _labels(f, x, w1, w2)
+    assert [lab.split(" ")[0] for lab in labels[:3]] == \
+        ["native:transpose", "native:transpose", "native:dot_general"], labels
+    if any("split over" in lab for lab in labels):
+        assert "each thread's rows right after the product's" in labels[3], labels
+    np.testing.assert_array_equal(np.asarray(jit(f)(x, w1, w2)), np.asarray(f(fnp.asarray(x),
+                                                                               w1, w2)))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(256, 256), (256, 64), (137, 153), (1000, 20), (2, 8200)])
+def test_transposed_copies_run_in_tiles_with_every_shape(shape, dt):
+    """A big copy of a matrix read transposed (a lane product's weight) walks the
+    input in TILE x TILE tiles, not a column at a time: the same elements,
+    whatever the shape, the split over threads or where the view starts."""
+    w = (RNG.standard_normal((shape[0] + 1, shape[1])) * 100).astype(dt)
+    for f, want in ((lambda w: fnp.transpose(w[1:]), w[1:].T), (lambda w: w.T, w.T)):
+        code = compile_jaxpr(jit(f).lower(w).jaxpr, "f").llvm_ir
+        assert '"tu' in code                                # the tiles' loop
+        np.testing.assert_array_equal(np.asarray(jit(f)(w)), want)
+    for v in (w[:1], w[:, :1]):         # a row or a column: no tiles, one loop
+        np.testing.assert_array_equal(np.asarray(jit(fnp.transpose)(v)), v.T)
+
+
+@lanes_here
+def test_programs_with_lane_products_name_their_dtypes_for_the_prefetch():
+    """A program's lane products (in a loop's body too) are found before it is
+    planned, so their kernel compiles on a background thread meanwhile."""
+    a32, b32 = np.ones((4, 8), np.float32), np.ones((8, 32), np.float32)
+    body = lambda c, _: (c @ np.ones((32, 32), np.float64), None)  # noqa: E731
+    found = [blas.lane_dtypes(jit(f).lower(*args).jaxpr.jaxpr) for f, args in (
+        (lambda a, b: a @ b, (a32, b32)),
+        (lambda a, b: a @ b[:, :30], (a32, b32)),                # rows 30 wide: OpenBLAS
+        (lambda c: lax.scan(body, c, None, 3)[0], (np.ones((4, 32)),)))]
+    assert found == [{np.dtype(np.float32)}, set(), {np.dtype(np.float64)}]

@@ -40,7 +40,7 @@ def test_bias_and_activation_run_on_each_threads_rows_with_eager_bits():
     assert labels[1].startswith("native:add+max"), labels
     for _ in range(3):       # (the two threads' rows race if the chaining were wrong)
         assert np.array_equal(np.asarray(jit(_mlp)(x, w1, b1, w2, b2)),
-                              np.asarray(_mlp(x, w1, b1, w2, b2)))
+                              np.asarray(_mlp(fnp.asarray(x), w1, b1, w2, b2)))
 
 
 @needs_threads
@@ -52,7 +52,7 @@ def test_a_kernel_reading_other_rows_or_summing_is_not_chained():
     summed = lambda x, w: fnp.sum((x @ w) * x, 0)  # noqa: E731  (over the rows)
     for f in (columns, summed):
         assert not any(CHAINED in lab for lab in _labels(f, x, w))
-    assert np.array_equal(np.asarray(jit(columns)(x, w)), np.asarray(columns(x, w)))
+    assert np.array_equal(np.asarray(jit(columns)(x, w)), np.asarray(columns(fnp.asarray(x), w)))
 
 
 def test_outputs_that_may_share_bytes_with_the_products_operands_are_found():

@@ -22,29 +22,59 @@ import math
 from ..core import ShapedArray
 from ..jaxpr import ClosedJaxpr, Eqn, Jaxpr, Literal, Var
 from ..lax.shape_ops import transpose_p
+from .fusion import VIEWS
 
 
 SHORT_SUM = 64        # contracting sizes for which a batched rhs is copied untransposed
 
 
-def blas_layout_dots(closed, takes):
+def blas_layout_dots(closed, takes, rows_first=lambda eqn: False):
     """`closed` with each dot_general that `takes(eqn)` rejects, but accepts once
     its operands are transposed, rewritten that way (the same object when none),
     and so is one whose batched rhs with a short sum is read in place transposed
-    (see _layout)."""
+    (see _layout), or one for which `rows_first(eqn)` holds: the backend reads
+    its rhs by rows of the result's width (cpu/blas.py's lane products), so a
+    rhs stored (free, contracting) is copied (contracting, free) once by a
+    kernel of its own, not by each call of the product (not a view's: a copy of
+    a view of a view would leave a NumPy step between kernels)."""
     jaxpr = closed.jaxpr
-    eqns, changed = [], False
+    views = {v for e in jaxpr.eqns if e.primitive.name in VIEWS for v in e.outvars}
+    eqns, changed, early = [], False, []
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)):
-            rewritten = _with_transposed_operands(eqn, takes)
+        first = eqn.primitive.name == "dot_general" and type(eqn.invars[1]) is Var \
+            and eqn.invars[1] not in views and rows_first(eqn)
+        if eqn.primitive.name == "dot_general" and (not takes(eqn) or _short_rhs_in_place(eqn)
+                                                    or first):
+            rewritten = _with_transposed_operands(eqn, takes, first)
             if rewritten is not None:
                 eqns.extend(rewritten)
+                if first and len(rewritten) > 1 and rewritten[-2].outvars[0] \
+                        is rewritten[-1].invars[1]:
+                    early.append(rewritten[-2])
                 changed = True
                 continue
         eqns.append(eqn)
     if not changed:
         return closed
-    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, eqns, jaxpr.outvars), closed.consts)
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, _hoisted(eqns, early),
+                             jaxpr.outvars), closed.consts)
+
+
+def _hoisted(eqns, early):
+    """`eqns` with each of `early` (copies of a rhs) moved up to right after the
+    equation defining its operand (first when that is an input or constant): a
+    weight's copy then runs before the layer's products and its element-wise
+    kernels, not between a product and the kernel that follows it (which runs
+    each thread's rows right after the product's, `program.chained_rows`)."""
+    moved = {id(e) for e in early}
+    defined = {v for e in eqns for v in e.outvars}
+    out = [e for e in early if e.invars[0] not in defined]
+    for e in eqns:
+        if id(e) in moved:
+            continue
+        out.append(e)
+        out.extend(m for m in early if m.invars[0] in e.outvars)
+    return out
 
 
 def _short_rhs_in_place(eqn):
@@ -56,7 +86,7 @@ def _short_rhs_in_place(eqn):
         and math.prod(shape[d] for d in rc) <= SHORT_SUM
 
 
-def _with_transposed_operands(eqn, takes):
+def _with_transposed_operands(eqn, takes, rows_first=False):
     """[transposes of the operands that need one..., the dot on them] that `takes`
     accepts, or None. An operand whose batch dims are not leading but whose other
     dims are in the order a copy would give them stays in place where `takes`
@@ -65,7 +95,7 @@ def _with_transposed_operands(eqn, takes):
     lhs, rhs = eqn.invars
     if type(lhs) is Literal or type(rhs) is Literal:
         return None
-    layouts = [_layout(a.aval.shape, batch, contract, side)
+    layouts = [_layout(a.aval.shape, batch, contract, side, rows_first)
                for a, batch, contract, side in ((lhs, lb, lc, "lhs"), (rhs, rb, rc, "rhs"))]
     in_order = [[d for d in perm if d not in batch] == [d for d in range(len(perm))
                                                          if d not in batch]
@@ -103,7 +133,7 @@ def _rewrite(eqn, layouts, keep):
     return eqns
 
 
-def _layout(shape, batch, contracting, side):
+def _layout(shape, batch, contracting, side, rows_first=False):
     """(permutation, contracting dims first) of an operand to (batch, free,
     contracting) or (batch, contracting, free), contracting dims in pair order:
     the one it already has, else one that keeps its last axis last (the copy then
@@ -114,6 +144,8 @@ def _layout(shape, batch, contracting, side):
     ndim = len(shape)
     free = [d for d in range(ndim) if d not in contracting and d not in batch]
     options = [([*batch, *free, *contracting], False), ([*batch, *contracting, *free], True)]
+    if side == "rhs" and rows_first:
+        return options[1]
     for perm, first in options:
         if perm == list(range(ndim)):
             return perm, first

@@ -25,6 +25,14 @@ the workers would split it into, each on one thread, jit and eager alike
 (`parts_of`; eager `matmul`), whether fgrad's threads share them or one
 thread runs them in turn.
 
+On a host with AVX-512 a float product whose result rows are a whole number of
+vectors wide is not OpenBLAS's but fgrad's lane product (`lane_rows`,
+`lane_product`), jit and eager alike: it ran ResMLP's 128x256 @ 256x256
+twice as fast as NumPy's OpenBLAS on one thread of the development machine,
+and its bits (one fused multiply-add chain per element) depend on neither
+how rows are cut nor the operands' layout, so such products split over the
+workers by rows at any size and are never cut into `parts_of`.
+
 `gemm_spec(eqn)` maps a float32/float64 dot_general (complex64/complex128:
 cgemm/zgemm and cgemv/zgemv, alpha and beta by pointer) onto one gemm (gemv when
 one side is a vector) per batch element when its layout allows it without
@@ -169,16 +177,70 @@ def splits_exactly(dtype, m, n, k, parts):
     return _exact[key]
 
 
+def lane_rows(dtype, n):
+    """Whether a float gemm whose result rows are n wide is fgrad's lane product
+    (`lane_product`, jit and eager alike) rather than OpenBLAS's: float32/float64
+    rows a whole number of vectors wide, on a host with AVX-512. There its
+    register tiles ran 128x256 @ 256x256 in float32 1.9x faster than NumPy's
+    OpenBLAS on one thread (whose Haswell kernels DYNAMIC_ARCH picks on the AMD
+    EPYC development machine), and its bits are one fused multiply-add chain
+    per element in the order of the sum: they depend on neither the product's
+    rows, nor how threads cut them, nor the operands' layout."""
+    dt = np.dtype(dtype)
+    return dt in _SYMBOLS and n % _lanes(dt) == 0 and _avx512()
+
+
+def lane_dtypes(jaxpr):
+    """The dtypes of `jaxpr`'s products (nested ones too) that are lane products
+    (see lane_rows), whose kernel a program compiles ahead (`fused.prefetch_runtime`)."""
+    from ..jaxpr import all_eqns
+    out = set()
+    for eqn in all_eqns(jaxpr):
+        if eqn.primitive.name == "dot_general":
+            (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+            lhs, rhs = (a.aval.shape for a in eqn.invars)
+            m = math.prod(d for i, d in enumerate(lhs) if i not in lc and i not in lb)
+            n = math.prod(d for i, d in enumerate(rhs) if i not in rc and i not in rb)
+            if min(m, n) >= 2 and lane_rows(eqn.outvars[0].aval.dtype, n):
+                out.add(eqn.outvars[0].aval.dtype)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _avx512():
+    from . import engine
+    return engine.host_has_feature("avx512f")
+
+
+def _lanes(dt):
+    from . import lane_product
+    return lane_product.LANES[dt]
+
+
 def parts_of(dtype, m, n, k, batched):
     """How many row ranges of the pool's cut (see splits_exactly) a gemm of a
     float product runs as, each on one thread, jit and eager alike: 0 where one
     call on OpenBLAS's threads gives the bits its split does (and for products
-    over PROBE_GEMM multiply-adds, never split: not tried), else the threads a
+    over PROBE_GEMM multiply-adds, never split: not tried; and for lane
+    products, see lane_rows), else the threads a
     split kernel may use (1 for an element of a batch, split by elements)."""
-    if np.dtype(dtype) not in _SYMBOLS or min(m, n) < 2 or not 0 < m * n * k <= PROBE_GEMM:
+    if np.dtype(dtype) not in _SYMBOLS or min(m, n) < 2 or not 0 < m * n * k <= PROBE_GEMM \
+            or lane_rows(dtype, n):
         return 0
     parts = 1 if batched else threads.split_threads()
     return 0 if splits_exactly(dtype, m, n, k, parts) else parts
+
+
+def whole_gives_split_bits(spec, dtype):
+    """Whether the body of a product without batch dims (see emit_dot), run on
+    one thread over all its rows, gives the bits of its rows split over the
+    workers: where `parts_of` cuts it, the body runs the same parts in turn;
+    elsewhere one gemm of all the rows must give NumPy's bits (found once per
+    shape, as splits_exactly finds them)."""
+    m, n, k = spec.m, spec.n, spec.k
+    return lane_rows(dtype, n) or bool(parts_of(dtype, m, n, k, False)) or (
+        np.dtype(dtype) in _SYMBOLS and 0 < m * n * k <= PROBE_GEMM
+        and splits_exactly(dtype, m, n, k, 1))
 
 
 def matmul(a, b):
@@ -186,16 +248,48 @@ def matmul(a, b):
     native kernels' bits: in parts where `parts_of` says so."""
     (m, k), n = a.shape[-2:], b.shape[-1]
     batched = a.ndim > 2 or b.ndim > 2
-    parts = (parts_of(a.dtype, m, n, k, batched)
-             if a.dtype == b.dtype and a.ndim >= 2 and b.ndim >= 2 and _found() else 0)
-    if not parts:
+    usable = a.dtype == b.dtype and a.ndim >= 2 and b.ndim >= 2 and _found()
+    lanes = usable and min(m, n) >= 2 and k > 0 and lane_rows(a.dtype, n)
+    parts = parts_of(a.dtype, m, n, k, batched) if usable and not lanes else 0
+    if not parts and not lanes:
         return np.matmul(a, b)
     if not batched:
-        return _in_parts(a, b, parts)
+        return _lane_product(a, b) if lanes else _in_parts(a, b, parts)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     pairs = zip(np.broadcast_to(a, batch + (m, k)).reshape(-1, m, k),
                 np.broadcast_to(b, batch + (k, n)).reshape(-1, k, n))
-    return np.stack([gemm_from_python(x, y) for x, y in pairs]).reshape(batch + (m, n))
+    each = _lane_product if lanes else gemm_from_python
+    return np.stack([each(x, y) for x, y in pairs]).reshape(batch + (m, n))
+
+
+def _lane_product(a, b):
+    """a @ b for float matrices by `lane_product` (see lane_rows), a read in
+    place; a product of SMALL_GEMM multiply-adds or more shares its rows with
+    Python threads (the calls release the GIL), as the workers would: the bits
+    are the same however the rows are cut."""
+    from . import lane_product
+    fn, item = lane_product.function(a.dtype), a.itemsize
+    if any(st <= 0 or st % item for st in a.strides):
+        a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b, a.dtype)
+    (m, k), n = a.shape, b.shape[1]
+    out = np.zeros((m, n), a.dtype)
+    sa_m, sa_r = a.strides[0] // item, a.strides[1] // item
+    parts = threads.split_threads() if m * n * k >= SMALL_GEMM else 1
+
+    def rows(c):
+        lo, hi = c * m // parts, (c + 1) * m // parts
+        if hi > lo:
+            fn(a.ctypes.data + lo * sa_m * item, sa_m, sa_r, 0, b.ctypes.data, n, 0,
+               out.ctypes.data + lo * n * item, n, hi - lo, n, k, 1)
+
+    helpers = [threading.Thread(target=rows, args=(c,)) for c in range(1, parts)]
+    for t in helpers:
+        t.start()
+    rows(0)
+    for t in helpers:
+        t.join()
+    return out
 
 
 def _in_parts(a, b, parts):
@@ -466,6 +560,9 @@ def emit_dot(ir, module, fname, eqn, spec):
             return
 
         def gemm_rows(start, rows):
+            if lanes:
+                lane_rows_at(start, rows)
+                return
             b.call(gemm, [ir.Constant(i32, _ROW_MAJOR),
                           ir.Constant(i32, _TRANS if spec.trans_a else _NO_TRANS),
                           ir.Constant(i32, _TRANS if spec.trans_b else _NO_TRANS),
@@ -473,6 +570,28 @@ def emit_dot(ir, module, fname, eqn, spec):
                           one, shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
                           const(max(lda, 1)), bb, const(max(ldb, 1)), zero,
                           shift(c, b.mul(start, const(spec.ldc))), const(max(spec.ldc, 1))])
+
+        def lane_rows_at(start, rows):
+            """c's rows [start, start + rows) = 0, then += the lane product's terms
+            (b copied transposed first when it is stored (N, K))"""
+            start, rows = const(start), const(rows)
+            c0 = shift(c, b.mul(start, const(spec.ldc)))
+            loops.upto(ir, b, body, const(0), rows, lambda i: loops.loop(
+                ir, b, body, 0, n, lambda j: b.store(
+                    zero, shift(c0, b.add(b.mul(i, const(spec.ldc)), j))), "zj"), "zi")
+            rhs_rows, sb_r = bb, const(ldb)
+            if spec.trans_b:
+                rhs_rows, sb_r = b.call(malloc, [const(k * n * dt.itemsize)]), const(n)
+                loops.loop(ir, b, body, 0, k, lambda r: loops.loop(
+                    ir, b, body, 0, n, lambda j: b.store(
+                        b.load(shift(bb, b.add(b.mul(j, const(ldb)), r)), typ=real),
+                        shift(rhs_rows, b.add(b.mul(r, const(n)), j))), "tj"), "tr")
+            sa_m, sa_r = (const(1), const(lda)) if spec.trans_a else (const(lda), const(1))
+            b.call(lane, [shift(a, b.mul(start, const(1 if spec.trans_a else lda))),
+                          sa_m, sa_r, const(0), rhs_rows, sb_r, const(0), c0,
+                          const(spec.ldc), rows, const(n), const(k), const(1)])
+            if spec.trans_b:
+                b.call(free, [rhs_rows])
 
         if not (parts and by_rows):
             gemm_rows(first, count or m)
@@ -486,7 +605,14 @@ def emit_dot(ir, module, fname, eqn, spec):
                 gemm_rows(start, b.sub(stop, start))
 
     parts = parts_of(dt, m, n, k, bool(spec.batch))
-    restore = one_thread(ir, module, b) if is_small(spec) or parts else (lambda: None)
+    lanes = not cplx and min(m, n) >= 2 and lane_rows(dt, n)    # (not gemv's)
+    if lanes:
+        from . import lane_product
+        lane = lane_product.declare(ir, module, dt)
+        malloc = loops.declare(ir, module, "malloc", ptr, [i64])
+        free = loops.declare(ir, module, "free", ir.VoidType(), [ptr])
+    pinned = not lanes and (is_small(spec) or parts)
+    restore = one_thread(ir, module, b) if pinned else (lambda: None)
     if spec.batch and not cplx:
         _batch_range(ir, b, body, spec, call, *body.args[3:5])
     else:
@@ -512,13 +638,15 @@ def split_extent(spec, dtype):
     the body runs the whole product, as for integer and complex ones ((0, 0))."""
     if np.dtype(dtype).kind in "iuc":    # (complex: no partial products)
         return 0, 0
+    small = spec.m * spec.n * spec.k <= PROBE_GEMM or (
+        min(spec.m, spec.n) >= 2 and lane_rows(dtype, spec.n))     # lane products: any size
     if spec.batch:
-        return math.prod(spec.batch), SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
+        return math.prod(spec.batch), SPLIT_ROWS * small
     if spec.n == 1:
         return (spec.k, SPLIT_SUM) if spec.trans_a else (spec.m, SPLIT_ROWS)
     if spec.m == 1:
         return (spec.n, SPLIT_ROWS) if spec.trans_b else (spec.k, SPLIT_SUM)
-    return spec.m, SPLIT_ROWS * (spec.m * spec.n * spec.k <= PROBE_GEMM)
+    return spec.m, SPLIT_ROWS * small
 
 
 def is_small(spec):

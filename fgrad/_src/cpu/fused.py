@@ -164,6 +164,14 @@ def can_copy(aval):
     return aval.dtype in _ALL or aval.dtype in complex_emit.COMPLEX
 
 
+def rhs_rows_first(eqn):
+    """Whether a dot_general's rhs, stored (free, contracting), is better copied
+    (contracting, free) first: a lane product reads it by rows (blas.lane_rows)."""
+    spec = blas.gemm_spec(eqn)
+    return spec is not None and spec.trans_b and min(spec.m, spec.n) >= 2 \
+        and blas.lane_rows(eqn.outvars[0].aval.dtype, spec.n)
+
+
 def can_lower_alone(eqn):
     """Whether `eqn` (not element-wise) has a native kernel of its own here: a
     dot_general that BLAS gemm runs without copies, a gather or a scatter (on
@@ -1466,6 +1474,8 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
             emit = _emit_conv
         elif op in windows.NAMES:
             emit = _emit_windows
+        elif _transposed_copy(g) is not None:
+            emit = _emit_transposed_copy
         else:
             emit = _emit_group
         try:
@@ -1477,6 +1487,77 @@ def _emit_bodies(ir, module, base, groups, name, loops, flush):
         bodies.append(body)
         infos.append(info)
     return bodies, infos
+
+
+TILE = 16     # a transposed copy's tiles: TILE x TILE elements
+TILED = 1 << 14   # from this many elements (64 KiB of float32, L1's size): smaller
+                  # copies stay one rolled loop nest (less code; they fit the cache)
+
+
+def _transposed_copy(group):
+    """(rows, cols, ld, offset) when `group` only copies a matrix of TILED or more
+    elements read transposed (element (i, j) of its rows x cols output is element
+    offset + i + j*ld of its input: a weight copied for a lane product, see
+    compiler/dots.py), else None."""
+    if len(group.shape) != 2 or len(group.eqns) != 1 or len(group.inputs) != 1 \
+            or type(group.inputs[0]) is Literal or len(group.outputs) != 1:
+        return None
+    (view, m), = group.reads
+    dt = np.dtype(view.aval.dtype)
+    rows, cols = group.shape
+    if view is not group.outputs[0] or m is None or m.strides[0] != 1 or min(rows, cols) < 2 \
+            or rows * cols < TILED \
+            or dt.kind not in "fiu" or dt.itemsize not in (4, 8) \
+            or group_info(group, {})[1] != rows:      # (its split: by rows of the output)
+        return None
+    return rows, cols, m.strides[1], m.offset
+
+
+def _emit_transposed_copy(ir, module, fname, group):
+    """A transposed copy in TILE x TILE tiles: the generic loop nest walks the
+    input a column at a time, rows ld elements apart, which for a 256 x 256
+    float32 matrix (rows 1 KiB apart) keeps hitting the same few cache sets; a
+    tile reads TILE lines once each. Its rows [lo, hi) of the output, as the
+    generic kernel's (same info, same bits: a copy)."""
+    from . import loops as nests      # (`loops` names the native loops in this module)
+    rows, cols, ld, offset = _transposed_copy(group)
+    dt = np.dtype(group.outputs[0].aval.dtype)
+    ptr, i64 = ir.PointerType(), ir.IntType(64)
+    word = ir.IntType(8 * dt.itemsize)
+    body = ir.Function(module, ir.FunctionType(ir.IntType(1), [ptr, ptr, i64, i64]),
+                       fname + "_body")
+    body.linkage = "internal"
+    body.attributes.add("alwaysinline")
+    src, dst, lo, hi = body.args
+    b = ir.IRBuilder(body.append_basic_block("entry"))
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def smaller(x, y):
+        return b.select(b.icmp_signed("<", x, y), x, y)
+
+    def tile_rows(t):
+        i0 = b.add(lo, b.mul(t, const(TILE)))
+        i1 = smaller(b.add(i0, const(TILE)), hi)
+
+        def tile(u):
+            j0 = b.mul(u, const(TILE))
+            j1 = smaller(b.add(j0, const(TILE)), const(cols))
+
+            def row(i):
+                def element(j):
+                    x = b.load(b.gep(src, [b.add(const(offset), b.add(i, b.mul(j, const(ld))))],
+                                     inbounds=True, source_etype=word), typ=word)
+                    b.store(x, b.gep(dst, [b.add(b.mul(i, const(cols)), j)], inbounds=True,
+                                     source_etype=word))
+                nests.upto(ir, b, body, j0, j1, element, "tj")
+            nests.upto(ir, b, body, i0, i1, row, "ti")
+        nests.loop(ir, b, body, 0, -(-cols // TILE), tile, "tu")
+    tiles = b.sdiv(b.add(b.sub(hi, lo), const(TILE - 1)), const(TILE))
+    nests.upto(ir, b, body, const(0), tiles, tile_rows, "tt")
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return body, group_info(group, {})
 
 
 def _emit_loop(ir, module, fname, group, *, plan, name, flush):
@@ -1627,7 +1708,11 @@ def parallel_plan(seg, info_of):
                 scratch = max(scratch, n * math.prod(out.shape) * out.dtype.itemsize)
     if not split:
         return None
-    return program.Parallel(split, n, scratch, calls_blas)
+    teams = program.product_teams(seg, split, n)
+    for team in teams.values():
+        for member in team[1:]:
+            del split[id(member)]
+    return program.Parallel(split, n, scratch, calls_blas, teams)
 
 
 def splits_alone(group):
@@ -1762,7 +1847,8 @@ def prefetch_runtime(jaxpr):
     will call and the disk cache lacks on background threads
     (`mathlib_runtime.prefetch`, `lane_product.prefetch`), emitting's set-up
     done first: a thread then holds the lock while this thread emits."""
-    names, lanes = mathlib_runtime.to_compile(jaxpr), convolution.lane_dtypes(jaxpr)
+    names = mathlib_runtime.to_compile(jaxpr)
+    lanes = convolution.lane_dtypes(jaxpr) | blas.lane_dtypes(jaxpr)
     if names or lanes:
         _prepare_emit()
         mathlib_runtime.prefetch(names)
@@ -1782,7 +1868,8 @@ def _plan_records(segments, plans):
     JSON (checked when code compiled by another process is reused)."""
     return [None if plan is None else
             [[[k, plan.split[id(m)]] for k, m in enumerate(seg.members) if id(m) in plan.split],
-             plan.chunks, plan.scratch, plan.blas]
+             plan.chunks, plan.scratch, plan.blas,
+             [[k for k, m in enumerate(seg.members) if m in team] for team in plan.teams.values()]]
             for seg, plan in zip(segments, plans)]
 
 

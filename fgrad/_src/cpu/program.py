@@ -135,6 +135,7 @@ def _segment(members, steps, readers, program_outs):
             defined[v] = i
             if v in program_outs or readers.get(v, set()) - inside:
                 exported.append(v)
+    beside = _next_kernels(members, steps)
     last = {}
     for v, d in defined.items():
         if v in exported:
@@ -142,7 +143,7 @@ def _segment(members, steps, readers, program_outs):
         uses = [r for r in readers.get(v, ()) if r in inside]
         uses += [r for a, src in aliases.items() if src is v
                  for r in readers.get(a, ()) if r in inside]
-        last[v] = max([d] + uses)
+        last[v] = max([d] + [beside.get(r, r) for r in uses])
     offsets, placed, size = {}, [], 0     # placed: (first, last, start, end)
     for v in sorted(last, key=lambda v: defined[v]):
         first, end_use = defined[v], last[v]
@@ -157,6 +158,16 @@ def _segment(members, steps, readers, program_outs):
     return Segment(list(members), imported, exported, offsets, aliases, size)
 
 
+def _next_kernels(members, steps):
+    """{member: the next kernel member} where the first is a matrix product: the
+    next may run beside it (another product, see product_teams) or on each
+    thread's rows right after the product's (see chained_rows), so what the
+    product reads must keep its bytes until the next kernel is done."""
+    kernels = [i for i in members if not is_alias(steps[i])]
+    return {i: j for i, j in zip(kernels, kernels[1:])
+            if hasattr(steps[i], "reads") and steps[i].eqns[0].primitive.name == "dot_general"}
+
+
 class Parallel:
     """How a segment shares its big members with the pool's workers: `split` maps
     id(step) of each member whose outer loop is cut into `chunks` ranges to how
@@ -164,11 +175,14 @@ class Parallel:
     sum, whose partial products go to a scratch buffer of `scratch` bytes and
     are added by the calling thread); `blas`: whether a member calls BLAS
     (pinned to one thread meanwhile: two threads changing OpenBLAS's thread
-    count at once could leave it wrong)."""
-    __slots__ = ("split", "chunks", "scratch", "blas")
+    count at once could leave it wrong); `teams` (see `product_teams`) maps
+    id(step) of a split product to the products, itself first, that run beside
+    it as its chunks, each whole (the others are not in `split`)."""
+    __slots__ = ("split", "chunks", "scratch", "blas", "teams")
 
-    def __init__(self, split, chunks, scratch, blas):
+    def __init__(self, split, chunks, scratch, blas, teams=None):
         self.split, self.chunks, self.scratch, self.blas = split, chunks, scratch, blas
+        self.teams = teams or {}
 
     # table slots after the error flag, counted from it: the pool, the run
     # function, the stage, the scratch buffer, then per split member the mask of
@@ -296,9 +310,12 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
         b.position_at_end(after)
 
     chained = chained_rows(seg, parallel, lambda st: bodies[id(st)][1][1])
+    teams = {} if parallel is None else parallel.teams
+    beside = {id(m) for team in teams.values() for m in team[1:]}
     for step in seg.members:
-        if not hasattr(step, "reads") or id(step) in chained.values():
-            continue              # an alias (its result has its source's pointer), or chained
+        if not hasattr(step, "reads") or id(step) in chained.values() or id(step) in beside:
+            continue              # an alias (its result has its source's pointer), chained,
+                                  # or run beside an earlier product
         outer = bodies[id(step)][1][1]
         if id(step) not in split:
             if main is None:
@@ -336,7 +353,12 @@ def _emit_members(ir, module, fn, b, seg, bodies, data_offset, flush, parallel, 
                 if partial:
                     outs = [b.gep(scratch, [b.mul(chunk, const(n_out))], inbounds=True,
                                   source_etype=real)]
-                call(step, lo, hi, outs)
+                if id(step) in teams:         # chunk c: the team's product c, whole
+                    for c, member in enumerate(teams[id(step)]):
+                        with b.if_then(b.icmp_unsigned("==", chunk, const(c))):
+                            call(member, const(0), const(bodies[id(member)][1][1]))
+                else:
+                    call(step, lo, hi, outs)
                 if id(step) in chained:
                     call(chained[id(step)], lo, hi)
                 b.atomic_rmw("add", done, const(1), "release")
@@ -372,7 +394,7 @@ def chained_rows(seg, parallel, outer):
     steps = [st for st in seg.members if hasattr(st, "reads")]
     out = {}
     for gemm, kernel in zip(steps, steps[1:]):
-        if parallel.split.get(id(gemm)) != blas.SPLIT_ROWS \
+        if id(gemm) in parallel.teams or parallel.split.get(id(gemm)) != blas.SPLIT_ROWS \
                 or parallel.split.get(id(kernel)) != blas.SPLIT_ROWS \
                 or gemm.eqns[0].primitive.name != "dot_general" or kernel.reductions \
                 or id(gemm) in out.values():
@@ -389,6 +411,55 @@ def chained_rows(seg, parallel, outer):
             continue
         out[id(gemm)] = kernel
     return out
+
+
+def product_teams(seg, split, chunks):
+    """{id(first): (products...)}: runs of `chunks` consecutive members of `seg`,
+    each a matrix product split by rows (`split`: see Parallel) that one thread
+    computes whole with the bits of its split (blas.whole_gives_split_bits),
+    about equal in work (within TEAM_BALANCE), none reading another's result
+    or writing bytes another reads or writes: the backward pass's weight and
+    input gradients of a layer. Each runs whole on one thread beside the
+    others: the threads wait for each other once per team rather than once
+    per product, and an OpenBLAS gemm packs its weight once instead of once
+    per thread's rows (a lane product packs nothing)."""
+    if chunks < 2:
+        return {}
+    steps = [st for st in seg.members if hasattr(st, "reads")]
+
+    def work(step):
+        if split.get(id(step)) != blas.SPLIT_ROWS or step.eqns[0].primitive.name != "dot_general":
+            return None
+        spec = blas.gemm_spec(step.eqns[0])
+        dtype = step.outputs[0].aval.dtype
+        if spec is None or spec.batch or not blas.whole_gives_split_bits(spec, dtype):
+            return None
+        return spec.m * spec.n * spec.k
+
+    def reads(step):
+        return [seg.aliases.get(a, a) for a in _arrays_read(step)]
+
+    def apart(p, q):
+        return not set(p.outputs) & set(reads(q)) and not set(q.outputs) & set(reads(p)) \
+            and not _may_overlap(seg, q.outputs, reads(p) + p.outputs) \
+            and not _may_overlap(seg, p.outputs, reads(q))
+
+    teams, i = {}, 0
+    while i + chunks <= len(steps):
+        run = steps[i:i + chunks]
+        works = [work(st) for st in run]
+        if None not in works and max(works) <= TEAM_BALANCE * min(works) and all(
+                apart(p, q) for j, p in enumerate(run) for q in run[j + 1:]):
+            teams[id(run[0])] = tuple(run)
+            i += chunks
+        else:
+            i += 1
+    return teams
+
+
+# a team's products differ in work by at most this factor (the threads wait for
+# the longest)
+TEAM_BALANCE = 1.25
 
 
 def _may_overlap(seg, written, read):

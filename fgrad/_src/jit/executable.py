@@ -73,7 +73,7 @@ class Executable:
 
     def __init__(self, closed, name="jit", donated=()):
         fused = _backend()
-        closed = blas_layout_dots(closed, fused.can_lower_alone)
+        closed = blas_layout_dots(closed, fused.can_lower_alone, fused.rhs_rows_first)
         self.name = name
         self.jaxpr = closed
         jaxpr = closed.jaxpr
@@ -163,7 +163,11 @@ class Executable:
                 j, first_member = segment_of[index]
                 kernel.segment = j
                 parallel = segment_fns[j].parallel
-                if parallel is not None and id(step) in parallel.split:
+                beside = parallel is not None and any(
+                    step in team for team in parallel.teams.values())
+                if beside:
+                    kernel.label += f" (whole, beside other products on {parallel.chunks} threads)"
+                elif parallel is not None and id(step) in parallel.split:
                     sums = parallel.split[id(step)] == SPLIT_SUM
                     kernel.label += (f" (split over {parallel.chunks} threads"
                                      f"{', partial sums' if sums else ''})")
@@ -454,7 +458,8 @@ def _native_body(closed, fused):
     passed in), else None."""
     from ..compiler.simplify import simplify
     from ..cpu.program import BodyPlan, is_alias
-    body = blas_layout_dots(simplify(closed), fused.can_lower_alone)
+    body = blas_layout_dots(simplify(closed), fused.can_lower_alone,
+                            fused.rhs_rows_first)
     outs = body.jaxpr.outvars
     if any(type(v) is not Var for v in outs):
         return None
