@@ -1,0 +1,58 @@
+"""Regressions found by the differential sweeps of the transforms (tests/sweep_*.py).
+
+Each test pins one silent wrong answer that a sweep found: the value a public
+function gives eagerly, under jit and under vmap, against NumPy/JAX's documented
+semantics or a loop over examples.
+"""
+import numpy as np
+import pytest
+
+import fgrad
+import fgrad.numpy as fnp
+
+
+def _eager_jit_vmap(f, x, i):
+    """f(x, i) eagerly, under jit, and (for the second of two stacked i) under vmap."""
+    return [f(x, i), fgrad.jit(f)(x, i),
+            fgrad.vmap(f, in_axes=(None, 0))(x, np.stack([i[::-1], i]))[1]]
+
+
+# ----------------------------------------------------------------------------
+# Out-of-bounds modes: `mode`/`fill_value` were accepted and ignored
+
+IDX = np.array([1, 9, -1, -5, -4])
+X = np.arange(4.0)
+
+
+@pytest.mark.parametrize("f, want", [
+    (lambda x, i: x.at[i].get(mode="fill", fill_value=-7.0), [1, -7, 3, -7, 0]),
+    (lambda x, i: x.at[i].get(mode="fill"), [1, np.nan, 3, np.nan, 0]),
+    (lambda x, i: x.at[i].get(mode="clip"), [1, 3, 3, 0, 0]),
+    (lambda x, i: x.at[i].set(10.0, mode="clip"), [10, 10, 2, 10]),
+    (lambda x, i: x.at[i].add(10.0, mode="drop"), [10, 11, 2, 13]),
+    (lambda x, i: x.at[i].power(2.0, mode="clip"), [0, 1, 2, 9]),
+    (lambda x, i: fnp.take(x, i, mode="fill"), [1, np.nan, 3, np.nan, 0]),
+    (lambda x, i: fnp.take(x, i, mode="fill", fill_value=-1.0), [1, -1, 3, -1, 0]),
+    (lambda x, i: fnp.take_along_axis(x, i, axis=0, mode="fill"), [1, np.nan, 3, np.nan, 0]),
+])
+def test_out_of_bounds_modes(f, want):
+    for got in _eager_jit_vmap(f, fnp.asarray(X), IDX):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want, float))
+
+
+def test_fill_defaults_per_dtype_and_scalar_index():
+    x = fnp.arange(4, dtype="int32")
+    np.testing.assert_array_equal(x.at[IDX].get(mode="fill"),
+                                  [1, -2 ** 31, 3, -2 ** 31, 0])
+    np.testing.assert_array_equal(fnp.take(x.astype("uint8"), IDX.astype("uint8"),
+                                           mode="fill"), [1, 255, 255, 255, 255])
+    assert np.isnan(fnp.asarray(X).at[9].get(mode="fill"))
+    np.testing.assert_array_equal(fnp.ones((2, 2)).at[1, 5].set(3.0, mode="clip"),
+                                  [[1, 1], [1, 3]])
+
+
+def test_unknown_update_mode_is_an_error():
+    with pytest.raises(ValueError, match="mode"):
+        fnp.asarray(X).at[0].set(1.0, mode="wrap")
+    with pytest.raises(ValueError, match="mode"):
+        fnp.asarray(X).at[0].get(mode="bogus")
