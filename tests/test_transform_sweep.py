@@ -56,3 +56,28 @@ def test_unknown_update_mode_is_an_error():
         fnp.asarray(X).at[0].set(1.0, mode="wrap")
     with pytest.raises(ValueError, match="mode"):
         fnp.asarray(X).at[0].get(mode="bogus")
+
+
+# ----------------------------------------------------------------------------
+# Derivatives at edge points (tests/sweep_grad.py, against JAX and themselves)
+
+@pytest.mark.parametrize("x, y", [(6.0, 3.0), (-6.0, 3.0), (6.0, -3.0), (0.0, 3.0), (5.0, 3.0)])
+def test_mod_derivative_at_exact_multiples(x, y):
+    # x mod y = x - floor(x / y) y: d/dx 1, d/dy -floor(x / y), at multiples too
+    # (the signed zero NumPy gives there used to be a constant with derivative 0)
+    want = (1.0, -np.floor(x / y))
+    for g in (fgrad.grad(fnp.mod, (0, 1)), fgrad.jit(fgrad.grad(fnp.mod, (0, 1)))):
+        np.testing.assert_array_equal(np.asarray(g(np.float64(x), np.float64(y))), want)
+    assert np.signbit(fnp.mod(np.float64(x), np.float64(y))) == np.signbit(np.mod(x, y))
+    assert fgrad.grad(lambda t: fnp.mod(t, 2 * np.pi))(0.0) == 1.0
+
+
+@pytest.mark.parametrize("f", [fnp.logaddexp, fnp.logaddexp2])
+@pytest.mark.parametrize("inf", [np.inf, -np.inf])
+def test_logaddexp_equal_infinities_split_the_derivative(f, inf):
+    # the function grows by t when both operands do: derivatives 1/2 each, as at
+    # any finite tie (they were 1 each, twice the directional derivative)
+    x = np.float64(inf)
+    for g in (fgrad.grad(f, (0, 1)), fgrad.jit(fgrad.grad(f, (0, 1)))):
+        np.testing.assert_array_equal(np.asarray(g(x, x)), [0.5, 0.5])
+    assert f(x, x) == inf

@@ -135,7 +135,11 @@ def _floor_divmod(x1, x2):
         # zeros carry NumPy's (and Python's) signs: a zero quotient that of x1 / x2,
         # a zero remainder the divisor's
         div = lax.select_n(lax.eq(div, zero), div, lax.mul(zero, lax.div(x1, x2)))
-        mod = lax.select_n(lax.eq(mod, zero), mod, lax.select_n(signbit(x2), zero, lax.neg(zero)))
+        # (the signed zero minus mod's zero value keeps mod's derivative there:
+        # d(x mod y)/dx is 1 at exact multiples too, as on either side)
+        signed = lax.select_n(signbit(x2), zero, lax.neg(zero))
+        mod = lax.select_n(lax.eq(mod, zero), mod,
+                           lax.sub(signed, lax.sub(lax.stop_gradient(mod), mod)))
     return div, mod
 
 
@@ -446,12 +450,13 @@ def logaddexp2(x1, x2, /):
 
 
 def _log_add(x1, x2, exp, ln_base):
-    """hi + log1p(exp(lo - hi)) [/ ln_base] with equal infinities giving x1 + x2."""
+    """hi + log1p(exp(lo - hi)) [/ ln_base] with equal infinities giving their mean."""
     x1, x2 = promote_inexact(x1, x2)
     hi, lo = _ordered(x1, x2)
-    # Equal infinities (lo - hi is nan) give x1 + x2 (inf + inf = inf, -inf + -inf =
-    # -inf, derivative 1 each). Both sides of the select get inputs where they are
-    # defined, so no nan enters the derivative of the other; a nan operand stays nan.
+    # Equal infinities (lo - hi is nan) give x1/2 + x2/2 (inf or -inf, derivative 1/2
+    # each, as at any tie: the function grows by t when both do). Both sides of the
+    # select get inputs where they are defined, so no nan enters the derivative of
+    # the other; a nan operand stays nan.
     equal_inf = lax.bitwise_and(lax.eq(x1, x2), lax.eq(lax.abs(x1), _c(x1, np.inf)))
     hi = lax.select_n(equal_inf, hi, _c(hi, 0))
     lo = lax.select_n(equal_inf, lo, _c(lo, 0))
@@ -459,8 +464,9 @@ def _log_add(x1, x2, exp, ln_base):
     if ln_base is not None:
         tail = lax.div(tail, _c(tail, ln_base))
     out = lax.add(hi, tail)
-    zero = _c(x1, 0)
-    both = lax.add(lax.select_n(equal_inf, zero, x1), lax.select_n(equal_inf, zero, x2))
+    zero, half = _c(x1, 0), _c(x1, 0.5)
+    both = lax.add(lax.mul(half, lax.select_n(equal_inf, zero, x1)),
+                   lax.mul(half, lax.select_n(equal_inf, zero, x2)))
     return lax.select_n(equal_inf, out, both)
 
 
