@@ -81,3 +81,28 @@ def test_logaddexp_equal_infinities_split_the_derivative(f, inf):
     for g in (fgrad.grad(f, (0, 1)), fgrad.jit(fgrad.grad(f, (0, 1)))):
         np.testing.assert_array_equal(np.asarray(g(x, x)), [0.5, 0.5])
     assert f(x, x) == inf
+
+
+# ----------------------------------------------------------------------------
+# fgrad_nn losses against PyTorch's at masked (-inf) logits
+
+def test_cross_entropy_with_masked_logits_is_finite():
+    # PyTorch's F.cross_entropy([[0, -inf, 1], [2, 0.5, -inf]], [0, 1]) = 1.50733748...
+    # (mean of log(1 + e) and log(e^2 + e^0.5) - 0.5); the one-hot product gave nan
+    from fgrad_nn import losses, training
+    logits = np.array([[0.0, -np.inf, 1.0], [2.0, 0.5, -np.inf]])
+    labels = np.array([0, 1])
+    want = (np.log1p(np.e) + np.log(np.exp(2.0) + np.exp(0.5)) - 0.5) / 2
+    for f in (losses.softmax_cross_entropy_with_integer_labels, fgrad.jit(
+            losses.softmax_cross_entropy_with_integer_labels)):
+        np.testing.assert_allclose(float(f(logits, labels)), want, rtol=1e-12)
+    np.testing.assert_allclose(
+        float(losses.softmax_cross_entropy(logits, labels, weight=fnp.array([1.0, 2.0, 3.0]))),
+        (np.log1p(np.e) + 2 * (np.log(np.exp(2.0) + np.exp(0.5)) - 0.5)) / 3, rtol=1e-12)
+    logp = np.asarray(fgrad.nn.log_softmax(logits))
+    np.testing.assert_allclose(float(losses.nll_loss(logp, labels)), want, rtol=1e-12)
+    g = fgrad.grad(losses.softmax_cross_entropy_with_integer_labels)(logits, labels)
+    assert np.isfinite(np.asarray(g)).all() and np.asarray(g)[0, 1] == 0
+    loader = [(logits, labels)]
+    got = training.evaluate(lambda p, x: x, None, loader)["loss"]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
