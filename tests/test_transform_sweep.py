@@ -106,3 +106,24 @@ def test_cross_entropy_with_masked_logits_is_finite():
     loader = [(logits, labels)]
     got = training.evaluate(lambda p, x: x, None, loader)["loss"]
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("f, x, want", [
+    (fnp.arcsin, 1.0, np.inf), (fnp.arcsin, -1.0, np.inf),
+    (fnp.arccos, 1.0, -np.inf), (fnp.arccos, -1.0, -np.inf),
+    (fnp.arccosh, 1.0, np.inf), (fnp.cbrt, 0.0, np.inf), (fnp.cbrt, -0.0, np.inf),
+    (lambda p: fgrad.scipy.special.logit(p), 0.0, np.inf),
+    (lambda p: fgrad.scipy.special.logit(p), 1.0, np.inf),
+])
+def test_infinite_derivatives_agree_in_both_modes(f, x, want):
+    # reverse mode met 0 * inf inside the composite formula (NaN) where forward
+    # mode gave the true infinite derivative
+    import fgrad.scipy.special  # noqa: F401
+    x = np.float64(x)
+    assert fgrad.grad(f)(x) == want
+    assert fgrad.jit(fgrad.grad(f))(x) == want
+    assert fgrad.jvp(f, (x,), (np.float64(1.0),))[1] == want
+    assert fgrad.vjp(f, x)[1](np.float64(1.0))[0] == want
+    inner = np.float64(2.0 if f is fnp.arccosh else 0.25)
+    np.testing.assert_allclose(float(fgrad.grad(f)(inner)),
+                               float(fgrad.jvp(f, (inner,), (np.float64(1.0),))[1]), rtol=1e-15)
