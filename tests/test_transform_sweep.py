@@ -127,3 +127,33 @@ def test_infinite_derivatives_agree_in_both_modes(f, x, want):
     inner = np.float64(2.0 if f is fnp.arccosh else 0.25)
     np.testing.assert_allclose(float(fgrad.grad(f)(inner)),
                                float(fgrad.jvp(f, (inner,), (np.float64(1.0),))[1]), rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------
+# jit against eager (tests/sweep_jit_bits.py)
+
+@pytest.mark.parametrize("x, bins", [
+    (np.array([4, 2, 0], np.uint8), np.array([5, 3, 1], np.uint8)),      # decreasing
+    (np.array([0, 50, -120], np.int8), np.array([-100, 100], np.int8)),  # 200 wraps in int8
+    (np.array([False, True, True, False]), np.array([True, True, False, False])),
+])
+def test_digitize_monotonicity_of_integer_and_bool_bins(x, bins):
+    # eager digitize judged the bins' direction by np.diff, which wraps
+    want = np.digitize(x, bins)
+    np.testing.assert_array_equal(fnp.digitize(x, bins), want)
+    np.testing.assert_array_equal(fgrad.jit(fnp.digitize)(x, bins), want)
+
+
+def test_histogram_bins_order_of_narrow_integers():
+    edges = np.array([-100, 0, 100], np.int8)
+    np.testing.assert_array_equal(fnp.histogram(np.array([1, 2, -3], np.int8), edges)[0], [1, 2])
+    with pytest.raises(ValueError, match="monotonically"):
+        fnp.histogram(np.array([1, 2], np.uint8), np.array([5, 3], np.uint8))
+
+
+def test_fmod_of_booleans_under_jit():
+    x, y = np.array([False, True, True]), np.array([True, True, True])
+    for f in (fnp.fmod, fgrad.jit(fnp.fmod)):
+        got = f(x, y)
+        assert got.dtype == np.int8
+        np.testing.assert_array_equal(got, np.fmod(x, y))

@@ -179,8 +179,11 @@ def divmod(x1, x2, /):
 
 
 def fmod(x1, x2, /):
-    """Remainder with the sign of the dividend (C's fmod)."""
-    return lax.rem(*promote(x1, x2))
+    """Remainder with the sign of the dividend (C's fmod); booleans as int8, NumPy's."""
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        x1, x2 = (lax.convert_element_type(x, dtypes.int8) for x in (x1, x2))
+    return lax.rem(x1, x2)
 
 
 def _int_pow(x, y):
