@@ -157,3 +157,38 @@ def test_fmod_of_booleans_under_jit():
         got = f(x, y)
         assert got.dtype == np.int8
         np.testing.assert_array_equal(got, np.fmod(x, y))
+
+
+def _cofactors(a):
+    n = a.shape[0]
+    return np.array([[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(a, i, 0), j, 1))
+                      for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("a", [
+    np.array([[1.0, 1.0], [1.0, 1.0]]), np.zeros((2, 2)), np.arange(9.0).reshape(3, 3),
+    np.diag([1.0, 0.0, 2.0]), np.outer([1.0, 2, 3], [1.0, 0, 2]) + np.outer([0, 1.0, 0], [1.0, 1, 1]),
+    np.array([[2.0, -1.0, 0.5], [0.3, 1.0, 2.0], [1.0, 1.0, -1.0]]),
+], ids=["ones", "zeros", "arange", "diag0", "rank2", "regular"])
+def test_det_derivative_is_the_cofactor_matrix(a):
+    # the chain rule through LU divided by the zero pivot: NaN at every singular a
+    want = _cofactors(a)
+    g = fgrad.grad(fnp.linalg.det)
+    np.testing.assert_allclose(np.asarray(g(a)), want, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(fgrad.jit(g)(a)), want, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(fgrad.vmap(g)(np.stack([a, 2 * a])))[1],
+                               _cofactors(2 * a), atol=1e-12)
+    t = np.linspace(-1, 1, a.size).reshape(a.shape)
+    np.testing.assert_allclose(float(fgrad.jvp(fnp.linalg.det, (a,), (t,))[1]),
+                               np.sum(want * t), atol=1e-12)
+
+
+def test_det_second_derivative_at_the_identity():
+    # d2 det(I)[e_ij, e_kl] = 1 for (i,j,k,l) = (i,i,k,k), -1 for (i,k,k,i), i != k
+    h = np.asarray(fgrad.hessian(fnp.linalg.det)(np.eye(3)))
+    want = np.zeros((3, 3, 3, 3))
+    for i in range(3):
+        for k in range(3):
+            if i != k:
+                want[i, i, k, k], want[i, k, k, i] = 1.0, -1.0
+    np.testing.assert_allclose(h, want, atol=1e-12)
