@@ -192,3 +192,15 @@ def test_det_second_derivative_at_the_identity():
             if i != k:
                 want[i, i, k, k], want[i, k, k, i] = 1.0, -1.0
     np.testing.assert_allclose(h, want, atol=1e-12)
+
+
+def test_dirichlet_float32_point_with_float64_concentrations():
+    # float32 x promoted by float64 alpha sums to 1 only within float32's rounding:
+    # the float64 tolerance made this point of the simplex -inf
+    import fgrad.scipy.stats as fst
+    from scipy import stats
+    x, alpha = np.array([0.2, 0.3, 0.5], np.float32), np.array([1.0, 2.0, 3.0])
+    want = stats.dirichlet.logpdf(x.astype(np.float64) / x.astype(np.float64).sum(), alpha)
+    for f in (fst.dirichlet.logpdf, fgrad.jit(fst.dirichlet.logpdf)):
+        np.testing.assert_allclose(float(f(x, alpha)), want, rtol=1e-6)
+    assert float(fst.dirichlet.logpdf(np.array([0.2, 0.3, 0.5001]), alpha)) == -np.inf
