@@ -20,11 +20,13 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp                                   # noqa: E402
 import jax.scipy.special as jsp                          # noqa: E402
 import jax.nn as jnn                                     # noqa: E402
+import jax.scipy.stats as jst                             # noqa: E402
 
 import fgrad                                             # noqa: E402
 import fgrad.numpy as fnp                                # noqa: E402
 import fgrad.scipy.special as fsp                        # noqa: E402
 import fgrad.nn as fnn                                   # noqa: E402
+import fgrad.scipy.stats as fst                          # noqa: E402
 
 warnings.simplefilter("ignore")
 
@@ -253,6 +255,79 @@ case("abs(x)**2", lambda m, x: (m.np.abs(x) ** 2).sum(), 0.0)
 case("sqrt(x**2)", lambda m, x: m.np.sqrt(x ** 2).sum(), 0.0)
 case("round", lambda m, x: m.np.round(x, 1).sum(), 0.25)
 
+# --- infinite derivatives at the edge of the domain
+case("arctanh", lambda m, x: m.np.arctanh(x).sum(), 1.0, -1.0)
+case("arcsin", lambda m, x: m.np.arcsin(x).sum(), 1.0, -1.0)
+case("arccos", lambda m, x: m.np.arccos(x).sum(), 1.0, -1.0)
+case("arccosh", lambda m, x: m.np.arccosh(x).sum(), 1.0)
+case("cbrt", lambda m, x: m.np.cbrt(x).sum(), 0.0, -0.0)
+case("erfinv", lambda m, x: m.sp.erfinv(x).sum(), 1.0, -1.0)
+case("ndtri", lambda m, x: m.sp.ndtri(x).sum(), 0.0, 1.0)
+case("logit", lambda m, x: m.sp.logit(x).sum(), 0.0, 1.0)
+case("pow third", lambda m, x: (x ** (1/3)).sum(), 0.0)
+case("sqrt", lambda m, x: m.np.sqrt(x).sum(), 0.0)
+case("log", lambda m, x: m.np.log(x).sum(), 0.0)
+case("log1p", lambda m, x: m.np.log1p(x).sum(), -1.0)
+case("log2", lambda m, x: m.np.log2(x).sum(), 0.0)
+case("log10", lambda m, x: m.np.log10(x).sum(), 0.0)
+case("reciprocal", lambda m, x: (1/x).sum(), 0.0)
+case("arctan2", lambda m, x: m.np.arctan2(x, 1.0).sum(), 0.0)
+case("xlogy", lambda m, x: m.sp.xlogy(1.0, x).sum(), 0.0)
+case("entr", lambda m, x: m.sp.entr(x).sum(), 0.0)
+case("gammaln", lambda m, x: m.sp.gammaln(x).sum(), 0.0)
+case("digamma", lambda m, x: m.sp.digamma(x).sum(), 0.0)
+case("log_ndtr", lambda m, x: m.sp.log_ndtr(x).sum(), -np.inf)
+case("sqrt complex-ish hypot", lambda m, x: m.np.hypot(x, 0.0).sum(), 0.0)
+case("norm of 1", lambda m, x: m.np.linalg.norm(m.np.stack([x, x])), 0.0)
+case("std single", lambda m, x: m.np.std(m.np.stack([x, 2*x])), 0.0)
+case("power frac base0", lambda m, x: m.np.power(x, 0.3).sum(), 0.0)
+case("arcsinh", lambda m, x: m.np.arcsinh(x).sum(), np.inf)
+case("logaddexp", lambda m, x: m.np.logaddexp(x, 0.0).sum(), np.inf, -np.inf)
+case("softplus", lambda m, x: m.nn.softplus(x).sum(), np.inf, -np.inf)
+case("sigmoid", lambda m, x: m.nn.sigmoid(x).sum(), np.inf, -np.inf)
+case("tanh", lambda m, x: m.np.tanh(x).sum(), np.inf)
+case("exp", lambda m, x: m.np.exp(x).sum(), -np.inf)
+case("expit", lambda m, x: m.sp.expit(x).sum(), np.inf, -np.inf)
+case("log_softmax", lambda m, x: m.nn.log_softmax(m.np.stack([x, 0.0]))[1], np.inf, -np.inf)
+case("erfc", lambda m, x: m.sp.erfc(x).sum(), np.inf, -np.inf)
+case("arctan", lambda m, x: m.np.arctan(x).sum(), np.inf)
+# --- scipy.stats at support boundaries
+ST = {FG: fst, JX: jst}
+def S(m): return ST[FG] if m is FG else ST[JX]
+pts = {
+ "norm.logpdf": (lambda m, x: S(m).norm.logpdf(x[0], x[1], x[2]), [(0.,0.,1.), (inf,0.,1.), (1., 1., 2.)]),
+ "norm.logcdf": (lambda m, x: S(m).norm.logcdf(x[0], x[1], x[2]), [(-40.,0.,1.), (0.,0.,1.), (40., 0., 1.)]),
+ "norm.cdf": (lambda m, x: S(m).norm.cdf(x[0], x[1], x[2]), [(0.,0.,1.), (-inf, 0., 1.)]),
+ "norm.sf": (lambda m, x: S(m).norm.sf(x[0], x[1], x[2]), [(0.,0.,1.), (10., 0., 1.)]),
+ "norm.ppf": (lambda m, x: S(m).norm.ppf(x[0], x[1], x[2]), [(0.5,0.,1.), (0.999,0.,2.)]),
+ "t.logpdf": (lambda m, x: S(m).t.logpdf(x[0], x[1]), [(0., 3.), (2., 1.), (1e3, 2.)]),
+ "t.cdf" : (lambda m, x: S(m).t.cdf(x[0], x[1]), [(0., 3.), (2., 1.)]),
+ "gamma.logpdf": (lambda m, x: S(m).gamma.logpdf(x[0], x[1]), [(0., 1.), (0., 2.), (1., 0.5), (2., 3.)]),
+ "gamma.cdf": (lambda m, x: S(m).gamma.cdf(x[0], x[1]), [(1., 2.), (0., 2.)]),
+ "beta.logpdf": (lambda m, x: S(m).beta.logpdf(x[0], x[1], x[2]), [(0.5, 2., 3.), (0., 1., 2.), (1., 2., 1.), (0., 2., 2.)]),
+ "beta.cdf": (lambda m, x: S(m).beta.cdf(x[0], x[1], x[2]), [(0.3, 2., 3.)]),
+ "expon.logpdf": (lambda m, x: S(m).expon.logpdf(x[0], 0., x[1]), [(0., 1.), (2., 0.5)]),
+ "expon.cdf": (lambda m, x: S(m).expon.cdf(x[0], 0., x[1]), [(0., 1.), (2., 0.5)]),
+ "laplace.logpdf": (lambda m, x: S(m).laplace.logpdf(x[0], x[1], x[2]), [(0., 0., 1.), (1., 0., 2.)]),
+ "laplace.cdf": (lambda m, x: S(m).laplace.cdf(x[0], x[1], x[2]), [(0., 0., 1.), (1., 0., 2.)]),
+ "logistic.logpdf": (lambda m, x: S(m).logistic.logpdf(x[0]), [(0.,), (800.,), (-800.,)]),
+ "logistic.cdf": (lambda m, x: S(m).logistic.cdf(x[0]), [(0.,), (800.,), (-800.,)]),
+ "cauchy.logpdf": (lambda m, x: S(m).cauchy.logpdf(x[0], x[1], x[2]), [(0., 0., 1.), (1e10, 0., 1.)]),
+ "uniform.logpdf": (lambda m, x: S(m).uniform.logpdf(x[0], x[1], x[2]), [(0.5, 0., 1.), (0., 0., 1.)]),
+ "chi2.logpdf": (lambda m, x: S(m).chi2.logpdf(x[0], x[1]), [(1., 2.), (0., 2.), (0., 3.)]),
+ "poisson.logpmf mu": (lambda m, x: S(m).poisson.logpmf(3.0, x[0]), [(2.,), (0.,)]),
+ "poisson.logpmf k0 mu0": (lambda m, x: S(m).poisson.logpmf(0.0, x[0]), [(0.,), (1.,)]),
+ "binom.logpmf p": (lambda m, x: S(m).binom.logpmf(3.0, 5.0, x[0]), [(0.3,), (0.,), (1.,)]),
+ "binom.logpmf k0 p0": (lambda m, x: S(m).binom.logpmf(0.0, 5.0, x[0]), [(0.,), (0.5,)]),
+ "bernoulli.logpmf": (lambda m, x: S(m).bernoulli.logpmf(1.0, x[0]), [(0.3,), (1.,), (0.,)]),
+ "bernoulli.logpmf k0": (lambda m, x: S(m).bernoulli.logpmf(0.0, x[0]), [(0.,), (1.,)]),
+ "geom.logpmf": (lambda m, x: S(m).geom.logpmf(2.0, x[0]), [(0.3,), (1.,)]),
+ "nbinom.logpmf": (lambda m, x: S(m).nbinom.logpmf(2.0, 3.0, x[0]), [(0.3,), (1.,)]),
+ "dirichlet.logpdf": (lambda m, x: S(m).dirichlet.logpdf(m.np.array([0.2, 0.3, 0.5]), x), [(1., 2., 3.), (1., 1., 1.)]),
+ "mvn.logpdf": (lambda m, x: S(m).multivariate_normal.logpdf(x, m.np.zeros(2), m.np.array([[2., 0.5], [0.5, 1.]])), [(0., 0.), (1., -1.)]),
+}
+for nm, (f, ps) in pts.items():
+    case(nm, f, *ps)
 
 def jx_fn(f):
     return lambda x: f(JX, x)

@@ -146,7 +146,10 @@ case("at mul", lambda x, i, v: x.at[i].multiply(v), r(4, 3), np.array([1, 1, -1]
 case("at min", lambda x, i, v: x.at[i].min(v), r(4, 3), np.array([1, 1, -1]), r(3, 3))
 case("at max", lambda x, i, v: x.at[i].max(v), r(4, 3), np.array([1, 1, -1]), r(3, 3))
 case("at get", lambda x, i: x.at[i].get(mode="fill", fill_value=-7.0), r(4, 3), np.array([1, 9, -1]))
-case("at set oob drop", lambda x, i, v: x.at[i].set(v), r(4, 3), np.array([1, 9]), r(2, 3))
+case("at get clip", lambda x, i: x.at[i].get(mode="clip"), r(4, 3), np.array([1, 9, -7]))
+case("at set clip", lambda x, i, v: x.at[i].set(v, mode="clip"), r(4, 3), np.array([1, 9, -7]), r(3, 3))
+case("at add drop", lambda x, i, v: x.at[i].add(v, mode="drop"), r(4, 3), np.array([1, 9, -7]), r(3, 3))
+case("take fill oob", lambda x, i: fnp.take(x, i, axis=0, mode="fill"), r(4, 3), np.array([1, 9, -7]))
 case("at set scalar v", lambda x, i, v: x.at[i].set(v), r(4, 3), np.array([1, 2]), np.float64(3.0))
 case("at set only v batched", lambda x, i, v: x.at[i].set(v), r(4, 3), np.array([1, 2]), r(2, 3),
      batched=[False, False, True])
@@ -262,7 +265,7 @@ for mode in ["constant", "edge", "reflect", "symmetric", "wrap"]:
     case(f"pad {mode}", lambda x, m=mode: fnp.pad(x, ((1, 2), (2, 0)), mode=m), r(3, 4))
 case("pad constant val", lambda x: fnp.pad(x, 2, constant_values=(1.5, -2.0)), r(3))
 case("pad batched val", lambda x, v: fnp.pad(x, 1, constant_values=v), r(3), np.float64(4.0))
-case("lax.pad neg interior", lambda x: lax.pad(x, 0.0, [(-1, 2, 1), (1, -1, 0)]), r(3, 4))
+case("lax.pad interior", lambda x: lax.pad(x, 0.0, [(1, 2, 1), (1, 0, 0)]), r(3, 4))
 case("diagonal", lambda x: fnp.diagonal(x, 1), r(3, 4))
 case("diagonal neg", lambda x: fnp.diagonal(x, -1, axis1=1, axis2=0), r(3, 4))
 case("diagonal 3d", lambda x: fnp.diagonal(x, 0, 0, 2), r(3, 2, 4))
@@ -540,6 +543,7 @@ def run_case(name, f, args, batched, rtol):
         stx = batch_args(args, batched, axis) if axis == 0 else \
             [np.moveaxis(s, 0, -1) if b else s for s, b in zip(st0, batched)]
         in_axes = tuple((axis if b else None) for b in batched)
+        stx = [s if b else fnp.asarray(s) for s, b in zip(stx, batched)]
         for label, g in [("vmap", fgrad.vmap(f, in_axes=in_axes)),
                          ("jit(vmap)", fgrad.jit(fgrad.vmap(f, in_axes=in_axes)))]:
             if label == "jit(vmap)" and axis != 0:
@@ -556,7 +560,7 @@ def run_case(name, f, args, batched, rtol):
                 probs.append(f"{label} in_axes={axis}: {msg}")
     # nested: batch of batches (2 x B) on the batched args
     try:
-        st2 = [np.stack([s, s[::-1]]) if b else s for s, b in zip(st0, batched)]
+        st2 = [np.stack([s, s[::-1]]) if b else fnp.asarray(s) for s, b in zip(st0, batched)]
         in_axes = tuple((0 if b else None) for b in batched)
         out = fgrad.vmap(fgrad.vmap(f, in_axes=in_axes), in_axes=in_axes)(*st2)
         ref2 = fgrad.tree.map(lambda a: np.stack([np.asarray(a), np.asarray(a)[::-1]]), ref)
