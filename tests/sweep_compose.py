@@ -9,7 +9,6 @@ checkpointing) it compares:
   * the Hessian (jacfwd(jacrev)) against jacrev(jacrev) and jacfwd(jacfwd);
   * central differences of the gradient (float64) where the function is smooth.
 """
-import sys
 import warnings
 
 import numpy as np
@@ -19,6 +18,7 @@ import fgrad.numpy as fnp
 from fgrad import lax
 import fgrad.scipy.special  # noqa: F401
 import fgrad.scipy.linalg  # noqa: F401
+from sweep_util import run_cases
 
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(1)
@@ -203,18 +203,7 @@ def run(name, f, x, smooth):
 
 
 def main():
-    pat = sys.argv[1] if len(sys.argv) > 1 else ""
-    bad = 0
-    for name, f, x, smooth in CASES:
-        if pat not in name:
-            continue
-        probs = run(name, f, x, smooth)
-        if probs:
-            bad += 1
-            print(f"== {name}")
-            for p in probs:
-                print("   ", p)
-    print(f"{bad} of {len(CASES)} cases differ")
+    run_cases(CASES, run)
 
 
 if __name__ == "__main__":

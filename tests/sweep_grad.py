@@ -10,7 +10,6 @@ float64 points, many at ties, zeros and boundaries) it checks:
 It prints what differs; a difference is then judged by hand (JAX is a reference,
 not the specification: fgrad documents where it chose otherwise).
 """
-import sys
 import warnings
 
 import numpy as np
@@ -27,6 +26,7 @@ import fgrad.numpy as fnp                                # noqa: E402
 import fgrad.scipy.special as fsp                        # noqa: E402
 import fgrad.nn as fnn                                   # noqa: E402
 import fgrad.scipy.stats as fst                          # noqa: E402
+from sweep_util import run_cases                          # noqa: E402
 
 warnings.simplefilter("ignore")
 
@@ -348,13 +348,6 @@ def cmp(a, b, rtol=1e-9):
     return None
 
 
-def bits(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    eq = (a == b) | (np.isnan(a) & np.isnan(b))
-    eq &= (np.signbit(a) == np.signbit(b)) | np.isnan(a)
-    return None if eq.all() else f"{a.tolist()} vs {b.tolist()}"
-
-
 def run(name, f, x, smooth):
     out = []
     ff, jf = fg_fn(f), jx_fn(f)
@@ -411,18 +404,7 @@ def run(name, f, x, smooth):
 
 
 def main():
-    pat = sys.argv[1] if len(sys.argv) > 1 else ""
-    bad = 0
-    for name, f, x, smooth in CASES:
-        if pat not in name:
-            continue
-        probs = run(name, f, x, smooth)
-        if probs:
-            bad += 1
-            print(f"== {name} at {x.tolist()}")
-            for p in probs:
-                print("   ", p)
-    print(f"{bad} of {len(CASES)} points differ")
+    run_cases(CASES, run, lambda case: f"{case[0]} at {case[2].tolist()}")
 
 
 if __name__ == "__main__":

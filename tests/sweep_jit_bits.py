@@ -15,6 +15,7 @@ import numpy as np
 import fgrad
 import fgrad.numpy as fnp
 import fgrad.scipy.special as fsp
+from sweep_util import equal_bits
 
 warnings.simplefilter("ignore")
 
@@ -92,12 +93,7 @@ def diff(a, b):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape or x.dtype != y.dtype:
             return f"shape/dtype {x.shape} {x.dtype} vs {y.shape} {y.dtype}"
-        if x.dtype.kind in "fc":
-            eq = (x == y) | (np.isnan(x) & np.isnan(y))
-            if x.dtype.kind == "f":
-                eq &= (np.signbit(x) == np.signbit(y)) | np.isnan(x)
-        else:
-            eq = x == y
+        eq = equal_bits(x, y)
         if not np.all(eq):
             i = np.flatnonzero(~np.asarray(eq).ravel())[0] if np.ndim(eq) else 0
             return (f"at flat {i}: eager {x.ravel()[i] if x.ndim else x} jit "

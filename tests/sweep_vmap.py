@@ -5,8 +5,7 @@ case whose batched answer differs (bits, dtype or shape) from the loop, or that
 raises where the loop does not. Each case is checked with in_axes 0 and with
 the batch on the last axis, under jit(vmap), and under a nested vmap.
 """
-import sys
-import traceback
+import os
 
 import numpy as np
 
@@ -16,6 +15,7 @@ import fgrad.scipy.special as fsp
 import fgrad.scipy.linalg as fsl
 import fgrad.scipy.signal as fss
 from fgrad import lax
+from sweep_util import equal_bits, run_cases
 
 B = 3
 rng = np.random.default_rng(0)
@@ -25,14 +25,10 @@ def same(a, b):
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         return f"shape/dtype {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
-    if a.dtype.kind in "fc":
-        eq = (a == b) | (np.isnan(a) & np.isnan(b))
-        if a.dtype.kind == "f":
-            eq &= (np.signbit(a) == np.signbit(b)) | np.isnan(a)
-        if not eq.all():
-            return f"values differ: max abs {np.nanmax(np.abs(a - b)) if a.size else 0}"
-        return None
-    return None if np.array_equal(a, b) else "values differ"
+    if not equal_bits(a, b).all():
+        return "values differ" + (f": max abs {np.nanmax(np.abs(a - b))}"
+                                  if a.dtype.kind in "fc" and a.size else "")
+    return None
 
 
 def close(a, b, rtol):
@@ -72,12 +68,15 @@ def case(name, f, *args, batched=None, rtol=0):
     CASES.append((name, f, args, batched, rtol))
 
 
-def r(*shape, dt="float64"):
-    return rng.standard_normal(shape).astype(dt)
+FLOAT = os.environ.get("SWEEP_FLOAT", "float64")   # float32 / float16 rerun the cases
+
+
+def r(*shape, dt=None):
+    return rng.standard_normal(shape).astype(dt or FLOAT)
 
 
 def ties(*shape):
-    return rng.integers(-2, 3, shape).astype("float64")
+    return rng.integers(-2, 3, shape).astype(FLOAT)
 
 
 # --- reductions
@@ -575,21 +574,7 @@ def run_case(name, f, args, batched, rtol):
 def main():
     import warnings
     warnings.simplefilter("ignore")
-    pat = sys.argv[1] if len(sys.argv) > 1 else ""
-    bad = 0
-    for name, f, args, batched, rtol in CASES:
-        if pat not in name:
-            continue
-        try:
-            probs = run_case(name, f, args, batched, rtol)
-        except Exception:
-            probs = ["HARNESS " + traceback.format_exc()[-400:]]
-        if probs:
-            bad += 1
-            print(f"== {name}")
-            for p in probs:
-                print("   ", p)
-    print(f"{bad} of {len(CASES)} cases differ")
+    run_cases(CASES, run_case)
 
 
 if __name__ == "__main__":
