@@ -133,7 +133,9 @@ def _nll_from_log_probs(name, log_probs, labels, *, axis, weight, ignore_index,
     logp = fnp.moveaxis(log_probs, axis, -1)
     one_hot = nn.one_hot(labels, num_classes, dtype=logp.dtype)
     weighted = logp if weight is None else logp * weight
-    loss = -fnp.sum(one_hot * weighted, axis=-1)
+    # picked by a select, not a product: a class masked with a -inf logit is
+    # 0 * -inf = nan in a product, and must not count where it is not the label
+    loss = -fnp.sum(fnp.where(one_hot > 0, weighted, 0), axis=-1)
     if label_smoothing:
         loss = (1.0 - label_smoothing) * loss - label_smoothing / num_classes * fnp.sum(
             weighted, axis=-1)

@@ -203,8 +203,9 @@ def _batch_metrics(apply_fn, loss_fn, params, x, y):
     else:                                # integer class labels
         labels = y
         targets = nn.one_hot(y, logits.shape[-1], dtype=logits.dtype)
-    if loss_fn is None:
-        losses = -fnp.sum(targets * nn.log_softmax(logits, axis=-1), axis=-1)
+    if loss_fn is None:       # (a class with target 0 adds 0, even at a -inf logit)
+        terms = fnp.where(targets != 0, targets * nn.log_softmax(logits, axis=-1), 0)
+        losses = -fnp.sum(terms, axis=-1)
     else:
         losses = loss_fn(logits, y)
     total = fnp.sum(losses) if losses.ndim else losses * x.shape[0]

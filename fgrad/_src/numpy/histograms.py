@@ -82,10 +82,11 @@ def digitize(x, bins, right=False):
     down = bins.shape[0] - searchsorted(flip(bins, 0), x, side=side)
     known = concrete_value(bins)
     if known is not None:
-        d = np.diff(known)
-        if np.all(d >= 0):
+        # neighbours compared, not np.diff: that wraps for unsigned and narrow
+        # integers (uint8 [5, 3] looked increasing) and is xor for booleans
+        if np.all(known[1:] >= known[:-1]):
             return up
-        if np.all(d <= 0):
+        if np.all(known[1:] <= known[:-1]):
             return down
         raise ValueError("digitize: bins must be monotonically increasing or decreasing")
     return ufuncs.where(bins[-1] >= bins[0], up, down)
@@ -133,7 +134,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     if edges.ndim != 1:
         raise ValueError("histogram: `bins` must be 1d, when an array")
     known = concrete_value(edges)
-    if known is not None and np.any(np.diff(known) < 0):
+    if known is not None and np.any(known[1:] < known[:-1]):     # (not np.diff: it wraps)
         raise ValueError("histogram: `bins` must increase monotonically, when an array")
     return edges
 

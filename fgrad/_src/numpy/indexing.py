@@ -327,25 +327,37 @@ class IndexUpdateRef:
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
             fill_value=None):
-        """x[idx]."""
-        return getitem(self.array, self.index)
+        """x[idx]. mode 'fill' reads fill_value at out-of-bounds indices (default NaN,
+        the integer minimum, the unsigned maximum, True), 'clip' clamps them."""
+        _check_mode("get", mode, ("clip", "fill"))
+        if mode in (None, "promise_in_bounds"):
+            return getitem(self.array, self.index)
+        x = _value(self.array)
+        flat = lax.reshape(x, (x.size,))
+        if mode == "fill":
+            fill = _cast_updates(x, default_fill(x.dtype) if fill_value is None else fill_value)
+            if fill.ndim:
+                raise FgradTypeError(f"at[...].get: fill_value must be a scalar, got shape "
+                                     f"{tuple(fill.shape)}")
+            flat = lax.concatenate([flat, lax.reshape(fill, (1,))], 0)
+        return getitem(flat, _flat_targets(x, self.index, mode))
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with x[idx] = values (for duplicate indices, the last value wins)."""
-        return _update("set", lax.scatter, self.array, self.index, values)
+        return _update("set", lax.scatter, self.array, self.index, values, mode)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with values added at idx (duplicate indices accumulate)."""
-        return _update("add", lax.scatter_add, self.array, self.index, values)
+        return _update("add", lax.scatter_add, self.array, self.index, values, mode)
 
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         from .ufuncs import negative
         return _update("subtract", lax.scatter_add, self.array, self.index,
-                       negative(_value(values)))
+                       negative(_value(values)), mode)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with x[idx] multiplied by values (duplicates multiply repeatedly)."""
-        return _update("multiply", lax.scatter_mul, self.array, self.index, values)
+        return _update("multiply", lax.scatter_mul, self.array, self.index, values, mode)
 
     mul = multiply
 
@@ -355,29 +367,51 @@ class IndexUpdateRef:
         if x.dtype.kind != "f":
             raise FgradTypeError(f"at[...].divide needs a floating-point array, got "
                                  f"{x.dtype}")
-        return _update("divide", lax.scatter_mul, x, self.index, reciprocal(_value(values)))
+        return _update("divide", lax.scatter_mul, x, self.index, reciprocal(_value(values)),
+                       mode)
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with x[idx] raised to values (duplicate indices: the last one wins)."""
         from .ufuncs import power
-        return self.set(power(self.get(), values))
+        return self.set(power(self.get(mode=mode), values), mode=mode)
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with x[idx] = minimum(x[idx], values)."""
-        return _update("min", lax.scatter_min, self.array, self.index, values)
+        return _update("min", lax.scatter_min, self.array, self.index, values, mode)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
         """x with x[idx] = maximum(x[idx], values)."""
-        return _update("max", lax.scatter_max, self.array, self.index, values)
+        return _update("max", lax.scatter_max, self.array, self.index, values, mode)
 
 
-def _update(op, scatter_fn, x, index, values):
+def _check_mode(op, mode, modes):
+    if mode not in (None, "promise_in_bounds") + modes:
+        raise ValueError(f"at[...].{op}: mode must be None, 'promise_in_bounds' or one of "
+                         f"{modes}, got {mode!r}")
+
+
+def default_fill(dtype):
+    """What an out-of-bounds read gives in mode 'fill' by default (as JAX's)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return np.asarray(np.nan, dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return np.asarray(info.min if dtype.kind == "i" else info.max, dtype)
+    return np.asarray(True)
+
+
+def _update(op, scatter_fn, x, index, values, mode=None):
+    """x with values combined in at index. Out-of-bounds indices: mode None drops
+    traced ones and rejects concrete ones; 'drop'/'fill' drop both; 'clip' clamps."""
+    _check_mode(op, mode, ("drop", "fill", "clip"))
     x = _value(x)
     bool_op = x.dtype.kind == "b" and op != "set"
-    if _is_basic(index) and not bool_op:
+    oob = {"clip": "clip", "drop": "fill", "fill": "fill"}.get(mode, "drop")
+    if oob == "drop" and _is_basic(index) and not bool_op:
         return _update_window(op, x, index, values)
     x2, entries = _expand(x, index)
-    if x2.ndim == x.ndim and all(k == "array" or (k == "int") or _is_full(p, n) for (k, p), n
+    if oob == "drop" and x2.ndim == x.ndim and all(k == "array" or (k == "int") or _is_full(p, n) for (k, p), n
                                  in zip(entries, x.shape)):
         # Arrays (and ints) with whole axes elsewhere: scatter at the index arrays.
         _, arrays, adv, perm = _advanced(x, entries)
@@ -395,7 +429,7 @@ def _update(op, scatter_fn, x, index, values):
             return lax.ne(out, Array(np.asarray(0, i32), True))
         return scatter_fn(x, arrays, v, adv)
     n = x.size
-    target = _flat_targets(x, index)
+    target = _flat_targets(x, index, oob)
     tshape = tuple(target.shape)
     v = _broadcast_updates(op, x, values, tshape)
     m = math.prod(map(int, tshape))
@@ -412,16 +446,18 @@ def _update(op, scatter_fn, x, index, values):
     return lax.reshape(out, tuple(x.shape))
 
 
-def _flat_targets(x, index):
-    """The flat positions x[index] reads, for a scatter into the flattened x. A
-    traced index out of bounds gives x.size, which the scatter drops (getitem
-    would clamp it): the positions are padded by one entry of x.size at the end
-    of every axis, and the index is rewritten to in-range slices and ints and to
-    arrays whose out-of-bounds entries point at the padding."""
+def _flat_targets(x, index, oob="drop"):
+    """The flat positions x[index] reads, for a scatter into the flattened x. An
+    index out of bounds gives x.size, which the scatter drops (getitem would clamp
+    it): with oob 'drop' a traced one (a concrete one raises), with 'fill' any;
+    with 'clip' it is clamped into the axis instead. The positions are padded by
+    one entry of x.size at the end of every axis, and the index is rewritten to
+    in-range slices and ints and to arrays whose out-of-bounds entries point at
+    the padding."""
     n = x.size
     positions = Array(np.arange(n, dtype=_index_dtype(n + 1)).reshape(x.shape), False)
     expanded, entries = _expand(positions, index)
-    if not any(k == "array" and isinstance(p, Tracer) for k, p in entries):
+    if oob == "drop" and not any(k == "array" and isinstance(p, Tracer) for k, p in entries):
         return getitem(positions, index)
     grid = np.asarray(expanded._value)
     padded = Array(np.pad(grid, [(0, 1)] * grid.ndim, constant_values=n), False)
@@ -432,12 +468,19 @@ def _flat_targets(x, index):
             start, stop, step = p.indices(size)
             fixed.append(slice(start, None if stop < 0 else stop, step))
         elif k == "int":
-            if not -size <= p < size:
+            if -size <= p < size:
+                fixed.append(p % size)
+            elif oob == "drop":
                 raise _out_of_bounds(p, d, size)
-            fixed.append(p % size)
+            else:
+                fixed.append(size if oob == "fill" else min(max(p + size * (p < 0), 0), size - 1))
         else:
+            if oob != "drop" and not isinstance(p, Tracer):
+                p = Array(p, False)      # checked below, not rejected
             i = _normalize_array_index(p, d, size)
-            if isinstance(p, Tracer):
+            if oob == "clip":
+                i = lax.min(lax.max(i, _scalar(0, i.dtype)), _scalar(max(size - 1, 0), i.dtype))
+            elif isinstance(p, Tracer) or oob == "fill":
                 inside = lax.bitwise_and(lax.ge(i, _scalar(0, i.dtype)),
                                          lax.lt(i, _scalar(size, i.dtype)))
                 i = lax.select_n(inside, _scalar(size, i.dtype), i)

@@ -167,17 +167,63 @@ def inv(a):
 def _lu_sign_and_diagonal(name, a):
     a = _matrices(name, a, square=True)
     lu_packed, pivots, _ = lax_linalg.lu(a)
-    n = a.shape[-1]
+    return _pivots_sign(pivots, a.dtype), _main_diagonal(lu_packed)
+
+
+def _pivots_sign(pivots, dtype):
+    """The determinant of the row permutation that LU's pivots (row swaps) make."""
+    n = pivots.shape[-1]
     swaps = reductions.sum(pivots != creation.arange(n, dtype=pivots.dtype), axis=-1)
-    sign = ufuncs.where(swaps % 2 == 1, -1.0, 1.0).astype(a.dtype)
-    return sign, _main_diagonal(lu_packed)
+    return ufuncs.where(swaps % 2 == 1, -1.0, 1.0).astype(dtype)
 
 
 def det(a):
     """The determinant of each square matrix, from its LU factors; a singular one
-    gives +0.0, as NumPy's (adding 0 turns the product's -0.0 into +0.0)."""
-    sign, d = _lu_sign_and_diagonal("det", a)
-    return sign * reductions.prod(d, axis=-1) + 0
+    gives +0.0, as NumPy's (adding 0 turns the product's -0.0 into +0.0). Its
+    derivative is the adjugate's, finite at singular matrices too (see _det_jvp)."""
+    return _det(_matrices("det", a, square=True))
+
+
+@custom_jvp
+def _det(a):
+    lu_packed, pivots, _ = lax_linalg.lu(a)
+    return _det_from_lu(lu_packed, pivots)
+
+
+def _det_from_lu(lu_packed, pivots):
+    return _pivots_sign(pivots, lu_packed.dtype) * reductions.prod(
+        _main_diagonal(lu_packed), axis=-1) + 0
+
+
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    """d det(a) = tr(adj(a) da). With a[perm] = l u: tr(adj(a) da) = sign tr(adj(u) m),
+    m = l^-1 da[perm]. u' is u with zero pivots set to 1 and p the product of its
+    pivots: adj(u) = p u'^-1 when no pivot is zero, p u'^-1 e_k e_k^T u'^-1 when only
+    pivot k is (u's null vectors are u'^-1 e_k and its transpose's), and 0 is taken
+    for more (exact when rank(a) < n - 1). The chain rule through lu instead divided
+    by the zero pivot: NaN for every singular matrix."""
+    (a,), (da,) = primals, tangents
+    lu_packed, pivots, perm = lax_linalg.lu(a)
+    n = a.shape[-1]
+    eye = creation.eye(n, dtype=a.dtype)
+    d = _main_diagonal(lu_packed)
+    zero = d == 0
+    d1 = ufuncs.where(zero, 1, d).astype(a.dtype)
+    u1 = lu_packed + (d1 - d)[..., None] * eye     # (only the upper triangle is read)
+    rows = (perm[..., :, None] == creation.arange(n, dtype=perm.dtype)).astype(a.dtype)
+    m = _products.matmul(rows, da)                  # da[perm] (a gather's transpose
+    #                                                 would be a complex scatter_add)
+    m = lax_linalg.triangular_solve(lu_packed, m, left_side=True, lower=True,
+                                    unit_diagonal=True)
+    w = lax_linalg.triangular_solve(u1, m, left_side=True, lower=False)      # u'^-1 m
+    v = lax_linalg.triangular_solve(u1, w, left_side=False, lower=False)     # .. u'^-1
+    p = _pivots_sign(pivots, a.dtype) * reductions.prod(d1, axis=-1)
+    zeros = reductions.sum(zero, axis=-1)
+    one_zero = reductions.sum(ufuncs.where(zero, _main_diagonal(v), 0), axis=-1)
+    t = ufuncs.where(zeros == 0, _main_diagonal(w).sum(axis=-1),
+                     ufuncs.where(zeros == 1, one_zero, 0))
+    return _det_from_lu(lu_packed, pivots), p * t
 
 
 def slogdet(a):

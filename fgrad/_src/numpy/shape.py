@@ -638,7 +638,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
     """Elements of `a` at `indices` along `axis` (the flattened array for None).
     Concrete out-of-range indices raise IndexError (mode None/'raise'); traced ones
-    are clamped. mode 'clip' and 'wrap' work as in NumPy."""
+    are clamped. mode 'clip' and 'wrap' work as in NumPy; 'fill' reads fill_value
+    there (as `x.at[i].get(mode='fill')`)."""
     a = _value(a)
     if axis is None:
         a = lax.reshape(a, (a.size,))
@@ -647,11 +648,15 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     if mode not in (None, "raise", "clip", "wrap", "fill"):
         raise ValueError(f"take: unknown mode {mode!r}")
     n = a.shape[ax]
+    inside, indices = _fill_inside(indices, n, mode)
     idx = _normalize_index("take", indices, n, mode)
     if n == 0 and idx.size:
         raise IndexError("take: cannot take from an empty axis")
     out = lax.gather(a, (idx,), (ax,))
     k = idx.ndim
+    if inside is not None:
+        out = _fill_outside(a, out, lax.reshape(inside, tuple(inside.shape) + (1,) * (out.ndim - k)),
+                            fill_value)
     if ax:
         perm = list(range(k, k + ax)) + list(range(k)) + list(range(k + ax, out.ndim))
         out = lax.transpose(out, perm)
@@ -682,6 +687,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                              f"outside axis {ax}") from None
     bshape.insert(ax, idx.shape[ax])
     bshape = tuple(bshape)
+    inside, idx = _fill_inside(idx, a.shape[ax], mode)
     idx = _normalize_index("take_along_axis", idx, a.shape[ax], mode)
     idx = broadcast_to(idx, bshape)
     itype = idx.dtype
@@ -693,7 +699,34 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
             index_arrays.append(Array(np.zeros(bshape, itype), False))
         else:
             index_arrays.append(lax.iota(itype, bshape, d))
-    return lax.gather(a, tuple(index_arrays), tuple(range(a.ndim)))
+    out = lax.gather(a, tuple(index_arrays), tuple(range(a.ndim)))
+    return out if inside is None else _fill_outside(a, out, inside, fill_value)
+
+
+def _fill_inside(indices, n, mode):
+    """For mode 'fill': (which indices lie in [-n, n), the indices with the others
+    replaced by 0); else (None, indices)."""
+    if mode != "fill":
+        return None, indices
+    idx = _value(indices)
+    if idx.dtype.kind not in "iu":
+        return None, idx        # _normalize_index names the error
+    info, dt = np.iinfo(idx.dtype), idx.dtype
+    inside = Array(np.ones(tuple(idx.shape), bool), False)
+    if info.min < -n:
+        inside = lax.ge(idx, Array(np.asarray(-n, dt), False))
+    if n <= info.max:
+        inside = lax.bitwise_and(inside, lax.lt(idx, Array(np.asarray(n, dt), False)))
+    return inside, lax.select_n(inside, Array(np.zeros(tuple(idx.shape), dt), False), idx)
+
+
+def _fill_outside(a, out, inside, fill_value):
+    """out where inside (broadcast), fill_value (default as `at[].get`'s) elsewhere."""
+    from .indexing import default_fill
+    fill = default_fill(a.dtype) if fill_value is None else fill_value
+    fill = lax.convert_element_type(_value(fill), a.dtype)
+    return lax.select_n(lax.broadcast_to(inside, tuple(out.shape)),
+                        lax.broadcast_to(fill, tuple(out.shape)), out)
 
 
 # ----------------------------------------------------------------------------

@@ -135,8 +135,19 @@ def _floor_divmod(x1, x2):
         # zeros carry NumPy's (and Python's) signs: a zero quotient that of x1 / x2,
         # a zero remainder the divisor's
         div = lax.select_n(lax.eq(div, zero), div, lax.mul(zero, lax.div(x1, x2)))
-        mod = lax.select_n(lax.eq(mod, zero), mod, lax.select_n(signbit(x2), zero, lax.neg(zero)))
+        # (with mod's derivative: d(x mod y)/dx is 1 at exact multiples too)
+        signed = lax.select_n(signbit(x2), zero, lax.neg(zero))
+        mod = lax.select_n(lax.eq(mod, zero), mod, _derivatives_from(signed, mod))
     return div, mod
+
+
+def _derivatives_from(value, source):
+    """value's bits (a -0.0 included) with source's derivatives of every order:
+    value - (source - source), the zero's derivative taken from source alone.
+    For a formula accurate in value whose derivative meets 0 * inf (NaN) in
+    reverse mode where a finite-valued source formula does not. source must be
+    finite where the result is used."""
+    return lax.sub(lax.stop_gradient(value), lax.sub(lax.stop_gradient(source), source))
 
 
 @_half_in_float32
@@ -168,8 +179,11 @@ def divmod(x1, x2, /):
 
 
 def fmod(x1, x2, /):
-    """Remainder with the sign of the dividend (C's fmod)."""
-    return lax.rem(*promote(x1, x2))
+    """Remainder with the sign of the dividend (C's fmod); booleans as int8, NumPy's."""
+    x1, x2 = promote(x1, x2)
+    if _kind(x1) == "b":
+        x1, x2 = (lax.convert_element_type(x, dtypes.int8) for x in (x1, x2))
+    return lax.rem(x1, x2)
 
 
 def _int_pow(x, y):
@@ -417,8 +431,13 @@ def cbrt(x, /):
     r = lax.pow(a, _c(x, 1.0 / 3.0))
     # 1/3 is not exact, so r is off by |log a| * eps (dozens of ulp for huge or tiny
     # a); one Newton step for r^3 = a corrects it (0 and inf stay as they are)
-    newton = lax.sub(r, lax.div(lax.sub(r, lax.div(a, lax.mul(r, r))), _c(x, 3)))
-    r = lax.select_n(lax.is_finite(lax.div(a, r)), r, newton)
+    # the Newton step sees 1 where it is not taken (at 0 and inf), so its
+    # derivative (inf * 0 there) cannot turn the root's into NaN in reverse mode
+    ok = lax.is_finite(lax.div(a, r))
+    ra = lax.select_n(ok, _c(x, 1), r)
+    aa = lax.select_n(ok, _c(x, 1), a)
+    newton = lax.sub(ra, lax.div(lax.sub(ra, lax.div(aa, lax.mul(ra, ra))), _c(x, 3)))
+    r = lax.select_n(ok, r, newton)
     return lax.select_n(neg, r, lax.neg(r))
 
 
@@ -446,12 +465,13 @@ def logaddexp2(x1, x2, /):
 
 
 def _log_add(x1, x2, exp, ln_base):
-    """hi + log1p(exp(lo - hi)) [/ ln_base] with equal infinities giving x1 + x2."""
+    """hi + log1p(exp(lo - hi)) [/ ln_base] with equal infinities giving their mean."""
     x1, x2 = promote_inexact(x1, x2)
     hi, lo = _ordered(x1, x2)
-    # Equal infinities (lo - hi is nan) give x1 + x2 (inf + inf = inf, -inf + -inf =
-    # -inf, derivative 1 each). Both sides of the select get inputs where they are
-    # defined, so no nan enters the derivative of the other; a nan operand stays nan.
+    # Equal infinities (lo - hi is nan) give x1/2 + x2/2 (inf or -inf, derivative 1/2
+    # each, as at any tie: the function grows by t when both do). Both sides of the
+    # select get inputs where they are defined, so no nan enters the derivative of
+    # the other; a nan operand stays nan.
     equal_inf = lax.bitwise_and(lax.eq(x1, x2), lax.eq(lax.abs(x1), _c(x1, np.inf)))
     hi = lax.select_n(equal_inf, hi, _c(hi, 0))
     lo = lax.select_n(equal_inf, lo, _c(lo, 0))
@@ -459,8 +479,9 @@ def _log_add(x1, x2, exp, ln_base):
     if ln_base is not None:
         tail = lax.div(tail, _c(tail, ln_base))
     out = lax.add(hi, tail)
-    zero = _c(x1, 0)
-    both = lax.add(lax.select_n(equal_inf, zero, x1), lax.select_n(equal_inf, zero, x2))
+    zero, half = _c(x1, 0), _c(x1, 0.5)
+    both = lax.add(lax.mul(half, lax.select_n(equal_inf, zero, x1)),
+                   lax.mul(half, lax.select_n(equal_inf, zero, x2)))
     return lax.select_n(equal_inf, out, both)
 
 
@@ -481,7 +502,7 @@ def arcsin(x, /):
     x = _inexact1(x)
     if _kind(x) == "c":
         return lax.asin(x)
-    return lax.atan2(x, lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x))))
+    return lax.atan2(x, _cos_of_arcsin(x))
 
 
 def arccos(x, /):
@@ -491,8 +512,16 @@ def arccos(x, /):
     x = _inexact1(x)
     if _kind(x) == "c":
         return lax.acos(x)
-    r = lax.sqrt(lax.mul(lax.sub(_c(x, 1), x), lax.add(_c(x, 1), x)))
-    return lax.atan2(r, x)
+    return lax.atan2(_cos_of_arcsin(x), x)
+
+
+def _cos_of_arcsin(x):
+    """sqrt((1 - x)(1 + x)), differentiated as sqrt(1 - x) sqrt(1 + x): the product
+    under one root meets 0 * inf in reverse mode at ±1 (NaN where the derivative of
+    arcsin is ±inf); the value keeps the single root's rounding."""
+    one = _c(x, 1)
+    return _derivatives_from(lax.sqrt(lax.mul(lax.sub(one, x), lax.add(one, x))),
+                             lax.mul(lax.sqrt(lax.sub(one, x)), lax.sqrt(lax.add(one, x))))
 
 
 def arctan(x, /):
@@ -602,7 +631,11 @@ def arccosh(x, /):
     big = lax.gt(x, _log_asymptote_from(x))
     s = lax.select_n(big, x, _c(x, 1))
     t = lax.sub(s, _c(x, 1))
-    small_val = lax.log1p(lax.add(t, lax.sqrt(lax.mul(t, lax.add(s, _c(x, 1))))))
+    # the root differentiated as sqrt(t) sqrt(s + 1) (see _cos_of_arcsin): at x = 1
+    # the derivative is inf, not 0 * inf
+    root = _derivatives_from(lax.sqrt(lax.mul(t, lax.add(s, _c(x, 1)))),
+                             lax.mul(lax.sqrt(t), lax.sqrt(lax.add(s, _c(x, 1)))))
+    small_val = lax.log1p(lax.add(t, root))
     b = lax.select_n(big, _c(x, 2), x)
     big_val = lax.add(lax.log(b), _c(x, _LN2))
     # below 1 it is NaN (the formula gives -inf or inf for large negative x)

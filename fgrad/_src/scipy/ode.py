@@ -295,7 +295,8 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=np.inf, hmax=np.
     if ts.ndim != 1 or ts.shape[0] < 1:
         raise FgradTypeError(f"odeint: t must be a 1-D array of times, got shape {ts.shape}",
                              hint="pass at least the start time, e.g. fnp.array([0.0, 1.0])")
-    if not isinstance(ts, Tracer) and np.any(np.diff(np.asarray(ts)) < 0):
+    known = None if isinstance(ts, Tracer) else np.asarray(ts)
+    if known is not None and np.any(known[1:] < known[:-1]):
         raise ValueError("odeint: the times t must not decrease (under jit, a time earlier "
                          "than the one before it gives NaN)")
     ts = ts.astype(y_flat.dtype)

@@ -175,9 +175,21 @@ def expit(x):
 
 
 def logit(p):
-    """log(p / (1 - p)), the inverse of expit."""
+    """log(p / (1 - p)), the inverse of expit; derivative 1 / (p (1 - p)), inf at
+    0 and 1 (the quotient's chain rule gave NaN there: 0 * inf, inf / inf)."""
     (p,) = _floats(p)
+    return _logit(p)
+
+
+@custom_jvp
+def _logit(p):
     return lax.log(lax.div(p, lax.sub(_c(p, 1.0), p)))
+
+
+@_logit.defjvp
+def _logit_jvp(primals, tangents):
+    (p,), (t,) = primals, tangents
+    return _logit(p), lax.div(t, lax.mul(p, lax.sub(_c(p, 1.0), p)))
 
 
 def log_expit(x):
