@@ -26,6 +26,8 @@ on the same values as linearize + transpose, so gradients are the same bits.
 A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
+from sys import getrefcount as _refcount
+
 import numpy as np
 
 from . import ad, core, dtypes, placement
@@ -33,7 +35,7 @@ from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
                  JVPTracer, UndefinedPrimal)
 from .config import config
 from .core import Array, Tracer, TracerLevelError, check_live, full_lower, get_aval
-from .lax import add
+from .lax import add, zeros_like
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
@@ -313,11 +315,21 @@ class TapeTrace(core.Trace):
         keep a cotangent as its raw NumPy value, standing for Array(value) (not weakly
         typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
-        accumulate = self._checked if config.check_jaxprs else None
-        lean = core.current_trace() is core.eval_trace and core.output_check is None
         for i, c in zip(self.out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
+        self._pull(cts)
+        grads = []
+        for i in self.in_ids:
+            c = None if i is None else cts[i]
+            grads.append(_array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
+        return grads
+
+    def _pull(self, cts):
+        """Pull the cotangents `cts` (per node: None, a raw host value or an fgrad
+        value) back through the tape's entries, last first, in place."""
+        accumulate = self._checked if config.check_jaxprs else None
+        lean = core.current_trace() is core.eval_trace and core.output_check is None
         for entry in reversed(self.entries):
             kind = entry[0]
             if kind is _LEAN1 or kind is _LEAN2:
@@ -420,11 +432,6 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        grads = []
-        for i in self.in_ids:
-            c = None if i is None else cts[i]
-            grads.append(_array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
-        return grads
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
@@ -526,7 +533,7 @@ def linearize_flat(fun, primals, description):
     Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
     ts = core._threads.state
     trace = TapeTrace(ts.trace, description, ts)
-    trace.mark_origin(skip=4)   # this function, its two callers in api.py, the boundary
+    trace.mark_origin(skip=3)   # this function, _linearize, and grad's or vjp's
     nodes = trace.primals
     args, in_ids = [], []
     for p in primals:
@@ -562,3 +569,59 @@ def linearize_flat(fun, primals, description):
         trace.alive = False
     trace.in_ids, trace.out_ids = in_ids, out_ids
     return primal_outs, trace
+
+
+# The cotangent 1 of a real scalar loss, raw, per NumPy scalar type.
+_ONE = {t: t(1) for t in _SCALAR_DTYPES}
+
+
+def value_and_grad_one(fun, checked, v, weak, description, with_value):
+    """grad's lean path in one frame: the gradient of `fun` at its one argument, the
+    real floating-point host value `v` (weakly typed with `weak`), on the tape, and
+    with `with_value` (value, gradient). `checked(out)` checks an output that is not
+    a real scalar of this tape and lowers it (grad's errors). None where the tape may
+    not be used (nothing has run then); raises Unsupported as `linearize_flat` does.
+
+    The user's line for escaped-tracer messages is found only where a traced value
+    may outlive the call (the trace is referenced from elsewhere at its end): the
+    calling line is the same all along the call, so the message is too."""
+    ts = core._threads.state
+    if ts.trace is not core.eval_trace or not config.eager_tape or core.output_check is not None:
+        return None
+    trace = TapeTrace(core.eval_trace, description, ts)
+    trace.primals.append(v)
+    alone = _refcount(trace)    # no traced value refers to the trace yet
+    x = _new(TapeTracer)        # node 0: _tracer(trace, v, weak, 0), inline
+    x._trace, x._value, x.weak_type, x.tangent = trace, v, weak, 0
+    prev = core.enter_trace(ts, trace)
+    try:
+        out = fun(x)
+        if type(out) is not TapeTracer or type(out._value) not in _SCALAR_DTYPES:
+            out = checked(out)
+    except BaseException:
+        trace.mark_origin(skip=2)   # its traceback may hold traced values
+        raise
+    finally:
+        core.leave_trace(ts, prev)
+        trace.alive = False
+    if type(out) is TapeTracer and out._trace is trace:
+        node, ans, w = out.tangent, out._value, out.weak_type
+    else:
+        check_live(out)
+        node, ans = None, out
+    x = out = None
+    if _refcount(trace) != alone:
+        trace.mark_origin(skip=2)   # this function and grad's: the user's line
+    g = None
+    if node is not None:
+        cts = [None] * len(trace.primals)
+        cts[node] = _ONE.get(type(ans)) or ans.dtype.type(1)
+        trace._pull(cts)
+        g = cts[0]
+    if g is None:
+        g = zeros_like(_array(v, weak))
+    elif type(g) in _HOST:
+        g = _array(g, False)
+    if not with_value:
+        return g
+    return (_array(ans, w) if node is not None else ans), g
