@@ -199,24 +199,26 @@ class TapeTrace(core.Trace):
             traced = i0 is not None
         else:
             t = type(y)
-            if t is TapeTracer and y._trace is self:
-                i1, x1, w1 = y.tangent, y._value, y.weak_type
-            elif t is Array:
-                i1, x1, w1 = None, y._value, y.weak_type
-            elif t is float or t is int:   # the value promotion lifts y to
+            if t is float or t is int:   # the value promotion lifts y to (as eager_float_pair)
                 i1, w1 = None, True
-                x1 = core._LIFTED.get((y, dtype))
+                array = type(x0) is np.ndarray
+                x1 = (core._LIFTED_0D if array else core._LIFTED).get((y, dtype))
                 if x1 is None:
-                    x1 = core.lift_number(y, dtype)
+                    x1 = core.lift_number(y, dtype, array)
             else:
-                return None
-            d = _SCALAR_DTYPES.get(type(x1))
-            if d is None:
-                if type(x1) is not np.ndarray:
+                if t is TapeTracer and y._trace is self:
+                    i1, x1, w1 = y.tangent, y._value, y.weak_type
+                elif t is Array:
+                    i1, x1, w1 = None, y._value, y.weak_type
+                else:
                     return None
-                d = x1.dtype
-            if d is not dtype and d != dtype:
-                return None
+                d = _SCALAR_DTYPES.get(type(x1))
+                if d is None:
+                    if type(x1) is not np.ndarray:
+                        return None
+                    d = x1.dtype
+                if d is not dtype and d != dtype:
+                    return None
             if swap:
                 i0, i1, x0, x1, w0, w1 = i1, i0, x1, x0, w1, w0
             weak = w0 and w1
