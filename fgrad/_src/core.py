@@ -532,7 +532,8 @@ def eager_float_pair(prim, x, y, swap=False):
         return None
     xv = x._value
     dtype = xv.dtype
-    if dtype not in _INEXACT or type(xv) not in _NUMPY_OPERANDS:
+    tx = type(xv)
+    if dtype not in _INEXACT or tx not in _NUMPY_OPERANDS:
         return None
     t = type(y)
     if t is Array:
@@ -541,7 +542,7 @@ def eager_float_pair(prim, x, y, swap=False):
             return None
         weak = x.weak_type and y.weak_type
     elif t is float or t is int:    # the value np.asarray(y, dtype) holds
-        array = type(xv) is np.ndarray
+        array = tx is np.ndarray
         yv = (_LIFTED_0D if array else _LIFTED).get((y, dtype))
         if yv is None:
             yv = lift_number(y, dtype, array)
