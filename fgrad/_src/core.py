@@ -492,27 +492,24 @@ def lean_unary(prim, general):
     return fn
 
 
-# (Python int or float, dtype) -> the NumPy scalar it is lifted to (converting an int
-# or float to a float32 scalar costs about four times the dictionary lookup), and in
-# _LIFTED_0D the read-only 0-d array of that scalar, the operand for an ndarray: NumPy
-# takes a 0-d array faster than a scalar (16 float32s times a float32 scalar 0.37 µs,
-# times a 0-d array 0.23 µs), with the same loop, so the same bits.
+# (Python int or float, dtype, the type of the value it meets) -> the NumPy value it
+# is lifted to: the scalar beside a scalar (converting an int or float to a float32
+# scalar costs about four times the dictionary lookup), a read-only 0-d array beside
+# an ndarray (NumPy takes a 0-d array faster than a scalar: 16 float32s times a
+# float32 scalar 0.37 µs, times a 0-d array 0.23 µs; the same loop, the same bits).
 _LIFTED = {}
-_LIFTED_0D = {}
 
 
-def lift_number(y, dtype, array=False):
-    """dtype.type(y) for a Python int or float `y` (with `array`, its 0-d array),
-    remembered in _LIFTED or _LIFTED_0D (but not for zeros, whose sign equality
-    ignores, NaNs, or beyond 1024 numbers)."""
+def lift_number(y, dtype, like):
+    """dtype.type(y) for a Python int or float `y` meeting a value of type `like` (its
+    0-d array if that is np.ndarray), remembered in _LIFTED (but not for zeros, whose
+    sign equality ignores, NaNs, or beyond 1024 numbers)."""
     v = dtype.type(y)
-    lifted = _LIFTED
-    if array:
+    if like is np.ndarray:
         v = np.array(v)
         v.flags.writeable = False     # shared between calls
-        lifted = _LIFTED_0D
-    if y and y == y and len(lifted) < 1024:
-        lifted[y, dtype] = v
+    if y and y == y and len(_LIFTED) < 1024:
+        _LIFTED[y, dtype, like] = v
     return v
 
 
@@ -542,10 +539,9 @@ def eager_float_pair(prim, x, y, swap=False):
             return None
         weak = x.weak_type and y.weak_type
     elif t is float or t is int:    # the value np.asarray(y, dtype) holds
-        array = tx is np.ndarray
-        yv = (_LIFTED_0D if array else _LIFTED).get((y, dtype))
+        yv = _LIFTED.get((y, dtype, tx))
         if yv is None:
-            yv = lift_number(y, dtype, array)
+            yv = lift_number(y, dtype, tx)
         weak = x.weak_type
     elif t is dtype.type or (t is np.ndarray and y.dtype == dtype):
         yv = y

@@ -201,10 +201,10 @@ class TapeTrace(core.Trace):
             t = type(y)
             if t is float or t is int:   # the value promotion lifts y to (as eager_float_pair)
                 i1, w1 = None, True
-                array = type(x0) is np.ndarray
-                x1 = (core._LIFTED_0D if array else core._LIFTED).get((y, dtype))
+                tx = type(x0)
+                x1 = core._LIFTED.get((y, dtype, tx))
                 if x1 is None:
-                    x1 = core.lift_number(y, dtype, array)
+                    x1 = core.lift_number(y, dtype, tx)
             else:
                 if t is TapeTracer and y._trace is self:
                     i1, x1, w1 = y.tangent, y._value, y.weak_type
