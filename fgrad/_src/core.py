@@ -646,8 +646,12 @@ def _operands(x, y):
 
 
 def _binop(name, reflected=False):
+    prim = None     # OPERATOR_PRIMITIVES[name], once the table has it
+
     def method(self, other):
-        prim = OPERATOR_PRIMITIVES.get(name)
+        nonlocal prim
+        if prim is None:
+            prim = OPERATOR_PRIMITIVES.get(name)
         if prim is not None:
             trace = _state.trace
             if trace is not eval_trace:
