@@ -182,6 +182,49 @@ def test_escaped_tracer_error_names_the_line_of_the_call(how):
         leaked[0] + 1.0
 
 
+@pytest.mark.parametrize("how", ["raised", "value_and_grad", "constant output", "array"])
+def test_escaped_tracer_error_names_the_line_on_every_lean_exit(how):
+    """The lean path finds the user's line at the end of the call, where a traced
+    value outlives it: after an error too, and whatever the output was."""
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        if how == "raised":
+            raise ValueError("stop")
+        return 2.0 if how == "constant output" else fnp.sum(fnp.sin(x))
+
+    x = np.ones(3, np.float32) if how == "array" else np.float32(0.5)
+    transform = fgrad.value_and_grad if how == "value_and_grad" else fgrad.grad
+    with pytest.raises(ValueError) if how == "raised" else _no_error():
+        line = _line() + 1
+        transform(f)(x)
+    with pytest.raises(fgrad.EscapedTracerError, match=f"applied at {__file__}:{line} "):
+        leaked[0] + 1.0
+
+
+def _no_error():
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def test_lean_grad_looks_for_the_users_line_only_when_a_traced_value_survives(monkeypatch):
+    marked = []
+    real = core.Trace.mark_origin
+
+    def mark_origin(self, skip=0):
+        marked.append(self.description)
+        real(self, skip + 1)
+
+    monkeypatch.setattr(core.Trace, "mark_origin", mark_origin)
+    kept = []
+    g = fgrad.grad(lambda x: fnp.sin(x) * x + 1)
+    assert float(g(np.float32(0.5))) == pytest.approx(np.cos(0.5) * 0.5 + np.sin(0.5))
+    assert marked == []
+    fgrad.grad(lambda x: kept.append(x) or fnp.sin(x))(np.float32(0.5))
+    assert marked == ["grad of <lambda>"]
+
+
 def _line():
     import sys
     return sys._getframe(1).f_lineno

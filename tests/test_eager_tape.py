@@ -71,6 +71,40 @@ def _diagonal_primitives():
     return sorted((p for p in prims.values() if p.tape is TAPE_DIAGONAL), key=lambda p: p.name)
 
 
+class _Consulted(BaseException):
+    """A trace was consulted where none may be."""
+
+
+class _NoTrace(core.Trace):
+    """Current where code must do NumPy work only: binding anything fails."""
+    def process_primitive(self, prim, args, params):
+        raise _Consulted(prim.name)
+
+    def lean_float(self, prim, x, y, swap):
+        raise _Consulted(prim.name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("prim", _diagonal_primitives(), ids=lambda p: p.name)
+def test_diagonal_impls_do_numpy_work_only(prim, dtype):
+    """The tape's lean path runs an element-wise impl with the tape still current
+    (tape.lean_float): no impl may bind a primitive or ask the current trace."""
+    n = len(prim.jvp_rules)
+    lo, hi = _DOMAIN.get(prim.name, (0.2, 0.8))
+    for x in (np.linspace(lo, hi, 4, dtype=dtype), dtype(lo)):
+        for impl in {prim.impl, prim.float_impl} - {None}:
+            with core.set_current_trace(_NoTrace()):
+                try:
+                    impl(*[x] * n)
+                except Exception:   # noqa: BLE001 - e.g. it needs parameters: never lean
+                    pass
+
+
+def test_the_no_trace_check_catches_a_binding_impl():
+    with pytest.raises(_Consulted), core.set_current_trace(_NoTrace()):
+        lax.sin(np.float32(0.5))
+
+
 @pytest.mark.parametrize("prim", _diagonal_primitives(), ids=lambda p: p.name)
 def test_diagonal_primitive_tape_matches_jaxpr_path(prim, jaxpr_path):
     n = len(prim.jvp_rules)
@@ -218,9 +252,18 @@ def test_a_loaded_device_backend_leaves_host_code_on_the_tape(monkeypatch):
 
 
 def test_transforms_and_checks_use_the_jaxpr_path(monkeypatch, jaxpr_path):
-    calls = []
-    real = tape.linearize_flat
-    monkeypatch.setattr(tape, "linearize_flat", lambda *a: calls.append(1) or real(*a))
+    calls = []     # one per call that ran on the tape (either entry point)
+
+    def counted(real):
+        def run(*args):
+            out = real(*args)
+            if out is not None:
+                calls.append(1)
+            return out
+        return run
+
+    for name in ("linearize_flat", "value_and_grad_one"):
+        monkeypatch.setattr(tape, name, counted(getattr(tape, name)))
     f = fgrad.grad(_tiny)
     f(0.5)
     assert calls == [1]

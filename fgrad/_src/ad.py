@@ -478,8 +478,11 @@ def defjvp(prim, *rules):
         return ans, _sum_contributions(rules, ans, primals, tangents, params)
     prim.jvp = jvp
     prim.jvp_rules = rules
-    # An element-wise Jacobian is diagonal: each rule applied to a cotangent is its transpose.
-    prim.tape = TAPE_DIAGONAL if prim.elementwise else None
+    # An element-wise Jacobian is diagonal: each rule applied to a cotangent is its
+    # transpose. (One result whose weak type is its operands': the tape's lean path
+    # takes that from TAPE_DIAGONAL; other element-wise primitives are linearized.)
+    diagonal = prim.elementwise and prim.weak_args is None and not prim.multiple_results
+    prim.tape = TAPE_DIAGONAL if diagonal else None
 
 
 def deftape(prim, *rules):
@@ -488,8 +491,10 @@ def deftape(prim, *rules):
     floating-point cotangent g that is not weakly typed (so neither is the result)
     and of the values, giving the bits the defjvp rule gives on their Arrays: the
     same primitives' impls in the same order, Python's + - * and unary - standing
-    for add's, sub's, mul's and neg's on real floats (None: use the defjvp rule)."""
+    for add's, sub's, mul's and neg's on real floats. One rule per argument, none
+    None (the tape takes all of them or the defjvp rules)."""
     assert prim.tape == TAPE_DIAGONAL and len(rules) == len(prim.jvp_rules)
+    assert None not in rules
     prim.tape_rules = rules
 
 

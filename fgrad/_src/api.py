@@ -8,7 +8,8 @@ from . import dtypes, tape, tree_util
 from .ad import JVPTracer, backward_pass, jvp_flat, linearize_flat
 from .tape import TapeTracer
 from .core import Array, ShapedArray, Tracer, full_lower, get_aval
-from .debug.tracebacks import api_boundary
+from .config import config
+from .debug.tracebacks import api_boundary, with_filtered_traceback
 from .jaxpr import LocatedClosedJaxpr
 from .lax import convert_element_type as _convert
 from .lax import stop_gradient as _stop_gradient_array, zeros, zeros_like
@@ -94,31 +95,66 @@ def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=F
     With holomorphic=True, f maps complex inputs to a complex scalar and the
     gradient is its complex derivative f'(z).
     """
-    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic))
+    return _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic)
 
 
 def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
-    """value_and_grad without its traceback boundary; with value=False, grad's
-    function (the gradient, or (gradient, aux) with has_aux)."""
+    """value_and_grad's function, its own traceback boundary (a frame fewer on the
+    lean path); with value=False, grad's function (the gradient, or (gradient,
+    aux) with has_aux)."""
     fname = _name(fun)
     description = f"grad of {fname}"
 
     lean = type(argnums) is int and argnums == 0 and not (has_aux or holomorphic)
 
+    def checked(out):
+        """fun's output checked as a loss and lowered (the lean path's)."""
+        if type(out) is TapeTracer and type(out._value) in _FLOAT_SCALARS:
+            return out    # a real scalar loss on the tape: _check_scalar_output's case
+        _check_scalar_output(fname, out, holomorphic)
+        return full_lower(out)
+
     def one_output(x):
         """fun at one argument, its output checked (the lean path's flat function)."""
-        out = fun(x)
-        if type(out) is TapeTracer and type(out._value) in _FLOAT_SCALARS:
-            return [out]    # a real scalar loss on the tape: _check_scalar_output's case
-        _check_scalar_output(fname, out, holomorphic)
-        return [full_lower(out)]
+        return [checked(fun(x))]
 
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
-        if lean and len(args) == 1 and not kwargs and tape.usable():
-            out = _lean_value_and_grad(one_output, args[0], description)
-            if out is not None:
-                return out if value else out[1]
+        __tracebackhide__ = True  # noqa: F841 -- pytest: do not show this frame
+        try:
+            if lean and len(args) == 1 and not kwargs:
+                # one real floating-point argument: on the tape, without the layers below
+                x = args[0]
+                t = type(x)
+                if t in _FLOAT_SCALARS:     # immutable: full_lower's copy is not needed
+                    v, weak = x, False
+                elif t is float:            # full_lower's value, as a NumPy scalar
+                    v, weak = dtypes.default_float_dtype().type(x), True
+                elif t in _LEAF_TYPES:
+                    x = full_lower(x)
+                    v, weak = x._value, x.weak_type
+                    if v.dtype.kind != "f":
+                        v = None    # the general path checks it (or differentiates complex x)
+                else:
+                    v = None
+                if v is not None:
+                    try:
+                        out = tape.value_and_grad_one(fun, checked, v, weak, description, value)
+                    except tape.Unsupported:
+                        x = Array(v, weak)
+                        (ans,), lin = linearize_flat(one_output, [x], description)
+                        g, = lin.transpose([_one(ans.dtype)])
+                        g = zeros_like(x) if g is None else g
+                        out = (ans, g) if value else g
+                    if out is not None:
+                        return out
+            return general(args, kwargs)
+        except Exception as e:
+            if not config.traceback_filtering:
+                raise
+            raise with_filtered_traceback(e)
+
+    def general(args, kwargs):
         single, nums = _check_argnums(description, argnums, len(args))
         diff = [args[i] for i in nums]
         flat, in_tree = _flatten(diff)
@@ -151,29 +187,6 @@ def _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=True):
         return (ans, g) if value else g
 
     return value_and_grad_f
-
-
-def _lean_value_and_grad(f, x, description):
-    """(value, grad) at the one real floating-point argument x of `f`, a flat function
-    of one argument and one output, on the tape without the pytree and argument
-    layers; None where the general path must run."""
-    t = type(x)
-    if t in _FLOAT_SCALARS:
-        x = Array(x, False)     # immutable: full_lower's copy is not needed
-    elif t is float:            # full_lower's value, as a NumPy scalar
-        x = Array(dtypes.default_float_dtype().type(x), True)
-    elif t in _LEAF_TYPES:
-        x = full_lower(x)
-        if x.dtype.kind != "f":
-            return None     # the general path checks it (or differentiates complex x)
-    else:
-        return None
-    try:
-        (ans,), lin = tape.linearize_flat(f, [x], description)
-    except tape.Unsupported:
-        (ans,), lin = linearize_flat(f, [x], description)
-    g, = lin.transpose([_one(ans.dtype)])
-    return ans, zeros_like(x) if g is None else g
 
 
 # Values that are always one pytree leaf (the common single-array argument skips optree).
@@ -218,8 +231,7 @@ def _one(dtype):
 def grad(fun, argnums=0, has_aux=False, allow_int=False, holomorphic=False):
     """The gradient of a scalar function with respect to args[argnums] (for complex
     inputs and holomorphic=True see value_and_grad)."""
-    return api_boundary(_value_and_grad(fun, argnums, has_aux, allow_int, holomorphic,
-                                        value=False))
+    return _value_and_grad(fun, argnums, has_aux, allow_int, holomorphic, value=False)
 
 
 def _check_float_inputs(fname, flat, in_tree, nums, allow_int, holomorphic=False,

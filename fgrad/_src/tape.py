@@ -26,6 +26,8 @@ on the same values as linearize + transpose, so gradients are the same bits.
 A custom rule that closes over a traced value makes the whole call start again
 on the jaxpr path (`Unsupported`).
 """
+from sys import getrefcount as _refcount
+
 import numpy as np
 
 from . import ad, core, dtypes, placement
@@ -33,7 +35,7 @@ from .ad import (TAPE_DIAGONAL, TAPE_JOINT, TAPE_LINEAR, TAPE_ZERO,
                  JVPTracer, UndefinedPrimal)
 from .config import config
 from .core import Array, Tracer, TracerLevelError, check_live, full_lower, get_aval
-from .lax import add
+from .lax import add, zeros_like
 from .lax._util import unbroadcast
 
 _GENERIC = "generic"
@@ -174,9 +176,8 @@ class TapeTrace(core.Trace):
         real floating-point dtype, or this tape's tracers of them, and a Python int
         or float lifted as promotion lifts it. It runs and records what the general
         path would, without its dispatch; None where the general path must run it."""
-        if (prim.tape is not TAPE_DIAGONAL or prim.weak_args is not None
-                or prim.multiple_results or core.output_check is not None):
-            return None
+        if prim.tape is not TAPE_DIAGONAL or core.output_check is not None:
+            return None     # (TAPE_DIAGONAL: one result, no weak_args; ad.defjvp)
         t = type(x)
         if t is TapeTracer and x._trace is self:
             i0 = x.tangent
@@ -198,37 +199,35 @@ class TapeTrace(core.Trace):
             traced = i0 is not None
         else:
             t = type(y)
-            if t is TapeTracer and y._trace is self:
-                i1, x1, w1 = y.tangent, y._value, y.weak_type
-            elif t is Array:
-                i1, x1, w1 = None, y._value, y.weak_type
-            elif t is float or t is int:   # the value promotion lifts y to
+            if t is float or t is int:   # the value promotion lifts y to (as eager_float_pair)
                 i1, w1 = None, True
-                x1 = core._LIFTED.get((y, dtype))
+                tx = type(x0)
+                x1 = core._LIFTED.get((y, dtype, tx))
                 if x1 is None:
-                    x1 = core.lift_number(y, dtype)
+                    x1 = core.lift_number(y, dtype, tx)
             else:
-                return None
-            d = _SCALAR_DTYPES.get(type(x1))
-            if d is None:
-                if type(x1) is not np.ndarray:
+                if t is TapeTracer and y._trace is self:
+                    i1, x1, w1 = y.tangent, y._value, y.weak_type
+                elif t is Array:
+                    i1, x1, w1 = None, y._value, y.weak_type
+                else:
                     return None
-                d = x1.dtype
-            if d is not dtype and d != dtype:
-                return None
+                d = _SCALAR_DTYPES.get(type(x1))
+                if d is None:
+                    if type(x1) is not np.ndarray:
+                        return None
+                    d = x1.dtype
+                if d is not dtype and d != dtype:
+                    return None
             if swap:
                 i0, i1, x0, x1, w0, w1 = i1, i0, x1, x0, w1, w0
             weak = w0 and w1
             traced = i0 is not None or i1 is not None
-        ts = self.thread_trace     # this thread's: the trace is current in it
-        ts.trace = self.parent
-        try:
+        try:    # NumPy work only: no trace is consulted (tests check every such impl)
             impl = prim.float_impl or prim.impl    # operands: real floats of one dtype
             out = impl(x0) if y is None else impl(x0, x1)
         except Exception:
             return None     # the general path raises the error the shape rule gives
-        finally:
-            ts.trace = self
         d = _SCALAR_DTYPES.get(type(out))
         if d is None:
             d = out.dtype
@@ -313,11 +312,21 @@ class TapeTrace(core.Trace):
         keep a cotangent as its raw NumPy value, standing for Array(value) (not weakly
         typed); everything else sees the Array (`_boxed`)."""
         cts = [None] * len(self.primals)
-        accumulate = self._checked if config.check_jaxprs else None
-        lean = core.current_trace() is core.eval_trace and core.output_check is None
         for i, c in zip(self.out_ids, out_cts):
             if i is not None and c is not None:
                 cts[i] = c if cts[i] is None else add(cts[i], c)
+        self._pull(cts)
+        grads = []
+        for i in self.in_ids:
+            c = None if i is None else cts[i]
+            grads.append(_array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
+        return grads
+
+    def _pull(self, cts):
+        """Pull the cotangents `cts` (per node: None, a raw host value or an fgrad
+        value) back through the tape's entries, last first, in place."""
+        accumulate = self._checked if config.check_jaxprs else None
+        lean = core.current_trace() is core.eval_trace and core.output_check is None
         for entry in reversed(self.entries):
             kind = entry[0]
             if kind is _LEAN1 or kind is _LEAN2:
@@ -325,7 +334,7 @@ class TapeTrace(core.Trace):
                 if ct is None:
                     continue
                 fast = entry[1].tape_rules
-                g = None if fast is None or not lean or None in fast else (
+                g = None if fast is None or not lean else (
                     ct if type(ct) in _HOST else _raw(ct))
                 if g is None:
                     entry = _unflattened(entry)     # the general rules below
@@ -420,11 +429,6 @@ class TapeTrace(core.Trace):
                     accumulate(cts, i, c)
                 prev = cts[i]
                 cts[i] = c if prev is None else _add(prev, c, lean)
-        grads = []
-        for i in self.in_ids:
-            c = None if i is None else cts[i]
-            grads.append(_array(c, False) if type(c) in _HOST else c)    # _boxed(c), inline
-        return grads
 
     def _generic_backward(self, entry, cts, accumulate):
         _, lin, ids, outs = entry
@@ -526,7 +530,7 @@ def linearize_flat(fun, primals, description):
     Unsupported (having run part of `fun`) where only the jaxpr path is exact."""
     ts = core._threads.state
     trace = TapeTrace(ts.trace, description, ts)
-    trace.mark_origin(skip=4)   # this function, its two callers in api.py, the boundary
+    trace.mark_origin(skip=3)   # this function, _linearize, and grad's or vjp's
     nodes = trace.primals
     args, in_ids = [], []
     for p in primals:
@@ -562,3 +566,59 @@ def linearize_flat(fun, primals, description):
         trace.alive = False
     trace.in_ids, trace.out_ids = in_ids, out_ids
     return primal_outs, trace
+
+
+# The cotangent 1 of a real scalar loss, raw, per NumPy scalar type.
+_ONE = {t: t(1) for t in _SCALAR_DTYPES}
+
+
+def value_and_grad_one(fun, checked, v, weak, description, with_value):
+    """grad's lean path in one frame: the gradient of `fun` at its one argument, the
+    real floating-point host value `v` (weakly typed with `weak`), on the tape, and
+    with `with_value` (value, gradient). `checked(out)` checks an output that is not
+    a real scalar of this tape and lowers it (grad's errors). None where the tape may
+    not be used (nothing has run then); raises Unsupported as `linearize_flat` does.
+
+    The user's line for escaped-tracer messages is found only where a traced value
+    may outlive the call (the trace is referenced from elsewhere at its end): the
+    calling line is the same all along the call, so the message is too."""
+    ts = core._threads.state
+    if ts.trace is not core.eval_trace or not config.eager_tape or core.output_check is not None:
+        return None
+    trace = TapeTrace(core.eval_trace, description, ts)
+    trace.primals.append(v)
+    alone = _refcount(trace)    # no traced value refers to the trace yet
+    x = _new(TapeTracer)        # node 0: _tracer(trace, v, weak, 0), inline
+    x._trace, x._value, x.weak_type, x.tangent = trace, v, weak, 0
+    prev = core.enter_trace(ts, trace)
+    try:
+        out = fun(x)
+        if type(out) is not TapeTracer or type(out._value) not in _SCALAR_DTYPES:
+            out = checked(out)
+    except BaseException:
+        trace.mark_origin(skip=2)   # its traceback may hold traced values
+        raise
+    finally:
+        core.leave_trace(ts, prev)
+        trace.alive = False
+    if type(out) is TapeTracer and out._trace is trace:
+        node, ans, w = out.tangent, out._value, out.weak_type
+    else:
+        check_live(out)
+        node, ans = None, out
+    x = out = None
+    if _refcount(trace) != alone:
+        trace.mark_origin(skip=2)   # this function and grad's: the user's line
+    g = None
+    if node is not None:
+        cts = [None] * len(trace.primals)
+        cts[node] = _ONE.get(type(ans)) or ans.dtype.type(1)
+        trace._pull(cts)
+        g = cts[0]
+    if g is None:
+        g = zeros_like(_array(v, weak))
+    elif type(g) in _HOST:
+        g = _array(g, False)
+    if not with_value:
+        return g
+    return (_array(ans, w) if node is not None else ans), g
