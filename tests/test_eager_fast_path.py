@@ -10,6 +10,7 @@ import pytest
 
 import fgrad
 import fgrad.numpy as fnp
+from fgrad import FgradTypeError, jit, lax
 from fgrad._src import core
 
 DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32,
@@ -280,3 +281,40 @@ def test_python_numbers_lifted_exactly(dtype, shape):
                     assert _bits(g)[1:] == _bits(g_jaxpr)[1:]
                     np.testing.assert_array_equal(np.asarray(g), np.asarray(g_jaxpr))
     assert all(not a.flags.writeable for a in core._LIFTED.values() if type(a) is np.ndarray)
+
+
+_REFUSED_KINDS = [
+    (lax.sin, (np.int8(3),)), (lax.exp, (np.arange(3, dtype=np.int32),)),
+    (lax.erf, (np.int32(1),)), (lax.erf, (np.complex64(1),)),
+    (lax.logistic, (np.complex64(1),)), (lax.neg, (np.uint8(3),)),
+    (lax.abs, (np.bool_(True),)), (lax.div, (np.bool_(True), np.bool_(True))),
+    (lax.rem, (np.bool_(True), np.bool_(True))), (lax.max, (np.bool_(True), np.bool_(False))),
+    (lax.add, (np.bool_(True), np.bool_(True))), (lax.atan2, (np.int32(2), np.int32(3))),
+    (lax.is_finite, (np.int32(2),)), (lax.round, (np.int32(2),)),
+    (lambda x: lax.reduce_sum(x, (0,)), (np.array([True, False]),)),
+]
+
+
+@pytest.mark.parametrize("fn,args", _REFUSED_KINDS,
+                         ids=[f"{getattr(f, '__name__', '')}-{a[0].dtype}" for f, a in _REFUSED_KINDS])
+@pytest.mark.parametrize("as_arrays", [False, True])
+def test_eager_lax_refuses_the_dtypes_jit_refuses(fn, args, as_arrays):
+    """A lax primitive refuses eagerly what its shape rule refuses under jit:
+    NumPy's impl would have promoted the operands (lax.sin of an int8 gave a
+    float16, lax.div of bools a float64, lax.erf of an int32 an int32, reduce_sum
+    of bools their `any`)."""
+    with pytest.raises(FgradTypeError):
+        jit(fn)(*args)
+    with pytest.raises(FgradTypeError):
+        fn(*[fnp.asarray(a) for a in args] if as_arrays else args)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (lax.shift_right_logical, (np.float32(8), np.float32(1))),
+    (lax.population_count, (np.float64(3),)), (lax.bitwise_and, (np.float32(2), np.float32(1)))])
+def test_eager_bit_operations_refuse_floats(fn, args):
+    """The lean float paths run only primitives whose rule takes floats: an eager
+    shift_right_logical or population_count of floats gave numbers (jit refuses)."""
+    for operands in (args, [fnp.asarray(a) for a in args]):
+        with pytest.raises(FgradTypeError):
+            fn(*operands)

@@ -353,6 +353,8 @@ class EvalTrace(Trace):
     description = "eager evaluation"
 
     def process_primitive(self, prim, args, params):
+        if prim.elementwise:
+            _check_operand_kinds(prim, args, params)
         if (not params and output_check is None
                 and prim.weak_args is None and not prim.multiple_results):
             # The common case, lean: one or two host Arrays in, one result out; it
@@ -424,6 +426,21 @@ class EvalTrace(Trace):
         return fun(*args)
 
 
+def _check_operand_kinds(prim, args, params):
+    """Raise the shape rule's error where an element-wise primitive gets operands of
+    a kind its rule refuses (lax.sin of an int8, lax.div of bools): jit raises it
+    while tracing, and NumPy's impl would otherwise promote them silently. The kinds
+    are the rule's (`_util.nary_rule`); a rule without them is left to the impl."""
+    kinds = getattr(prim.abstract_eval, "kinds", None)
+    if kinds is None:
+        return
+    for a in args:
+        dt = getattr(a, "dtype", None)
+        if dt is None or dt.kind not in kinds:      # (a Python number: the rule decides)
+            prim.abstract_eval(*[get_aval(a) for a in args], **params)
+            return
+
+
 # The exact NumPy types an eager fast path takes as operands without a copy (the
 # scalar types of fgrad's dtypes, and ndarray; subclasses of ndarray take the
 # general path).
@@ -437,11 +454,14 @@ _new = object.__new__
 
 def lean_unary(prim, general):
     """The eager function of `prim`, an element-wise primitive of one operand and no
-    parameters: for a floating-point or complex host Array or NumPy value with
-    nothing tracing or checking it runs the impl at once (what EvalTrace would
-    give, without its general bookkeeping); under a transform the current trace's
-    `lean_float` answers; `general(x)` runs everything else."""
+    parameters: for a floating-point or complex host Array or NumPy value (of a kind
+    its shape rule takes) with nothing tracing or checking it runs the impl at once
+    (what EvalTrace would give, without its general bookkeeping); under a transform
+    the current trace's `lean_float` answers; `general(x)` runs everything else."""
     impl = prim.impl
+    # the float and complex dtypes the shape rule takes (EvalTrace refuses the others)
+    kinds = getattr(prim.abstract_eval, "kinds", "fc")
+    lean_dtypes = frozenset(d for d in _INEXACT if d.kind in kinds)
     from .lax import quiet     # loaded with lax's primitives, before any lean_unary
     # a quiet impl (lax/quiet.py): its floating-point state is set here, one call fewer
     inner = getattr(impl, "quiet_inner", None)
@@ -468,7 +488,7 @@ def lean_unary(prim, general):
             weak = False
         else:
             return general(x)
-        if v.dtype not in _INEXACT or output_check is not None:
+        if v.dtype not in lean_dtypes or output_check is not None:
             return general(x)
         try:
             if inner is None:
@@ -530,7 +550,8 @@ def eager_float_pair(prim, x, y, swap=False):
     xv = x._value
     dtype = xv.dtype
     tx = type(xv)
-    if dtype not in _INEXACT or tx not in _NUMPY_OPERANDS:
+    if dtype not in _INEXACT or tx not in _NUMPY_OPERANDS or (
+            dtype.kind == "c" and "c" not in getattr(prim.abstract_eval, "kinds", "fc")):
         return None
     t = type(y)
     if t is Array:

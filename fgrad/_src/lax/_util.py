@@ -98,6 +98,7 @@ def nary_rule(name, kinds, out_dtype=None):
         shape = broadcast_shapes(name, avals)
         weak = all(a.weak_type for a in avals)
         return ShapedArray(shape, out_dtype or dtype, weak and out_dtype is None)
+    rule.kinds = kinds      # (read by the eager paths, which check operands' kinds themselves)
     return rule
 
 

@@ -56,8 +56,10 @@ def _unary_op(p):
 
 
 def _binary_op(p):
+    lean = "f" in getattr(p.abstract_eval, "kinds", "f")    # (else EvalTrace refuses floats)
+
     def op(x, y):
-        if type(x) is Array and type(y) is Array:
+        if lean and type(x) is Array and type(y) is Array:
             out = eager_float_pair(p, x, y)      # the lean path, where it applies
             if out is not None:
                 return out
@@ -198,6 +200,7 @@ def _real_part_rule(name, kinds):
         if out.dtype.kind == "c":
             return ShapedArray(out.shape, dtypes.real_dtype(out.dtype), out.weak_type)
         return out
+    real_rule.kinds = kinds
     return real_rule
 
 

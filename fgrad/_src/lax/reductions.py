@@ -66,8 +66,14 @@ def _accumulated(reduce):
     return impl
 
 
+def _reduce_sum_impl(x, *, axes):
+    if x.dtype.kind == "b":
+        raise TypeError("reduce_sum of booleans")  # (NumPy would give their `any`)
+    return _accumulated(np.sum)(x, axes=axes)
+
+
 reduce_sum_p = Primitive("reduce_sum")
-reduce_sum_p.impl = _accumulated(np.sum)
+reduce_sum_p.impl = _reduce_sum_impl
 reduce_sum_p.abstract_eval = _reduction_rule("reduce_sum", "fiuc")
 defreduction(reduce_sum_p)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
