@@ -447,6 +447,7 @@ def _check_operand_kinds(prim, args, params):
 _NUMPY_OPERANDS = frozenset([np.ndarray] + [d.type for d in dtypes.SUPPORTED])
 # The floating-point and complex dtypes the lean paths take.
 _INEXACT = frozenset(d for d in dtypes.SUPPORTED if d.kind in "fc")
+_FLOATS = frozenset(d for d in dtypes.SUPPORTED if d.kind == "f")
 # Array objects made without calling __init__ (the lean paths' hot spots): _new(Array),
 # then both slots set.
 _new = object.__new__
@@ -550,8 +551,10 @@ def eager_float_pair(prim, x, y, swap=False):
     xv = x._value
     dtype = xv.dtype
     tx = type(xv)
-    if dtype not in _INEXACT or tx not in _NUMPY_OPERANDS or (
-            dtype.kind == "c" and "c" not in getattr(prim.abstract_eval, "kinds", "fc")):
+    if tx not in _NUMPY_OPERANDS:
+        return None
+    if dtype not in _FLOATS and (    # complex: where the shape rule takes it
+            dtype not in _INEXACT or "c" not in getattr(prim.abstract_eval, "kinds", "fc")):
         return None
     t = type(y)
     if t is Array:
