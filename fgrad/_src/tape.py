@@ -61,10 +61,7 @@ class TapeTracer(JVPTracer):
 
     @property
     def primal(self):
-        a = _new(Array)
-        a._value = self._value
-        a.weak_type = self.weak_type
-        return a
+        return _array(self._value, self.weak_type)
 
     @property
     def aval(self):

@@ -719,21 +719,16 @@ def _batch_range(ir, b, fn, spec, call, lo, hi):
     """call(offsets) (see _batches) for the batch elements lo..hi-1 in C order."""
     i64 = ir.IntType(64)
     strides = _offset_strides(spec)
-    pre = b.block
-    head, done = fn.append_basic_block("batch"), fn.append_basic_block("batch_done")
-    b.cbranch(b.icmp_signed("<", lo, hi), head, done)
-    b.position_at_end(head)
-    t = b.phi(i64, name="t")
-    t.add_incoming(lo, pre)
-    index, rest = [], t
-    for extent in reversed(spec.batch):
-        index.append(b.urem(rest, ir.Constant(i64, extent)))
-        rest = b.udiv(rest, ir.Constant(i64, extent))
-    call([loops.linear(ir, b, index[::-1], st) for st in strides])
-    nxt = b.add(t, ir.Constant(i64, 1), flags=("nsw",))
-    t.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, hi), head, done)
-    b.position_at_end(done)
+
+    def element(t):
+        index, rest = [], t
+        for extent in reversed(spec.batch):
+            index.append(b.urem(rest, ir.Constant(i64, extent)))
+            rest = b.udiv(rest, ir.Constant(i64, extent))
+        call([loops.linear(ir, b, index[::-1], st) for st in strides])
+        return b.add(t, ir.Constant(i64, 1), flags=("nsw",))
+
+    loops.stepping(ir, b, fn, lo, hi, element, "batch", signed=True)
 
 
 def _batches(ir, b, fn, spec, call):

@@ -41,6 +41,24 @@ def upto(ir, b, fn, start, stop, body, name="i"):
     b.position_at_end(done)
 
 
+def stepping(ir, b, fn, start, stop, body, name="i", signed=False):
+    """i = start; while i < stop: i = body(i), over i64 values known at run time
+    only: body(i) emits one pass and returns the next i (steps of any size). The
+    range is tested before the first pass and after each (unsigned unless
+    `signed`)."""
+    less = b.icmp_signed if signed else b.icmp_unsigned
+    pre = b.block
+    head, done = fn.append_basic_block(name + "_loop"), fn.append_basic_block(name + "_done")
+    b.cbranch(less("<", start, stop), head, done)
+    b.position_at_end(head)
+    i = b.phi(ir.IntType(64), name=name)
+    i.add_incoming(start, pre)
+    nxt = body(i)
+    i.add_incoming(nxt, b.block)
+    b.cbranch(less("<", nxt, stop), head, done)
+    b.position_at_end(done)
+
+
 def nest(ir, b, fn, extents, body, name="d", unroll=True):
     """Nested loops over `extents` (outermost first): body(indices); nothing when
     an extent is 0, body([]) once when there are none."""

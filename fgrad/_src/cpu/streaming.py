@@ -25,6 +25,8 @@ won at 3*10^6 (2.7 -> 2.4 ms).
 import functools
 import os
 
+from . import loops
+
 LINE = 64
 BLOCK_BYTES = 8192          # per output: two pages of L1 per block
 MAX_STREAM_BYTES = 1 << 23  # 8 MiB (see above)
@@ -94,23 +96,19 @@ def wrap(ir, module, name, block, n_in, itemsizes):
         buffers.append(buf)
     failed = b.alloca(i1)
     b.store(ir.Constant(i1, 0), failed)
-    pre = b.block
-    loop, done = fn.append_basic_block("blocks"), fn.append_basic_block("blocks_done")
-    b.cbranch(b.icmp_unsigned("<", lo, hi), loop, done)
-    b.position_at_end(loop)
-    first = b.phi(i64, name="first")
-    first.add_incoming(lo, pre)
-    last = block_end(ir, b, outs[0], first, hi, itemsizes[0])
-    err = b.call(block, list(ins) + buffers + [first, last])
-    b.store(b.or_(b.load(failed, typ=i1), err), failed)
-    for out, buf, size in zip(outs, buffers, itemsizes):
-        k = ir.Constant(i64, size)
-        b.call(copy(ir, module), [b.gep(out, [b.mul(first, k)], inbounds=True,
-                                        source_etype=ir.IntType(8)),
-                                  buf, b.mul(b.sub(last, first), k)])
-    first.add_incoming(last, b.block)
-    b.cbranch(b.icmp_unsigned("<", last, hi), loop, done)
-    b.position_at_end(done)
+
+    def one_block(first):
+        last = block_end(ir, b, outs[0], first, hi, itemsizes[0])
+        err = b.call(block, list(ins) + buffers + [first, last])
+        b.store(b.or_(b.load(failed, typ=i1), err), failed)
+        for out, buf, size in zip(outs, buffers, itemsizes):
+            k = ir.Constant(i64, size)
+            b.call(copy(ir, module), [b.gep(out, [b.mul(first, k)], inbounds=True,
+                                            source_etype=ir.IntType(8)),
+                                      buf, b.mul(b.sub(last, first), k)])
+        return last
+
+    loops.stepping(ir, b, fn, lo, hi, one_block, "first")
     fence(ir, module, b)
     b.ret(b.load(failed, typ=i1))
     return fn
@@ -140,21 +138,16 @@ def copy(ir, module):
     _small(ir, module, b, fn, dst, src, head)
     vec = ir.VectorType(ir.IntType(32), LINE // 4)
     nontemporal = module.add_metadata([ir.Constant(ir.IntType(32), 1)])
-    pre = b.block
-    loop, done = fn.append_basic_block("lines"), fn.append_basic_block("lines_done")
-    b.cbranch(b.icmp_unsigned("<", head, tail), loop, done)
-    b.position_at_end(loop)
-    at = b.phi(i64, name="at")
-    at.add_incoming(head, pre)
-    v = b.load(b.gep(src, [at], inbounds=True, source_etype=i8), typ=vec)
-    v.align = 1
-    st = b.store(v, b.gep(dst, [at], inbounds=True, source_etype=i8))
-    st.align = LINE
-    st.set_metadata("nontemporal", nontemporal)
-    nxt = b.add(at, line, flags=("nuw",))
-    at.add_incoming(nxt, loop)
-    b.cbranch(b.icmp_unsigned("<", nxt, tail), loop, done)
-    b.position_at_end(done)
+
+    def one_line(at):
+        v = b.load(b.gep(src, [at], inbounds=True, source_etype=i8), typ=vec)
+        v.align = 1
+        st = b.store(v, b.gep(dst, [at], inbounds=True, source_etype=i8))
+        st.align = LINE
+        st.set_metadata("nontemporal", nontemporal)
+        return b.add(at, line, flags=("nuw",))
+
+    loops.stepping(ir, b, fn, head, tail, one_line, "at")
     _small(ir, module, b, fn, b.gep(dst, [tail], inbounds=True, source_etype=i8),
            b.gep(src, [tail], inbounds=True, source_etype=i8), b.sub(n, tail))
     b.ret_void()
