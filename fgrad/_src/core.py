@@ -909,17 +909,10 @@ def _index_text(idx):
 # ----------------------------------------------------------------------------
 # Eager arrays
 
-class Array(ArrayMethods):
-    """An immutable concrete array: a NumPy value (or, on a GPU, a CuPy value) plus
-    its weak-type flag. `Array(value)` takes `value` as it is, without a copy (the
-    internal constructor): nothing may write into it afterwards. Data that is
-    still written to elsewhere becomes an Array through fgrad.numpy.asarray or
-    fgrad.numpy.array, which copy it."""
-    __slots__ = ("_value", "weak_type")
-
-    def __init__(self, value, weak_type=False):
-        self._value = value
-        self.weak_type = weak_type
+class HeldValue:
+    """shape, dtype and aval read from a held NumPy value `_value` and its weak-type
+    flag `weak_type`: an Array's, and the eager tape's tracer's (tape.TapeTracer)."""
+    __slots__ = ()
 
     @property
     def shape(self):
@@ -932,6 +925,19 @@ class Array(ArrayMethods):
     @property
     def aval(self):
         return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+
+
+class Array(HeldValue, ArrayMethods):
+    """An immutable concrete array: a NumPy value (or, on a GPU, a CuPy value) plus
+    its weak-type flag. `Array(value)` takes `value` as it is, without a copy (the
+    internal constructor): nothing may write into it afterwards. Data that is
+    still written to elsewhere becomes an Array through fgrad.numpy.asarray or
+    fgrad.numpy.array, which copy it."""
+    __slots__ = ("_value", "weak_type")
+
+    def __init__(self, value, weak_type=False):
+        self._value = value
+        self.weak_type = weak_type
 
     @property
     def device(self):

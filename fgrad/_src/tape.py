@@ -53,7 +53,7 @@ _LEAN1 = "lean unary"
 _LEAN2 = "lean binary"
 
 
-class TapeTracer(JVPTracer):
+class TapeTracer(core.HeldValue, JVPTracer):
     """A value on the tape: its primal's NumPy value `_value` and weak type are kept
     in the tracer itself (no Array per recorded op; `primal`, JVPTracer's slot, is
     unused: the property makes the Array when asked), its tangent is the node number."""
@@ -62,19 +62,6 @@ class TapeTracer(JVPTracer):
     @property
     def primal(self):
         return _array(self._value, self.weak_type)
-
-    @property
-    def aval(self):
-        v = self._value
-        return core.ShapedArray(v.shape, v.dtype, self.weak_type)
-
-    @property
-    def shape(self):
-        return self._value.shape
-
-    @property
-    def dtype(self):
-        return self._value.dtype
 
 
 def _tracer(trace, value, weak, node):
